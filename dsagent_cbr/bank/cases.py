@@ -1,0 +1,49 @@
+"""The two kinds of case the banks hold: human insights (for planning) and (task, solution) pairs
+(for deployment). A case's id is the hash of its content, so the same text is never stored twice."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+CaseKind = Literal["insight", "solution"]
+INSIGHT_SOURCES = ("writeup", "notebook", "retained")
+MODALITIES = ("tabular", "text", "forecasting", "time-series-classification")
+
+
+def content_id(*parts: str) -> str:
+    digest = hashlib.sha256("\x1f".join(p.strip() for p in parts).encode("utf-8")).hexdigest()
+    return digest[:16]
+
+
+@dataclass
+class Case:
+    kind: CaseKind
+    text: str  # what is embedded: the insight text, or a solution's task description
+    id: str = ""
+    title: str = ""
+    competition: str = ""
+    source_url: str = ""
+    source_kind: str = ""  # insights: writeup | notebook | retained; solutions: reference | retained
+    modality: str = ""
+    task_type: str = ""
+    # solution cases only
+    task_name: str = ""
+    script: str = ""
+    metric: str = ""
+    valid_score: float | None = None
+    test_score: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # provenance: rank, votes, fetched_at, run id...
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            self.id = content_id(self.kind, self.text, self.script)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Case:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)

@@ -1,0 +1,69 @@
+"""The `cbr` command. Subcommands live in dsagent_cbr.commands.* and are imported only when used,
+so `cbr --help` never pays for torch, chromadb, sentence-transformers or scrapy."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+import click
+
+from dsagent_cbr import __version__
+from dsagent_cbr.errors import CbrError
+
+# name -> (module, attribute, one-line help shown by `cbr --help` without importing the module)
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "tasks": ("dsagent_cbr.commands.tasks_cmd", "tasks", "List, validate, show and prepare task folders."),
+    "run": ("dsagent_cbr.commands.tasks_cmd", "run", "Run a script on a task in a sandbox and grade it."),
+    "bank": ("dsagent_cbr.commands.bank_cmd", "bank", "Build, search and edit the case bank."),
+    "develop": ("dsagent_cbr.commands.develop_cmd", "develop", "Develop a solution with the CBR loop."),
+    "deploy": ("dsagent_cbr.commands.deploy_cmd", "deploy", "Adapt the nearest past solution to a task."),
+    "ingest": ("dsagent_cbr.commands.ingest_cmd", "ingest", "Ingest a writeup or notebook file or URL."),
+    "ingest-kaggle": ("dsagent_cbr.commands.ingest_cmd", "ingest_kaggle", "Crawl a Kaggle competition's insights."),
+    "serve-local": ("dsagent_cbr.commands.llm_cmd", "serve_local", "Serve a local GGUF model (llama.cpp)."),
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name not in COMMANDS:
+            return None
+        module, attr, _ = COMMANDS[name]
+        return getattr(importlib.import_module(module), attr)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, COMMANDS[name][2]) for name in self.list_commands(ctx)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup)
+@click.version_option(__version__, prog_name="cbr")
+def cli() -> None:
+    """dsagent-cbr: automate data science with a case-based-reasoning LLM agent."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        cli.main(args=argv, prog_name="cbr", standalone_mode=False)
+    except CbrError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        for line in exc.details:
+            click.echo(line, err=True)
+        return exc.exit_code
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        return 130
+    except click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,255 @@
+"""Load and validate task folders: ours (task.toml) and DS-Agent/MLAgentBench's (env/, scripts/)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from dsagent_cbr.errors import CbrError
+from dsagent_cbr.tasks.metrics import get_metric
+from dsagent_cbr.tasks.model import MODALITIES, STAGES, TASK_TYPES, Task
+
+
+class TaskError(CbrError):
+    """A task folder that cannot be used; `details` holds one line per problem."""
+
+
+def detect_layout(root: Path) -> str | None:
+    if (root / "task.toml").is_file():
+        return "cbr"
+    if (root / "env" / "train.py").is_file() and (root / "scripts" / "research_problem.txt").is_file():
+        return "dsagent"
+    return None
+
+
+def load_task(path: str | Path, *, require_data: bool = False) -> Task:
+    """Load a task folder, raising TaskError listing every problem found."""
+    root = Path(path).expanduser().resolve()
+    if not root.is_dir():
+        raise TaskError(f"No task folder at {path}.")
+    layout = detect_layout(root)
+    if layout is None:
+        raise TaskError(
+            f"{path} is not a task folder: it has neither task.toml nor env/train.py with "
+            "scripts/research_problem.txt.",
+            details=[f"{root}: missing task.toml"],
+        )
+    task, problems = _load_cbr(root) if layout == "cbr" else _load_dsagent(root)
+    if task is not None and require_data and not task.is_prepared():
+        problems.append(f"{root}: data not prepared (run `cbr tasks prepare {task.name}`)")
+    if problems:
+        raise TaskError(f"Task folder {path} has {len(problems)} problem(s).", details=problems)
+    assert task is not None
+    return task
+
+
+def validate_task(path: str | Path, *, require_data: bool = True) -> list[str]:
+    try:
+        load_task(path, require_data=require_data)
+    except TaskError as exc:
+        return exc.details or [str(exc)]
+    return []
+
+
+def _read_toml(path: Path, problems: list[str]) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        problems.append(f"{path}: not valid TOML ({exc})")
+        return {}
+
+
+def _strings(value: Any, field: str, where: Path, problems: list[str]) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    problems.append(f"{where}: {field} must be a string or a list of strings")
+    return ()
+
+
+def _check_starter(starter: Path, problems: list[str], *, skeleton: bool) -> None:
+    if not starter.is_file():
+        problems.append(f"{starter}: starter script missing")
+        return
+    try:
+        tree = ast.parse(starter.read_text(encoding="utf-8"))
+    except (SyntaxError, UnicodeDecodeError) as exc:
+        problems.append(f"{starter}: does not parse ({exc})")
+        return
+    if skeleton:
+        defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+        for name in ("train_model", "predict"):
+            if name not in defined:
+                problems.append(f"{starter}: the skeleton function {name}() is missing")
+
+
+def _load_cbr(root: Path) -> tuple[Task | None, list[str]]:
+    problems: list[str] = []
+    where = root / "task.toml"
+    meta = _read_toml(where, problems)
+    if not meta:
+        return None, problems or [f"{where}: empty"]
+    data = meta.get("data", {})
+    if not isinstance(data, dict):
+        problems.append(f"{where}: [data] must be a table")
+        data = {}
+
+    for key in ("name", "modality", "task_type", "metric"):
+        if not isinstance(meta.get(key), str) or not meta.get(key):
+            problems.append(f"{where}: required key {key!r} is missing")
+    modality, task_type = meta.get("modality", ""), meta.get("task_type", "")
+    if modality and modality not in MODALITIES:
+        problems.append(f"{where}: modality {modality!r} is not one of {', '.join(MODALITIES)}")
+    if task_type and task_type not in TASK_TYPES:
+        problems.append(f"{where}: task_type {task_type!r} is not one of {', '.join(TASK_TYPES)}")
+    metric_name, direction = str(meta.get("metric", "")), meta.get("direction")
+    metric = None
+    if metric_name:
+        try:
+            metric = get_metric(metric_name)
+        except KeyError as exc:
+            problems.append(f"{where}: {exc.args[0]}")
+    if metric and direction is not None and direction != metric.direction:
+        problems.append(f"{where}: direction {direction!r} contradicts {metric.name} ({metric.direction})")
+    stage = meta.get("stage", "development")
+    if stage not in STAGES:
+        problems.append(f"{where}: stage {stage!r} is not one of {', '.join(STAGES)}")
+    paired = _strings(meta.get("paired_with", []), "paired_with", where, problems)
+    if stage == "deployment" and not paired:
+        problems.append(f"{where}: a deployment task needs paired_with = [<development task>, ...]")
+
+    fmt = data.get("format", "csv")
+    if fmt not in ("csv", "npy"):
+        problems.append(f"{where}: data.format {fmt!r} must be 'csv' or 'npy'")
+    public = _strings(data.get("public"), "data.public", where, problems)
+    if not public:
+        problems.append(f"{where}: data.public must list the public data files")
+    answers, predictions = data.get("answers"), data.get("predictions")
+    for key, value in (("answers", answers), ("predictions", predictions)):
+        if not isinstance(value, str) or not value:
+            problems.append(f"{where}: data.{key} must name a file")
+    target = _strings(data.get("target"), "data.target", where, problems)
+    classes = _strings(data.get("classes"), "data.classes", where, problems)
+    if fmt == "csv":
+        if not data.get("id_column"):
+            problems.append(f"{where}: csv tasks need data.id_column")
+        if not target:
+            problems.append(f"{where}: csv tasks need data.target")
+        if metric and metric.name == "logloss" and not classes:
+            problems.append(f"{where}: log-loss tasks need data.classes (the probability columns)")
+
+    description = root / "description.md"
+    text = description.read_text(encoding="utf-8").strip() if description.is_file() else ""
+    if not text:
+        problems.append(f"{description}: missing or empty")
+    _check_starter(root / "train.py", problems, skeleton=True)
+    if meta.get("name") and meta["name"] != root.name:
+        problems.append(f"{where}: name {meta['name']!r} differs from the folder name {root.name!r}")
+    if problems:
+        return None, problems
+    assert metric is not None
+    return (
+        Task(
+            name=meta["name"], root=root, description=text, modality=modality, task_type=task_type,
+            metric_name=metric.name, direction=metric.direction, starter=root / "train.py",
+            public_dir=root / "data", public_files=public, private_dir=root / "private",
+            answers=answers, predictions=predictions, data_format=fmt,
+            id_column=data.get("id_column"), target=target, classes=classes, stage=stage,
+            paired_with=paired, source=str(meta.get("source", "")), layout="cbr",
+        ),
+        problems,
+    )
+
+
+# Longest names first, so RMSLE is not read as RMSE and RMSE not as MSE.
+_METRIC_WORDS = [
+    ("mcrmse", "mcrmse"), ("rmsle", "rmsle"), ("rmse", "rmse"), ("medae", "medae"), ("mse", "mse"),
+    ("mae", "mae"), ("auroc", "auroc"), ("roc auc", "auroc"), ("auc", "auroc"), ("log loss", "logloss"),
+    ("logloss", "logloss"), ("nll", "logloss"), ("accuracy", "accuracy"),
+]
+
+
+def _find_metric(*texts: str) -> str | None:
+    for text in texts:
+        lowered = text.lower()
+        for word, name in _METRIC_WORDS:
+            if re.search(rf"\b{re.escape(word)}\b", lowered):
+                return name
+    return None
+
+
+def _print_label(submission: Path) -> str | None:
+    """The label before ':' in the last print() of DS-Agent's submission.py ("final MAE on test set")."""
+    if not submission.is_file():
+        return None
+    label = None
+    for line in submission.read_text(encoding="utf-8", errors="replace").splitlines():
+        match = re.search(r"print\(\s*f?[\"']([^\"':{]+):", line)
+        if match:
+            label = match.group(1).strip()
+    return label
+
+
+def _guess_modality(text: str) -> tuple[str, str]:
+    lowered = text.lower()
+    if "forecast" in lowered:
+        return "forecasting", "forecasting"
+    kind = "regression" if "regression" in lowered else "multiclass-classification"
+    if "time series" in lowered or "time-series" in lowered:
+        return "time-series-classification", kind
+    if any(w in lowered for w in ("text", "sentence", "review", "essay", "tweet", "nlp")):
+        return "text", kind
+    return "tabular", kind
+
+
+def _load_dsagent(root: Path) -> tuple[Task | None, list[str]]:
+    problems: list[str] = []
+    env, scripts = root / "env", root / "scripts"
+    description = (scripts / "research_problem.txt").read_text(encoding="utf-8", errors="replace").strip()
+    if not description:
+        problems.append(f"{scripts / 'research_problem.txt'}: empty")
+    _check_starter(env / "train.py", problems, skeleton=False)
+    label = _print_label(env / "submission.py")
+    if label is None:
+        problems.append(f"{env / 'submission.py'}: no print(\"<label>: ...\") line to read the test score from")
+    metric_name = _find_metric(label or "", description)
+    if metric_name is None:
+        problems.append(f"{root}: cannot tell the metric from submission.py or research_problem.txt")
+    if problems:
+        return None, problems
+    assert metric_name is not None
+    modality, task_type = _guess_modality(description)
+    public = tuple(sorted(p.name for p in env.iterdir() if p.name != "train.py" and not p.name.startswith(".")))
+    metric = get_metric(metric_name)
+    return (
+        Task(
+            name=root.name, root=root, description=description, modality=modality, task_type=task_type,
+            metric_name=metric.name, direction=metric.direction, starter=env / "train.py", public_dir=env,
+            public_files=public, private_dir=scripts, answers=None, predictions=None, data_format="printed",
+            layout="dsagent", test_pattern=label,
+        ),
+        problems,
+    )
+
+
+def discover_tasks(tasks_dir: Path) -> list[Path]:
+    if not tasks_dir.is_dir():
+        return []
+    return sorted(p for p in tasks_dir.iterdir() if p.is_dir() and detect_layout(p) is not None)
+
+
+def resolve_task_path(name_or_path: str, tasks_dir: Path) -> Path:
+    """Accept a folder path or the bare name of a task under the tasks directory."""
+    path = Path(name_or_path)
+    if path.is_dir():
+        return path
+    candidate = tasks_dir / name_or_path
+    if candidate.is_dir():
+        return candidate
+    raise TaskError(f"No task folder {name_or_path!r} (looked in . and {tasks_dir}).")

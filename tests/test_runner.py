@@ -1,0 +1,113 @@
+"""The sandboxed runner, with real child processes on a real task."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from dsagent_cbr.runner.result import RunResult, parse_validation_metric
+from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.tasks.metrics import rmse
+
+
+def test_starter_runs_and_is_graded_against_the_answers(concrete, tmp_path):
+    result = run_script(concrete, concrete.starter, run_dir=tmp_path / "run")
+    assert result.ok, result.error
+    assert result.valid_metric is not None and result.valid_metric > 0
+    sub = pd.read_csv(Path(result.workspace) / "submission.csv")
+    answers = pd.read_csv(concrete.private_dir / "answers.csv").merge(sub, on="id", suffixes=("", "_p"))
+    expected = rmse(answers["compressive_strength"], answers["compressive_strength_p"])
+    assert result.test_metric == expected
+    assert result.peak_memory_mb > 10 and result.wall_time > 0
+    saved = RunResult.load(tmp_path / "run" / "result.json")
+    assert saved.test_metric == result.test_metric and saved.ok
+
+
+def test_timeout_kills_the_whole_tree(concrete, tmp_path):
+    pid_file = tmp_path / "grandchild.pid"
+    script = textwrap.dedent(f"""
+        import os, time
+        if os.fork() == 0:
+            if os.fork() == 0:
+                open({str(pid_file)!r}, "w").write(str(os.getpid()))
+                time.sleep(300)
+            os._exit(0)
+        time.sleep(300)
+    """)
+    start = time.monotonic()
+    result = run_script(concrete, script, run_dir=tmp_path / "run", timeout=2)
+    assert result.status == "timeout" and result.timed_out
+    assert time.monotonic() - start < 30
+    grandchild = int(pid_file.read_text())
+    time.sleep(0.5)
+    state = Path(f"/proc/{grandchild}/stat")
+    assert not state.exists() or state.read_text().split(") ")[1].startswith("Z")
+
+
+def test_memory_limit_gives_a_clear_result(concrete, tmp_path):
+    script = "import numpy as np\nblocks = []\nfor _ in range(40):\n    blocks.append(np.ones(25_000_000))\n"
+    result = run_script(concrete, script, run_dir=tmp_path / "run", memory_mb=300)
+    assert result.status == "memory_limit"
+    assert "memory limit" in (result.error or "")
+
+
+def test_child_cannot_see_api_keys(concrete, tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-should-not-leak")
+    script = "import os\nprint('KEYS', sorted(k for k in os.environ if 'KEY' in k or 'TOKEN' in k))\n"
+    result = run_script(concrete, script, run_dir=tmp_path / "run")
+    assert "KEYS" in result.stdout
+    assert "OPENAI_API_KEY" not in result.stdout and "GITHUB_TOKEN" not in result.stdout
+
+
+def test_private_answers_are_unreachable(concrete, tmp_path):
+    answers = concrete.private_dir / "answers.csv"
+    assert answers.is_file()
+    script = textwrap.dedent(f"""
+        import glob, os
+        print("LISTING", os.listdir({str(concrete.private_dir)!r}))
+        print("GLOB", glob.glob({str(concrete.root.parent)!r} + "/*/private/*"))
+        open({str(answers)!r}).read()
+    """)
+    result = run_script(concrete, script, run_dir=tmp_path / "run")
+    assert result.isolated
+    assert result.status == "error"
+    assert "LISTING []" in result.stdout and "GLOB []" in result.stdout
+    assert not any(p.name == "answers.csv" for p in Path(result.workspace).rglob("*"))
+
+
+def test_missing_predictions_is_a_grading_error(concrete, tmp_path):
+    result = run_script(concrete, "print('Validation rmse: 1.5')\n", run_dir=tmp_path / "run")
+    assert result.status == "grading_error" and "submission.csv" in (result.error or "")
+    assert result.valid_metric == 1.5
+
+
+def test_script_error_reports_the_last_line(concrete, tmp_path):
+    result = run_script(concrete, "import no_such_module_xyz\n", run_dir=tmp_path / "run")
+    assert result.status == "error"
+    assert "ModuleNotFoundError" in (result.error or "")
+
+
+def test_validation_metric_parsing():
+    assert parse_validation_metric("Validation rmse: 3.5\nValidation rmse: 2.25\n") == 2.25
+    assert parse_validation_metric("final MAE on validation set: 0.125") == 0.125
+    assert parse_validation_metric("valid_auroc=0.91") == 0.91
+    assert parse_validation_metric("Validation rmse: nan") is None
+    assert parse_validation_metric("nothing here") is None
+
+
+def test_grading_rejects_nan_and_missing_ids(concrete, tmp_path):
+    test = pd.read_csv(concrete.public_dir / "test.csv")
+    preds = np.full(len(test), np.nan)
+    script = f"import pandas as pd\npd.DataFrame({{'id': {test['id'].tolist()[:-1]!r}}}).assign(compressive_strength=1.0).to_csv('submission.csv', index=False)\n"
+    result = run_script(concrete, script, run_dir=tmp_path / "a")
+    assert result.status == "grading_error" and "no prediction" in (result.error or "")
+    script = f"import pandas as pd\npd.DataFrame({{'id': {test['id'].tolist()!r}, 'compressive_strength': {preds.tolist()!r}}}).to_csv('submission.csv', index=False)\n"
+    result = run_script(concrete, script.replace("nan", "float('nan')"), run_dir=tmp_path / "b")
+    assert result.status == "grading_error" and "NaN" in (result.error or "")
+    assert os.path.isdir(result.workspace)

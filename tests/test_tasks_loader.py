@@ -1,0 +1,110 @@
+"""Task folders: ours, DS-Agent's, and malformed ones, through the real `cbr` command."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pandas as pd
+
+from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.tasks.loader import load_task
+
+CBR = [sys.executable, "-m", "dsagent_cbr.cli"]
+
+
+def cbr(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CBR, *args], capture_output=True, text=True, cwd=cwd)
+
+
+def test_malformed_task_folder_one_line_per_problem(tmp_path):
+    bad = tmp_path / "bad-task"
+    bad.mkdir()
+    (bad / "task.toml").write_text(textwrap.dedent("""
+        name = "bad-task"
+        modality = "audio"
+        task_type = "regression"
+        metric = "f7-score"
+        stage = "deployment"
+        [data]
+        format = "csv"
+        public = ["train.csv"]
+        predictions = "submission.csv"
+    """))
+    (bad / "train.py").write_text("def train_model(:\n")
+    proc = cbr("tasks", "validate", str(bad))
+    assert proc.returncode == 2
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(str(bad.resolve()))]
+    expected = ["modality 'audio'", "unknown metric", "paired_with", "data.answers", "id_column",
+                "data.target", "description.md", "does not parse"]
+    for fragment in expected:
+        assert sum(fragment in ln for ln in lines) == 1, (fragment, proc.stderr)
+    assert len(lines) == len(expected)
+    assert "Traceback" not in proc.stderr
+
+
+def test_not_a_task_folder(tmp_path):
+    proc = cbr("tasks", "validate", str(tmp_path))
+    assert proc.returncode == 2 and "missing task.toml" in proc.stderr
+
+
+def _dsagent_folder(concrete, root: Path) -> Path:
+    """A folder in DS-Agent's benchmark layout, built from the real concrete data."""
+    env, scripts = root / "env", root / "scripts"
+    env.mkdir(parents=True)
+    scripts.mkdir()
+    shutil.copy(concrete.public_dir / "train.csv", env / "train.csv")
+    test = pd.read_csv(concrete.public_dir / "test.csv").merge(pd.read_csv(concrete.private_dir / "answers.csv"))
+    test.to_csv(env / "test.csv", index=False)
+    (scripts / "research_problem.txt").write_text(
+        "You are solving this machine learning task of regression: predict the compressive strength of "
+        "concrete. The evaluation metric is root mean squared error (RMSE). Fill in train.py.")
+    (env / "submission.py").write_text(textwrap.dedent("""
+        import numpy as np
+        def submit_predictions_for_test_set(y_true, y_pred):
+            rmse = float(np.sqrt(np.mean((np.asarray(y_true) - np.asarray(y_pred)) ** 2)))
+            print("final RMSE on test set: ", rmse)
+    """))
+    (env / "train.py").write_text(textwrap.dedent("""
+        import pandas as pd
+        from sklearn.linear_model import LinearRegression
+        from submission import submit_predictions_for_test_set
+        train, test = pd.read_csv("train.csv"), pd.read_csv("test.csv")
+        cols = [c for c in train.columns if c not in ("id", "compressive_strength")]
+        model = LinearRegression().fit(train[cols], train["compressive_strength"])
+        print("final RMSE on validation set: ", 0.0)
+        submit_predictions_for_test_set(test["compressive_strength"], model.predict(test[cols]))
+    """))
+    return root
+
+
+def test_dsagent_layout_loads_and_runs(concrete, tmp_path):
+    folder = _dsagent_folder(concrete, tmp_path / "concrete-dsagent")
+    task = load_task(folder)
+    assert task.layout == "dsagent" and task.metric_name == "rmse" and task.direction == "minimize"
+    assert task.modality == "tabular" and task.task_type == "regression"
+    assert "submission.py" in task.public_files and "train.py" not in task.public_files
+    result = run_script(task, task.starter, run_dir=tmp_path / "run")
+    assert result.ok, result.error
+    assert 5 < result.test_metric < 20  # a linear model on concrete: about 10 MPa
+    proc = cbr("tasks", "show", str(folder))
+    assert proc.returncode == 0 and "dsagent" in proc.stdout
+
+
+def test_cbr_run_prints_metrics_and_writes_json(concrete, tmp_path):
+    proc = cbr("run", str(concrete.root), str(concrete.starter), "--out", str(tmp_path / "r"))
+    assert proc.returncode == 0, proc.stderr
+    assert "validation:" in proc.stdout and "test:" in proc.stdout
+    assert (tmp_path / "r" / "result.json").is_file()
+
+
+def test_cbr_help_does_not_import_heavy_libraries():
+    code = ("import sys\nfrom dsagent_cbr.cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('torch', 'chromadb', 'sentence_transformers', 'scrapy') if m in sys.modules]\n"
+            "print('HEAVY', heavy)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
+    assert "develop" in proc.stdout and "ingest-kaggle" in proc.stdout
