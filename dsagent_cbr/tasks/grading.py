@@ -22,9 +22,12 @@ def grade(task: Task, workspace: Path, stdout: str = "") -> float:
     if not predictions.is_file():
         raise GradingError(f"the script wrote no {task.predictions}")
     answers = task.private_dir / task.answers
-    if task.data_format == "npy":
-        return _grade_npy(task, predictions, answers)
-    return _grade_csv(task, predictions, answers)
+    try:
+        if task.data_format == "npy":
+            return _grade_npy(task, predictions, answers)
+        return _grade_csv(task, predictions, answers)
+    except (ValueError, TypeError, IndexError) as exc:
+        raise GradingError(f"the predictions cannot be scored with {task.metric_name}: {exc}") from exc
 
 
 def _grade_printed(task: Task, stdout: str) -> float:
@@ -91,11 +94,29 @@ def _grade_csv(task: Task, predictions: Path, answers: Path) -> float:
         pred = _numeric(pred)
         return task.metric.fn(y, pred)
     y = merged[list(task.target)].to_numpy()
+    if task.metric.name == "auroc" and y.dtype.kind not in "biuf":
+        y = _positive_indicator(task, y)
     if len(task.target) == 1:
         y, pred = y[:, 0], pred[:, 0]
     if task.metric.name != "accuracy":
         pred, y = _numeric(pred), y.astype(float)
     return task.metric.fn(y, pred)
+
+
+_POSITIVE_WORDS = ("yes", "true", "1", "positive")
+
+
+def _positive_indicator(task: Task, y: np.ndarray) -> np.ndarray:
+    """AUROC answers given as labels: the positive class is classes[-1], or an unambiguous yes/true."""
+    labels = {str(v) for v in np.unique(y.astype(str))}
+    if task.classes:
+        positive = task.classes[-1]
+    else:
+        matches = [w for w in _POSITIVE_WORDS if w in {lbl.lower() for lbl in labels}]
+        if len(labels) != 2 or not matches:
+            raise GradingError("AUROC answers must be 0/1, or task.toml must give data.classes = [negative, positive]")
+        positive = next(lbl for lbl in labels if lbl.lower() == matches[0])
+    return (y.astype(str) == positive).astype(float)
 
 
 def _numeric(values: np.ndarray) -> np.ndarray:
