@@ -1,0 +1,106 @@
+"""Run `cbr deploy` over every deployment task for one model and strategy, N times each.
+
+Prints the one-pass rate (the LLM's first script ran and was graded: the paper's measure), the final
+success rate (a graded result, the structural adapter included), how many runs beat the random
+starter, and per task the test score beside the random starter's and the paired development task's
+reference score. Writes JSON.
+Usage: python experiments/deploy_suite.py --model none|local|... [--strategy cbr] [--repeats 1] [--tasks a,b]"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import tempfile
+import tomllib
+from pathlib import Path
+
+from dsagent_cbr.agent.deploy import DeployConfig, deploy
+from dsagent_cbr.agent.rundir import new_run_dir
+from dsagent_cbr.bank import open_bank
+from dsagent_cbr.config import load_settings
+from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.tasks.loader import discover_tasks, load_task
+from dsagent_cbr.tasks.prepare import prepare_task
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def reference_score(task_name: str) -> float | None:
+    meta = REPO / "casebank" / "solutions" / task_name / "meta.toml"
+    if not meta.is_file():
+        return None
+    return tomllib.loads(meta.read_text()).get("test_score")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", default="none")
+    parser.add_argument("--strategy", default="cbr", choices=["cbr", "zero-shot", "one-shot-random"])
+    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--tasks", help="comma-separated deployment task names (default: all)")
+    parser.add_argument("--no-fallback", action="store_true")
+    parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--store", default="faiss", choices=["chroma", "faiss"])
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+
+    tasks = [load_task(p) for p in discover_tasks(REPO / "tasks")]
+    tasks = [t for t in tasks if t.stage == "deployment" and (not args.tasks or t.name in args.tasks.split(","))]
+    runs_root = Path(tempfile.mkdtemp(prefix="deploy-suite-"))
+    settings = load_settings(model=args.model, store=args.store, runs_dir=runs_root)
+    bank = open_bank(settings)
+    rows = []
+    llm_ctx = contextlib.nullcontext(None)
+    if args.model != "none":
+        from dsagent_cbr.llm import open_llm
+
+        llm_ctx = open_llm(settings, run_dir=runs_root)
+    with llm_ctx as client:
+        for task in tasks:
+            prepare_task(task)
+            starter = run_script(task, task.starter, run_dir=runs_root / f"{task.name}-starter", timeout=args.timeout)
+            for repeat in range(args.repeats):
+                config = DeployConfig(strategy=args.strategy, fallback=not args.no_fallback, timeout=args.timeout,
+                                      seed=repeat)
+                result = deploy(task, config, new_run_dir(runs_root, task.name), bank, client, settings.tasks_dir)
+                beats = result.final_success and task.metric.better(result.test_metric, starter.test_metric)
+                rows.append({**result.to_dict(), "repeat": repeat, "random": starter.test_metric,
+                             "beats_random": beats, "paired_with": list(task.paired_with),
+                             "paired_reference": reference_score(task.paired_with[0]) if task.paired_with else None})
+                print(f"  {task.name} #{repeat}: one-pass={result.one_pass} final={result.final_success} "
+                      f"by={result.solved_by} test={result.test_metric}", flush=True)
+    print_summary(rows, args)
+    out = args.out or REPO / "experiments" / "results" / f"deploy_suite-{args.model.replace(':', '_').replace('/', '_')}-{args.strategy}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=2, default=str))
+    print(f"\nwritten {out}")
+
+
+def fmt(v: object) -> str:
+    return "—" if v is None else f"{v:.4g}" if isinstance(v, float) else str(v)
+
+
+def print_summary(rows: list[dict], args: argparse.Namespace) -> None:
+    n = len(rows)
+    asked = [r for r in rows if r["one_pass"] is not None]
+    one_pass = f"{sum(r['one_pass'] for r in asked)}/{len(asked)}" if asked else "n/a (no LLM)"
+    print(f"\nmodel {args.model}, strategy {args.strategy}, {n} runs")
+    print(f"one-pass rate:      {one_pass}")
+    print(f"final success rate: {sum(r['final_success'] for r in rows)}/{n}")
+    print(f"beats random:       {sum(bool(r['beats_random']) for r in rows)}/{n}")
+    print("\ntask | metric | one-pass | solved by | test (mean) | random | paired dev task | its reference")
+    print("--- | --- | --- | --- | --- | --- | --- | ---")
+    for task in dict.fromkeys(r["task"] for r in rows):
+        rs = [r for r in rows if r["task"] == task]
+        scores = [r["test_metric"] for r in rs if r["test_metric"] is not None]
+        op = [r["one_pass"] for r in rs if r["one_pass"] is not None]
+        print(" | ".join([task, f"{rs[0]['metric']} ({'↑' if rs[0]['direction'] == 'maximize' else '↓'})",
+                          f"{sum(op)}/{len(op)}" if op else "n/a", ",".join(sorted({r['solved_by'] for r in rs})),
+                          fmt(statistics.mean(scores)) if scores else "failed", fmt(rs[0]["random"]),
+                          ", ".join(rs[0]["paired_with"]), fmt(rs[0]["paired_reference"])]))
+
+
+if __name__ == "__main__":
+    main()
