@@ -1,0 +1,42 @@
+"""The LLM layer: model resolution, one client (retries, ledger, budget, cache), the embedded
+llama.cpp server, prompts and reply parsers."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from dsagent_cbr.errors import CbrError
+
+LOCAL_MAX_TOKENS = 1536  # a small model left unbounded can ramble to the end of its context
+
+
+@contextlib.contextmanager
+def open_llm(settings: Any, run_dir: Path | None = None) -> Iterator[Any]:
+    """A ready client for settings.model; for local and gguf: models, the server lives as long as the block."""
+    from dsagent_cbr.llm.cache import ResponseCache
+    from dsagent_cbr.llm.client import LLMClient
+    from dsagent_cbr.llm.ledger import Ledger
+    from dsagent_cbr.llm.local_server import local_server
+    from dsagent_cbr.llm.models import resolve_model
+
+    spec = resolve_model(settings.model, settings.base_url, settings.api_key)
+    if spec.provider == "none":
+        raise CbrError("No model configured: pass --model (e.g. gpt-4o, mixtral, local) or set CBR_MODEL.")
+    ledger = Ledger(run_dir / "ledger.jsonl" if run_dir else None, settings.max_cost, settings.max_tokens)
+    cache = ResponseCache(settings.cache_path / "responses.sqlite") if settings.use_cache else None
+    try:
+        with contextlib.ExitStack() as stack:
+            max_tokens = None
+            if spec.provider == "local":
+                assert spec.gguf is not None
+                url = stack.enter_context(local_server(spec.gguf, log_path=run_dir / "llm-server.log" if run_dir else None))
+                spec, max_tokens = replace(spec, base_url=url, api_key="not-needed"), LOCAL_MAX_TOKENS
+            yield LLMClient(spec, ledger=ledger, cache=cache, timeout=settings.request_timeout,
+                            max_retries=settings.max_retries, default_max_tokens=max_tokens)
+    finally:
+        if cache is not None:
+            cache.close()

@@ -1,0 +1,101 @@
+"""One client for every LLM call, through the openai SDK: per-call timeout, bounded retries with
+exponential backoff and jitter on 429, 5xx and timeouts, one clear sentence for bad keys, unknown
+models and unreachable servers, the response cache, and the ledger with its budget."""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from dsagent_cbr.errors import CbrError
+from dsagent_cbr.llm.cache import ResponseCache, request_key
+from dsagent_cbr.llm.ledger import BudgetExceeded, CallRecord, Ledger
+from dsagent_cbr.llm.models import ModelSpec
+
+__all__ = ["BudgetExceeded", "Completion", "LLMClient"]
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int
+    completion_tokens: int
+    cost: float
+    latency: float
+    cached: bool
+    model: str
+
+
+class LLMClient:
+    def __init__(self, spec: ModelSpec, *, ledger: Ledger | None = None, cache: ResponseCache | None = None,
+                 timeout: float = 120.0, max_retries: int = 4, backoff: float = 1.0,
+                 default_max_tokens: int | None = None) -> None:
+        from openai import OpenAI
+
+        self.spec, self.model = spec, spec.alias
+        self.ledger = ledger or Ledger()
+        self.cache, self.max_retries, self.backoff = cache, max_retries, backoff
+        self.default_max_tokens = default_max_tokens
+        # The SDK's own retries are off: the count and the waits are ours, and visible in tests.
+        self._sdk = OpenAI(base_url=spec.base_url, api_key=spec.api_key or "not-needed", timeout=timeout,
+                           max_retries=0)
+
+    def complete(self, role: str, messages: list[dict[str, str]], *, temperature: float = 0.5,
+                 max_tokens: int | None = None, json_mode: bool = False, seed: int | None = None) -> Completion:
+        self.ledger.check_budget()
+        params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens or self.default_max_tokens,
+                                  "json_mode": json_mode, "seed": seed}
+        key = request_key(self.spec.name, messages, params)
+        if self.cache is not None and (hit := self.cache.get(key)) is not None:
+            self.ledger.record(CallRecord(role, self.model, 0, 0, 0.0, 0.0, cached=True))
+            return Completion(hit["text"], 0, 0, 0.0, 0.0, True, self.model)
+        start = time.monotonic()
+        response = self._call_with_retries(messages, params)
+        latency = time.monotonic() - start
+        text = response.choices[0].message.content or ""
+        usage = response.usage
+        p_tok = int(getattr(usage, "prompt_tokens", 0) or 0)
+        c_tok = int(getattr(usage, "completion_tokens", 0) or 0)
+        cost = self.spec.cost(p_tok, c_tok)
+        self.ledger.record(CallRecord(role, self.model, p_tok, c_tok, round(latency, 3), cost, cached=False))
+        if self.cache is not None:
+            self.cache.put(key, self.spec.name, text, p_tok, c_tok)
+        return Completion(text, p_tok, c_tok, cost, latency, False, self.model)
+
+    def _call_with_retries(self, messages: list[dict[str, str]], params: dict[str, Any]) -> Any:
+        import openai
+
+        kwargs: dict[str, Any] = {"model": self.spec.name, "messages": messages, "temperature": params["temperature"]}
+        if params["max_tokens"]:
+            kwargs["max_tokens"] = params["max_tokens"]
+        if params["json_mode"]:
+            kwargs["response_format"] = {"type": "json_object"}
+        if params["seed"] is not None:
+            kwargs["seed"] = params["seed"]
+        where = self.spec.base_url or "the server"
+        for attempt in range(self.max_retries + 1):
+            try:
+                return self._sdk.chat.completions.create(**kwargs)
+            except openai.AuthenticationError as exc:
+                raise CbrError(f"{where} rejected the API key for model {self.model} (HTTP 401).") from exc
+            except openai.PermissionDeniedError as exc:
+                raise CbrError(f"{where} refused access to model {self.model} (HTTP 403).") from exc
+            except openai.NotFoundError as exc:
+                raise CbrError(f"{where} does not know the model {self.spec.name!r} (HTTP 404).") from exc
+            except openai.BadRequestError as exc:
+                raise CbrError(f"{where} refused the request for {self.model}: {exc.message}") from exc
+            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
+                    openai.APIConnectionError) as exc:
+                if attempt == self.max_retries:
+                    if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError):
+                        raise CbrError(f"Cannot reach the model server at {where} (is it running?).") from exc
+                    raise CbrError(f"The model server at {where} kept failing after {attempt + 1} tries: "
+                                   f"{type(exc).__name__}.") from exc
+                time.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
+            except openai.APIStatusError as exc:
+                if exc.status_code < 500 or attempt == self.max_retries:
+                    raise CbrError(f"{where} answered HTTP {exc.status_code} for {self.model}.") from exc
+                time.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
+        raise AssertionError("unreachable")

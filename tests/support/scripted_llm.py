@@ -1,0 +1,80 @@
+"""A scripted OpenAI-compatible server on 127.0.0.1, for tests that need specific replies.
+
+    with ScriptedLLM(["[2] > [1]", "Decision: ...", ...]) as server:
+        settings = load_settings(model="scripted", base_url=server.url, api_key="test")
+
+`replies` is a list consumed in order (each item a string, or a (status, body) tuple for an HTTP
+error), or a callable `(messages: list[dict]) -> str | tuple[int, dict]`. Every request body is
+kept in `server.requests`. It stands in for a model only; nothing measured through it is agent quality."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Reply = str | tuple[int, dict]
+
+
+class ScriptedLLM:
+    def __init__(self, replies: list[Reply] | Callable[[list[dict]], Reply]) -> None:
+        self.replies = replies
+        self.requests: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def _next(self, messages: list[dict]) -> Reply:
+        with self._lock:
+            if callable(self.replies):
+                return self.replies(messages)
+            if not self.replies:
+                return (500, {"error": {"message": "script exhausted", "type": "server_error"}})
+            return self.replies.pop(0)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def _send(self, status: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:
+                self._send(200, {"object": "list", "data": [{"id": "scripted", "object": "model"}]})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                outer.requests.append(body)
+                reply = outer._next(body.get("messages", []))
+                if isinstance(reply, tuple):
+                    self._send(*reply)
+                    return
+                words = sum(len(m.get("content", "").split()) for m in body.get("messages", []))
+                self._send(200, {
+                    "id": f"chatcmpl-{len(outer.requests)}", "object": "chat.completion", "created": 0,
+                    "model": body.get("model", "scripted"),
+                    "choices": [{"index": 0, "finish_reason": "stop",
+                                 "message": {"role": "assistant", "content": reply}}],
+                    "usage": {"prompt_tokens": words, "completion_tokens": len(reply.split()),
+                              "total_tokens": words + len(reply.split())},
+                })
+
+        return Handler
+
+    def __enter__(self) -> ScriptedLLM:
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()

@@ -1,0 +1,121 @@
+"""The client against real HTTP servers on loopback: retries, clear errors, budget, cache, ledger."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from dsagent_cbr.config import load_settings
+from dsagent_cbr.errors import CbrError
+from dsagent_cbr.llm import open_llm
+from dsagent_cbr.llm.cache import ResponseCache
+from dsagent_cbr.llm.client import LLMClient
+from dsagent_cbr.llm.ledger import BudgetExceeded, Ledger
+from dsagent_cbr.llm.local_server import free_port
+from dsagent_cbr.llm.models import ModelSpec, resolve_model
+
+from support.scripted_llm import ScriptedLLM
+
+HELLO = [{"role": "user", "content": "say hello"}]
+RATE_LIMITED = (429, {"error": {"message": "slow down", "type": "rate_limit"}})
+
+
+def client_for(url: str, tmp_path, **kw) -> LLMClient:
+    spec = ModelSpec("test", "test-model", "compatible", url, "key", input_price=1000.0, output_price=2000.0)
+    return LLMClient(spec, ledger=Ledger(tmp_path / "ledger.jsonl", kw.pop("max_cost", None),
+                                         kw.pop("max_tokens", None)), backoff=0.01, **kw)
+
+
+def test_retries_429_then_succeeds(tmp_path):
+    with ScriptedLLM([RATE_LIMITED, RATE_LIMITED, "hello there"]) as server:
+        reply = client_for(server.url, tmp_path).complete("plan", HELLO)
+        assert reply.text == "hello there" and len(server.requests) == 3
+    records = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    assert len(records) == 1 and records[0]["completion_tokens"] == 2 and records[0]["role"] == "plan"
+    assert records[0]["cost"] == pytest.approx((2 * 1000 + 2 * 2000) / 1e6)
+
+
+def test_retries_are_bounded(tmp_path):
+    with ScriptedLLM([RATE_LIMITED] * 10) as server:
+        with pytest.raises(CbrError, match="kept failing after 3 tries"):
+            client_for(server.url, tmp_path, max_retries=2).complete("plan", HELLO)
+        assert len(server.requests) == 3
+
+
+def test_bad_key_and_unknown_model_are_one_sentence(tmp_path):
+    with ScriptedLLM([(401, {"error": {"message": "bad key"}}), (404, {"error": {"message": "no model"}})]) as server:
+        client = client_for(server.url, tmp_path)
+        with pytest.raises(CbrError, match="rejected the API key"):
+            client.complete("plan", HELLO)
+        with pytest.raises(CbrError, match="does not know the model"):
+            client.complete("plan", HELLO)
+
+
+def test_unreachable_server(tmp_path):
+    client = client_for(f"http://127.0.0.1:{free_port()}/v1", tmp_path, max_retries=1)
+    with pytest.raises(CbrError, match="Cannot reach the model server"):
+        client.complete("plan", HELLO)
+
+
+def test_budget_stops_cleanly(tmp_path):
+    with ScriptedLLM(["one two three"] * 5) as server:
+        client = client_for(server.url, tmp_path, max_tokens=8)
+        client.complete("plan", HELLO)
+        client.complete("plan", [{"role": "user", "content": "again"}])
+        with pytest.raises(BudgetExceeded):
+            client.complete("plan", [{"role": "user", "content": "third"}])
+        assert len(server.requests) == 2
+    assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 2
+
+
+def test_cache_hit_costs_no_tokens(tmp_path):
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    with ScriptedLLM(["first answer", "second answer"]) as server:
+        client = client_for(server.url, tmp_path, cache=cache)
+        a = client.complete("plan", HELLO, temperature=0.5)
+        b = client.complete("plan", HELLO, temperature=0.5)
+        c = client.complete("plan", HELLO, temperature=0.7)
+        assert a.text == b.text == "first answer" and c.text == "second answer"
+        assert len(server.requests) == 2
+    records = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    assert [r["cached"] for r in records] == [False, True, False]
+    assert records[1]["prompt_tokens"] == records[1]["completion_tokens"] == 0 and records[1]["cost"] == 0
+
+
+def test_model_resolution_layers(monkeypatch, tmp_path):
+    assert resolve_model("none").provider == "none"
+    spec = resolve_model("mixtral", environ={"CBR_BASE_URL": "http://localhost:8000/v1"})
+    assert spec.name == "mistralai/Mixtral-8x7B-Instruct-v0.1" and spec.base_url == "http://localhost:8000/v1"
+    with pytest.raises(CbrError, match="CBR_BASE_URL"):
+        resolve_model("mixtral", environ={})
+    with pytest.raises(CbrError, match="OPENAI_API_KEY"):
+        resolve_model("gpt-4o", environ={})
+    assert resolve_model("gpt-3.5", environ={"OPENAI_API_KEY": "k"}).name == "gpt-3.5-turbo"
+    assert resolve_model("local").gguf.suffix == ".gguf"
+    config = tmp_path / "cbr.toml"
+    config.write_text('model = "gpt-4o"\nmax_cost = 2.5\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CBR_MODEL", "mixtral")
+    settings = load_settings(max_cost=1.0)
+    assert settings.model == "mixtral" and settings.max_cost == 1.0  # env beats file, flag beats file
+
+
+@pytest.mark.slow
+def test_real_local_model_completes_and_is_stopped(tmp_path):
+    settings = load_settings(model="local", home=tmp_path / "home")
+    with open_llm(settings, run_dir=tmp_path) as client:
+        url = client.spec.base_url
+        reply = client.complete("plan", [{"role": "user", "content": "Name one machine learning model."}],
+                                max_tokens=40)
+        assert reply.text.strip() and reply.completion_tokens > 0 and reply.prompt_tokens > 0
+        as_json = client.complete("plan", [{"role": "user", "content": "Reply with a JSON object with a key "
+                                            "'model' naming one machine learning model."}], json_mode=True,
+                                  max_tokens=256)
+        assert isinstance(json.loads(as_json.text), dict)
+    ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    assert len(ledger) == 2 and ledger[0]["completion_tokens"] == reply.completion_tokens
+    import urllib.request
+
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"{url}/models", timeout=2)
