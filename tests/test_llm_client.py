@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support.scripted_llm import ScriptedLLM
 
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
@@ -14,8 +15,6 @@ from dsagent_cbr.llm.client import LLMClient
 from dsagent_cbr.llm.ledger import BudgetExceeded, Ledger
 from dsagent_cbr.llm.local_server import free_port
 from dsagent_cbr.llm.models import ModelSpec, resolve_model
-
-from support.scripted_llm import ScriptedLLM
 
 HELLO = [{"role": "user", "content": "say hello"}]
 RATE_LIMITED = (429, {"error": {"message": "slow down", "type": "rate_limit"}})

@@ -1,0 +1,177 @@
+"""The development loop on a real task, with a scripted OpenAI-compatible server choosing the replies
+(it stands in for a model only: nothing here measures agent quality), and with no model at all."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from conftest import REPO, SHARED_REFERENCE, prepared
+from support.scripted_llm import ScriptedLLM
+
+from dsagent_cbr.agent.develop import DevelopConfig, develop_with_model, develop_without_model
+from dsagent_cbr.bank import open_bank
+from dsagent_cbr.config import load_settings
+from dsagent_cbr.llm import open_llm
+
+HEAD = "import numpy as np\nimport pandas as pd\nfrom sklearn.metrics import mean_squared_error\nfrom sklearn.model_selection import train_test_split\n"
+MAIN = REPO.joinpath("tasks", "concrete-strength", "train.py").read_text().split('if __name__ == "__main__":')[1]
+TAIL = 'TARGET = "compressive_strength"\nID = "id"\n\n' + 'if __name__ == "__main__":' + MAIN
+
+
+def script(train: str, predict: str, extra: str = "") -> str:
+    return f"{HEAD}{extra}\n{TAIL.split('if __name__')[0]}def train_model(X_train, y_train, X_valid, y_valid):\n{train}\n\ndef predict(model, X):\n{predict}\n\nif __name__{TAIL.split('if __name__')[1]}"
+
+
+LINEAR = script("    from sklearn.linear_model import LinearRegression\n    return LinearRegression().fit(X_train, y_train)",
+                "    return model.predict(X)")
+BROKEN = script("    return LinearRegresion().fit(X_train, y_train)", "    return model.predict(X)")
+MEAN = script("    return float(y_train.mean())", "    return np.full(len(X), model)")
+SLOW = script("    import time\n    time.sleep(120)\n    return 0.0", "    return np.zeros(len(X))")
+
+
+def fenced(code: str, before: str = "") -> str:
+    return f"{before}\n```python\n{code}```\n"
+
+
+class Script:
+    """Replies by role, read from the prompt's opening words; each role's replies consumed in order."""
+
+    OPENINGS = {"You are helping a data scientist choose": "rerank", "You are a data scientist planning": "plan",
+                "Edit the script below": "program", "A script written for this task fails": "debug",
+                "Summarise one experiment": "log"}
+
+    def __init__(self, **replies: list[str]) -> None:
+        self.replies, self.roles = replies, []
+
+    def __call__(self, messages: list[dict]) -> str:
+        text = messages[-1]["content"]
+        role = next(r for opening, r in self.OPENINGS.items() if text.startswith(opening))
+        self.roles.append(role)
+        return self.replies[role].pop(0)
+
+
+@pytest.fixture
+def settings(tmp_path):
+    return load_settings(home=tmp_path / "home", store="faiss", runs_dir=tmp_path / "runs", model="scripted",
+                         base_url="http://127.0.0.1:9/v1", api_key="test")
+
+
+def bank_with_insights(settings):
+    """The seed bank plus DS-Agent's real tabular insight cases, so retrieval has cases to offer."""
+    from dsagent_cbr.bank.casefiles import load_import_folder
+
+    bank = open_bank(settings)
+    bank.add(load_import_folder(SHARED_REFERENCE / "dsagent-human-insights" / "tabular_cases", modality="tabular").cases)
+    return bank
+
+
+@pytest.mark.slow
+def test_rerank_debug_retain_and_retrieval(settings, tmp_path):
+    task = prepared("concrete-strength")
+    bank = bank_with_insights(settings)
+    replies = Script(
+        rerank=["[2] > [1] > [3] > [4] > [5]", "[1] > [2] > [3] > [4] > [5]"],
+        plan=["Reflection: nothing yet.\nDecision: Fit a linear regression.", "Decision: Predict the mean."],
+        program=[fenced(BROKEN), fenced(MEAN)],
+        debug=[fenced(LINEAR, "The class name is misspelled.")],
+        log=["Experiment Summary: linear model.\nExperiment Result: improved.", "Experiment Summary: mean.\n"
+             "Experiment Result: worse."],
+    )
+    with ScriptedLLM(replies) as server:
+        from dataclasses import replace
+
+        with open_llm(replace(settings, base_url=server.url), run_dir=tmp_path / "run") as client:
+            (tmp_path / "run").mkdir(exist_ok=True)
+            summary = develop_with_model(task, DevelopConfig(iterations=2, n_debug=2), tmp_path / "run", bank, client)
+        prompts = [r["messages"][-1]["content"] for r in server.requests]
+    assert replies.roles == ["rerank", "plan", "program", "debug", "log", "rerank", "plan", "program", "log"]
+    journal = [json.loads(line) for line in (tmp_path / "run" / "journal.jsonl").read_text().splitlines()]
+    cases = journal[0]["output"]
+    assert len(cases) == 5
+    plan1, plan2 = prompts[1], prompts[6]
+    # The reranker's order is honoured: the planner sees the case it put first.
+    assert cases[1]["text"][:300] in plan1 and cases[0]["text"][:300] not in plan1
+    assert cases[0]["text"][:300] in plan2
+    executes = [r for r in journal if r["role"] == "execute"]
+    assert [r["output"]["status"] for r in executes] == ["error", "ok", "ok"]
+    assert "NameError" in executes[0]["output"]["error"]
+    assert summary["best_iteration"] == 1 and summary["best_test"] == executes[1]["output"]["test_metric"]
+    retained = [r for r in journal if r["role"] == "retain"]
+    assert [r["iteration"] for r in retained] == [1]  # iteration 2 was worse: nothing retained
+    assert (tmp_path / "run" / "best_solution.py").read_text() == LINEAR
+    hits = bank.search(task.description, kind="solution", k=3, where={"modality": "tabular"})
+    assert any(h.case.id == retained[0]["output"]["solution"] and h.case.script == LINEAR for h in hits)
+    insight_hits = bank.search(task.description, kind="insight", k=5)
+    assert retained[0]["output"]["insight"] in [h.case.id for h in insight_hits]
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert "| 1 |" in report and "yes" in report and (tmp_path / "run" / "metrics.png").stat().st_size > 1000
+    ledger = (tmp_path / "run" / "ledger.jsonl").read_text().splitlines()
+    assert len(ledger) == 9
+
+
+@pytest.mark.slow
+def test_sigkill_then_resume_repeats_no_completed_step(settings, tmp_path):
+    task = prepared("concrete-strength")
+    bank_with_insights(settings).close()
+    replies = Script(
+        rerank=["[1] > [2]"] * 4,
+        plan=["Decision: Fit a linear regression.", "Decision: Sleep first.", "Decision: Sleep first."],
+        program=[fenced(LINEAR), fenced(SLOW), fenced(LINEAR)],
+        debug=[fenced(LINEAR, "It slept past the time limit.")],
+        log=["Experiment Summary: linear.\nExperiment Result: improved."] * 3,
+    )
+    env = {**os.environ, "CBR_HOME": str(settings.home), "CBR_API_KEY": "test"}
+    with ScriptedLLM(replies) as server:
+        env["CBR_BASE_URL"] = server.url
+        cmd = [sys.executable, "-m", "dsagent_cbr.cli", "develop", str(task.root), "--model", "scripted", "-T", "2",
+               "--k", "2", "--store", "faiss", "--runs-dir", str(tmp_path / "runs"), "--no-cache", "--timeout", "20"]
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        deadline = time.monotonic() + 240
+        journal_path = None
+        while time.monotonic() < deadline:  # wait until iteration 2's slow script is running
+            found = list((tmp_path / "runs").glob("concrete-strength/*/journal.jsonl"))
+            if found and '"iteration": 2, "role": "program"' in found[0].read_text():
+                journal_path = found[0]
+                break
+            time.sleep(0.5)
+        assert journal_path is not None, proc.stderr.read1().decode() if proc.poll() is not None else "timeout"
+        time.sleep(2)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        before = [json.loads(line) for line in journal_path.read_text().splitlines()]
+        requests_before = len(server.requests)
+        assert [r["role"] for r in before][-1] == "program" and not any(r["role"] == "execute" and r["iteration"] == 2 for r in before)
+
+        replies.replies["program"] = []  # a completed step asked again would find no reply and fail the run
+        resume = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "develop", "--resume",
+                                 str(journal_path.parent), "--json"], env=env, capture_output=True,
+                                text=True, timeout=300)
+        assert resume.returncode == 0, resume.stderr
+        after = [json.loads(line) for line in journal_path.read_text().splitlines()]
+    keys = [(r["iteration"], r["role"], r["attempt"]) for r in after if r["role"] != "error"]
+    assert len(keys) == len(set(keys)), "a completed step was journaled twice"
+    assert after[: len(before)] == before
+    new_roles = replies.roles[requests_before:]
+    assert new_roles == ["debug", "log"]  # execute, debug and log were still to do; nothing else is asked again
+    assert any(r["role"] == "execute" and r["iteration"] == 2 and r["output"]["status"] == "timeout" for r in after)
+    summary = json.loads(resume.stdout)
+    assert summary["best_iteration"] == 1 and summary["stopped"] == "completed"
+
+
+@pytest.mark.slow
+def test_without_a_model_the_best_retained_solution_beats_the_starter(tmp_path):
+    settings = load_settings(home=tmp_path / "home", store="faiss")
+    task = prepared("taylor-demand")
+    from dsagent_cbr.runner.run import run_script
+
+    (tmp_path / "run").mkdir()
+    summary = develop_without_model(task, DevelopConfig(iterations=2), tmp_path / "run", open_bank(settings))
+    starter = run_script(task, task.starter, run_dir=tmp_path / "starter")
+    assert summary["best_test"] is not None and task.metric.better(summary["best_test"], starter.test_metric)
+    assert (tmp_path / "run" / "best_solution.py").is_file()
