@@ -10,6 +10,14 @@ from typing import Any, Literal
 CaseKind = Literal["insight", "solution"]
 INSIGHT_SOURCES = ("writeup", "notebook", "retained")
 MODALITIES = ("tabular", "text", "forecasting", "time-series-classification")
+# Imported insights often only say "time series" (DS-Agent's tsa_cases mix forecasting and classification),
+# so matching and filtering can work on the family instead of the exact modality.
+FAMILIES = {"tabular": "tabular", "text": "text", "forecasting": "time-series",
+            "time-series-classification": "time-series", "time-series": "time-series"}
+
+
+def modality_family(modality: str) -> str:
+    return FAMILIES.get(modality, modality)
 
 
 def content_id(*parts: str) -> str:

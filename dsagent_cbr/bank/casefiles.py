@@ -1,0 +1,191 @@
+"""Cases from files: the shipped seed bank (casebank/), and folders of loose .txt/.md/.case files.
+
+Parsing and inference are pure functions of names and text; reading files is kept to a few functions
+that report each bad file as one line instead of stopping."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any
+
+from dsagent_cbr.bank.cases import Case
+
+IMPORT_SUFFIXES = (".txt", ".md", ".case")
+
+# folder name -> modality; DS-Agent's tsa_cases mix forecasting and classification, hence "time-series"
+FOLDER_MODALITIES = {
+    "tabular_cases": "tabular", "tabular": "tabular",
+    "nlp_cases": "text", "nlp": "text", "text": "text", "text_cases": "text",
+    "tsa_cases": "time-series", "time-series": "time-series", "timeseries": "time-series",
+    "forecasting": "forecasting", "forecasting_cases": "forecasting",
+    "time-series-classification": "time-series-classification", "tsc": "time-series-classification",
+}
+
+
+@dataclass
+class Loaded:
+    cases: list[Case] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)  # one line per file that could not be used
+
+
+def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
+    """`+++` TOML front matter, then the body; text without it has empty front matter."""
+    if not text.startswith("+++"):
+        return {}, text
+    end = text.find("\n+++", 3)
+    if end < 0:
+        raise ValueError("front matter opened with +++ is never closed")
+    header = tomllib.loads(text[3:end])
+    body = text[end + 4:]
+    return header, body.lstrip("\n")
+
+
+def infer_modality(relative: PurePath) -> str:
+    for part in reversed(relative.parts[:-1]):
+        found = FOLDER_MODALITIES.get(part.lower())
+        if found:
+            return found
+    return ""
+
+
+_NUMBERED = re.compile(r"^(?P<prefix>.+?)-(?:\d+|\d+(?:st|nd|rd|th)-place.*)$")
+
+
+def infer_competitions(stems: list[str]) -> dict[str, str]:
+    """Competition slug per file stem, from names like `<competition>-<n>` or `<competition>-<notebook>`.
+
+    Stems ending in a number name their competition directly; other stems take the longest such
+    competition they start with, else lose a trailing number, else are their own competition."""
+    known = set()
+    for stem in stems:
+        hit = _NUMBERED.match(stem)
+        if hit:
+            known.add(hit.group("prefix"))
+    out = {}
+    for stem in stems:
+        candidates = [c for c in known if stem.startswith(c + "-") or stem == c]
+        if candidates:
+            out[stem] = max(candidates, key=len)
+        else:
+            out[stem] = re.sub(r"-\d+$", "", stem)
+    return out
+
+
+def infer_source_kind(stem: str, competition: str) -> str:
+    """DS-Agent numbers the technical reports of a competition and names notebooks after their title."""
+    rest = stem[len(competition):].lstrip("-")
+    return "writeup" if re.fullmatch(r"\d+", rest) or "place-solution" in rest else "notebook"
+
+
+def read_text_file(path: Path) -> str:
+    """UTF-8 text, or ValueError saying why the file cannot be used."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"unreadable ({exc.strerror or exc})") from exc
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not UTF-8 (byte {exc.start})") from exc
+    if not text.strip():
+        raise ValueError("empty")
+    if "\x00" in text:
+        raise ValueError("binary content (NUL bytes)")
+    return text
+
+
+def insight_from_text(text: str, *, stem: str, modality: str = "", competition: str = "",
+                      source_kind: str = "", origin: str = "") -> Case:
+    header, body = split_front_matter(text)
+    body = body.strip()
+    if not body:
+        raise ValueError("no text after the front matter")
+    comp = str(header.get("competition", competition))
+    url = str(header.get("url", "")) or (f"https://www.kaggle.com/competitions/{comp}" if comp else "")
+    return Case(kind="insight", text=body, title=str(header.get("title", stem)), competition=comp,
+                source_url=url, source_kind=str(header.get("kind", source_kind or "writeup")),
+                modality=str(header.get("modality", modality)), task_type=str(header.get("task_type", "")),
+                extra={"origin": origin} if origin else {})
+
+
+def load_import_folder(root: Path, modality: str = "", source_kind: str = "") -> Loaded:
+    """Every .txt/.md/.case file under `root` (or `root` itself if it is a file) as an insight case."""
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.suffix.lower() in IMPORT_SUFFIXES
+                                                  and p.is_file())
+    loaded = Loaded()
+    if not files:
+        loaded.problems.append(f"{root}: no .txt, .md or .case files found")
+        return loaded
+    base = root.parent if root.is_file() else root
+    comps = infer_competitions([p.stem for p in files])
+    for path in files:
+        relative = PurePath(base.name) / path.relative_to(base)
+        try:
+            text = read_text_file(path)
+            comp = comps[path.stem]
+            case = insight_from_text(
+                text, stem=path.stem, modality=modality or infer_modality(relative), competition=comp,
+                source_kind=source_kind or infer_source_kind(path.stem, comp), origin=str(relative))
+        except (ValueError, tomllib.TOMLDecodeError) as exc:
+            loaded.problems.append(f"{path}: {exc}")
+            continue
+        loaded.cases.append(case)
+    return loaded
+
+
+def load_seed(casebank: Path) -> Loaded:
+    """The shipped bank: insights/**/*.md and solutions/<task>/{task.md, solution.py, meta.toml}."""
+    loaded = Loaded()
+    for path in sorted((casebank / "insights").rglob("*.md")):
+        try:
+            relative = path.relative_to(casebank / "insights")
+            loaded.cases.append(insight_from_text(read_text_file(path), stem=path.stem,
+                                                  modality=infer_modality(relative),
+                                                  origin=f"casebank/insights/{relative}"))
+        except (ValueError, tomllib.TOMLDecodeError) as exc:
+            loaded.problems.append(f"{path}: {exc}")
+    solutions = casebank / "solutions"
+    for folder in sorted(p for p in solutions.iterdir() if p.is_dir()) if solutions.is_dir() else []:
+        try:
+            loaded.cases.append(solution_from_folder(folder))
+        except (ValueError, tomllib.TOMLDecodeError) as exc:
+            loaded.problems.append(f"{folder}: {exc}")
+    return loaded
+
+
+def solution_from_folder(folder: Path) -> Case:
+    missing = [n for n in ("task.md", "solution.py", "meta.toml") if not (folder / n).is_file()]
+    if missing:
+        raise ValueError(f"incomplete solution case, missing {', '.join(missing)}")
+    meta = tomllib.loads(read_text_file(folder / "meta.toml"))
+    description = read_text_file(folder / "task.md").strip()
+    script = read_text_file(folder / "solution.py")
+    name = str(meta.get("task", folder.name))
+
+    def score(key: str) -> float | None:
+        value = meta.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    return Case(kind="solution", text=description, title=f"{name} (seed solution)", task_name=name,
+                script=script, metric=str(meta.get("metric", "")), modality=str(meta.get("modality", "")),
+                task_type=str(meta.get("task_type", "")), valid_score=score("valid_score"),
+                test_score=score("test_score"), source_kind=str(meta.get("source", "reference")),
+                extra={"direction": str(meta.get("direction", "")), "train_seconds": score("train_seconds"),
+                       "origin": f"casebank/solutions/{folder.name}"})
+
+
+def fingerprint(casebank: Path) -> str:
+    """Changes whenever a seed file is added, removed or edited."""
+    digest = hashlib.sha256()
+    patterns = [(casebank / "insights", "*.md"), (casebank / "solutions", "*")]
+    for base, pattern in patterns:
+        if not base.is_dir():
+            continue
+        for path in sorted(p for p in base.rglob(pattern) if p.is_file()):
+            digest.update(str(path.relative_to(casebank)).encode())
+            digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:20]

@@ -1,0 +1,132 @@
+"""Chroma backend: an embedded PersistentClient under the bank directory, or a Chroma server over HTTP.
+
+We always pass our own vectors and embedding_function=None, so Chroma never loads (or downloads) its
+default embedding model."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import numpy as np
+
+from dsagent_cbr.bank.store import Match, Record, matches, parse_where, to_chroma_where
+from dsagent_cbr.errors import CbrError
+
+META_COLLECTION = "cbr-bank-meta"
+
+
+def _client(path: Path | None, url: str | None) -> Any:
+    import chromadb
+
+    settings = chromadb.Settings(anonymized_telemetry=False)
+    if url:
+        parsed = urlparse(url if "://" in url else f"http://{url}")
+        if not parsed.hostname:
+            raise CbrError(f"Chroma URL {url!r} has no host.")
+        port = parsed.port or (443 if parsed.scheme == "https" else 8000)
+        try:
+            client = chromadb.HttpClient(host=parsed.hostname, port=port, ssl=parsed.scheme == "https",
+                                         settings=settings)
+            client.heartbeat()
+        except Exception as exc:
+            raise CbrError(f"Cannot reach the Chroma server at {url}: {exc}") from exc
+        return client
+    assert path is not None
+    path.mkdir(parents=True, exist_ok=True)
+    return chromadb.PersistentClient(path=str(path), settings=settings)
+
+
+class ChromaStore:
+    def __init__(self, path: Path | None = None, url: str | None = None, prefix: str = "cbr") -> None:
+        self.name = f"chroma ({url})" if url else "chroma"
+        self.location = url or str(path)
+        self._client = _client(path, url)
+        self._prefix = prefix
+        self._cols: dict[str, Any] = {}
+        self._batch = int(self._client.get_max_batch_size())
+
+    def _col(self, collection: str) -> Any:
+        if collection not in self._cols:
+            self._cols[collection] = self._client.get_or_create_collection(
+                f"{self._prefix}-{collection}", embedding_function=None,
+                # a higher ef keeps HNSW effectively exact on banks of a few thousand cases
+                configuration={"hnsw": {"space": "cosine", "ef_search": 200, "ef_construction": 200}})
+        return self._cols[collection]
+
+    def add(self, collection: str, records: list[Record], vectors: np.ndarray) -> None:
+        col = self._col(collection)
+        done: list[str] = []
+        try:
+            for start in range(0, len(records), self._batch):
+                part = records[start:start + self._batch]
+                ids = [r.id for r in part]
+                col.add(ids=ids, embeddings=vectors[start:start + len(part)].astype(np.float32),
+                        metadatas=[{**r.metadata, "payload": r.payload} for r in part],
+                        documents=[json.loads(r.payload).get("text", "")[:2000] for r in part])
+                done.extend(ids)
+        except Exception as exc:
+            if done:  # all or nothing: take back what went in before the failure
+                col.delete(ids=done)
+            raise CbrError(f"Chroma refused the batch ({exc}); nothing was added.") from exc
+
+    def delete(self, collection: str, ids: list[str]) -> None:
+        if ids:
+            self._col(collection).delete(ids=list(ids))
+
+    def get(self, collection: str, ids: list[str]) -> list[Record]:
+        if not ids:
+            return []
+        got = self._col(collection).get(ids=list(ids), include=["metadatas"])
+        by_id = {i: _record(i, m) for i, m in zip(got["ids"], got["metadatas"], strict=True)}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def ids(self, collection: str) -> set[str]:
+        return set(self._col(collection).get(include=[])["ids"])
+
+    def records(self, collection: str, where: dict[str, Any] | None = None) -> list[Record]:
+        got = self._col(collection).get(where=to_chroma_where(parse_where(where)), include=["metadatas"])
+        return [_record(i, m) for i, m in zip(got["ids"], got["metadatas"], strict=True)]
+
+    def count(self, collection: str) -> int:
+        return int(self._col(collection).count())
+
+    def query(self, collection: str, vector: np.ndarray, k: int, where: dict[str, Any] | None = None) -> list[Match]:
+        col = self._col(collection)
+        total = col.count()
+        if total == 0 or k <= 0:
+            return []
+        clauses = parse_where(where)
+        got = col.query(query_embeddings=[np.asarray(vector, np.float32)], n_results=min(k, total),
+                        where=to_chroma_where(clauses), include=["metadatas", "distances"])
+        out = []
+        for i, meta, dist in zip(got["ids"][0], got["metadatas"][0], got["distances"][0], strict=True):
+            if matches(meta, clauses):  # belt and braces: Chroma already filtered
+                out.append(Match(i, 1.0 - float(dist), str(meta.get("payload", "{}"))))
+        return out
+
+    def get_meta(self) -> dict[str, str]:
+        col = self._client.get_or_create_collection(META_COLLECTION, embedding_function=None)
+        return {k: str(v) for k, v in (col.metadata or {}).items() if not k.startswith("hnsw:")}
+
+    def set_meta(self, values: dict[str, str]) -> None:
+        col = self._client.get_or_create_collection(META_COLLECTION, embedding_function=None)
+        col.modify(metadata={**self.get_meta(), **values})
+
+    def drop(self) -> None:
+        for name in ("insight", "solution"):
+            with contextlib.suppress(Exception):  # not there: nothing to drop
+                self._client.delete_collection(f"{self._prefix}-{name}")
+        self._cols.clear()
+
+    def close(self) -> None:
+        self._cols.clear()
+
+
+def _record(id_: str, meta: dict[str, Any]) -> Record:
+    meta = dict(meta or {})
+    payload = str(meta.pop("payload", "{}"))
+    return Record(id_, meta, payload)

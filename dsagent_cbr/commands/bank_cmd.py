@@ -1,0 +1,238 @@
+"""`cbr bank build|search|add|import|list|show|stats|export|remove`."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dsagent_cbr.errors import CbrError
+
+_KIND = click.option("--kind", type=click.Choice(["insight", "solution"]), default="insight", show_default=True,
+                     help="Which collection.")
+
+
+def store_options(fn: Any) -> Any:
+    fn = click.option("--store", type=click.Choice(["chroma", "faiss", "faiss-hnsw"]), default=None,
+                      help="Vector store (default: settings, chroma).")(fn)
+    fn = click.option("--chroma-url", default=None, help="Use a Chroma server, e.g. http://127.0.0.1:8000.")(fn)
+    fn = click.option("--bank-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                      help="Bank directory (default: <home>/bank).")(fn)
+    fn = click.option("--embedding-model", default=None,
+                      help="sentence-transformers model name or path (default: all-MiniLM-L6-v2, packaged).")(fn)
+    return click.option("--casebank-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+                        help="Seed bank folder (default: the project's casebank/).")(fn)
+
+
+def _open(opts: dict[str, Any], seed: bool = True) -> Any:
+    from dsagent_cbr.bank import open_bank
+    from dsagent_cbr.config import load_settings
+
+    settings = load_settings(store=opts.get("store"), chroma_url=opts.get("chroma_url"),
+                             bank_dir=opts.get("bank_dir"), casebank_dir=opts.get("casebank_dir"),
+                             embedding_model=opts.get("embedding_model"))
+    return open_bank(settings, seed=seed)
+
+
+def _where(modality: str | None, source_kind: str | None, task_type: str | None) -> dict[str, Any] | None:
+    where = {k: v for k, v in {"modality": modality, "kind": source_kind, "task_type": task_type}.items() if v}
+    return where or None
+
+
+_FILTERS = [
+    click.option("--modality", default=None, help="Only this modality."),
+    click.option("--source-kind", default=None, help="Only writeup, notebook or retained (insights)."),
+    click.option("--task-type", default=None, help="Only this task type."),
+]
+
+
+def filter_options(fn: Any) -> Any:
+    for opt in reversed(_FILTERS):
+        fn = opt(fn)
+    return fn
+
+
+def _status(message: str) -> Any:
+    """A spinner on a terminal; silence when piped."""
+    from contextlib import nullcontext
+
+    from rich.console import Console
+
+    console = Console(stderr=True)
+    return console.status(message) if sys.stderr.isatty() else nullcontext()
+
+
+@click.group()
+def bank() -> None:
+    """Build, search and edit the case bank."""
+
+
+@bank.command("build")
+@store_options
+@click.option("--rebuild", is_flag=True, help="Drop the vectors and index every case again.")
+def build(rebuild: bool, **opts: Any) -> None:
+    """Index the seed bank (casebank/); only changed files are re-embedded."""
+    with _status("Indexing the seed bank..."):
+        b = _open(opts, seed=False)
+        report = b.rebuild() if rebuild else b.ensure_seeded(force=True)
+    for line in b.seed_problems:
+        click.echo(f"skipped {line}", err=True)
+    click.echo(f"{report.summary()}; embedded {b.embedder.stats.computed} text(s), "
+               f"{b.embedder.stats.cached} from cache.")
+    _print_counts(b.stats())
+
+
+@bank.command("search")
+@click.argument("text")
+@_KIND
+@click.option("-k", default=5, show_default=True, help="How many cases.")
+@click.option("--exclude-task", default=None, help="Leave out solution cases of this task.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@filter_options
+@store_options
+def search(text: str, kind: str, k: int, exclude_task: str | None, as_json: bool, modality: str | None,
+           source_kind: str | None, task_type: str | None, **opts: Any) -> None:
+    """Nearest cases to TEXT (or to the contents of TEXT when it names a file)."""
+    query = Path(text).read_text(encoding="utf-8") if Path(text).is_file() else text
+    b = _open(opts)
+    hits = b.search(query, kind=kind, k=k, where=_where(modality, source_kind, task_type), exclude_task=exclude_task)
+    if as_json:
+        click.echo(json.dumps([{"score": h.score, **h.case.to_dict()} for h in hits], indent=2, default=str))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("score", "id", "modality", "kind", "title")
+    for h in hits:
+        table.add_row(f"{h.score:.3f}", h.case.id, h.case.modality, h.case.source_kind, h.case.title[:70])
+    Console().print(table)
+
+
+@bank.command("add")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--modality", default="", help="Modality of the case.")
+@click.option("--competition", default="", help="Competition slug.")
+@click.option("--url", default="", help="Source URL.")
+@click.option("--source-kind", default="writeup", show_default=True, help="writeup, notebook or retained.")
+@click.option("--task-type", default="", help="Task type.")
+@store_options
+def add(file: Path, modality: str, competition: str, url: str, source_kind: str, task_type: str,
+        **opts: Any) -> None:
+    """Add one insight from a text or markdown file (front matter, if any, wins over the options)."""
+    from dsagent_cbr.bank.casefiles import insight_from_text, read_text_file
+
+    try:
+        case = insight_from_text(read_text_file(file), stem=file.stem, modality=modality, competition=competition,
+                                 source_kind=source_kind, origin=str(file))
+    except ValueError as exc:
+        raise CbrError(f"{file}: {exc}.") from exc
+    if url:
+        case.source_url = url
+    if task_type:
+        case.task_type = task_type
+    report = _open(opts).add([case])
+    if report.failed:
+        raise CbrError(f"{file}: {report.failed[0][1]}.")
+    click.echo(f"{'added' if report.added else 'already present'}: {case.id}")
+
+
+@bank.command("import")
+@click.argument("folder", type=click.Path(exists=True, path_type=Path))
+@click.option("--modality", default="", help="Modality for every file (default: from folder names).")
+@click.option("--source-kind", default="", help="writeup or notebook for every file (default: from file names).")
+@click.option("--skip-bad", is_flag=True, help="Import the good files even when some are bad.")
+@store_options
+def import_(folder: Path, modality: str, source_kind: str, skip_bad: bool, **opts: Any) -> None:
+    """Import a folder of .txt, .md or .case insight files; any bad file stops the import (bank unchanged)."""
+    from dsagent_cbr.bank.casefiles import load_import_folder
+
+    loaded = load_import_folder(folder, modality=modality, source_kind=source_kind)
+    if loaded.problems and not skip_bad:
+        raise CbrError(f"{len(loaded.problems)} file(s) cannot be imported; the bank is unchanged "
+                       "(fix them or pass --skip-bad).", details=loaded.problems)
+    for line in loaded.problems:
+        click.echo(f"skipped {line}", err=True)
+    with _status(f"Embedding {len(loaded.cases)} case(s)..."):
+        b = _open(opts)
+        report = b.add(loaded.cases, all_or_nothing=True)
+    if report.failed:
+        raise CbrError("Some cases were refused; the bank is unchanged.",
+                       details=[f"{i}: {why}" for i, why in report.failed])
+    click.echo(f"{report.summary()} (from {len(loaded.cases)} file(s)).")
+
+
+@bank.command("list")
+@_KIND
+@click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
+@filter_options
+@store_options
+def list_cases(kind: str, as_json: bool, modality: str | None, source_kind: str | None, task_type: str | None,
+               **opts: Any) -> None:
+    """List cases, optionally filtered."""
+    cases = _open(opts).list(kind, _where(modality, source_kind, task_type))
+    for c in sorted(cases, key=lambda c: (c.modality, c.competition, c.title)):
+        if as_json:
+            click.echo(json.dumps(c.to_dict(), default=str))
+        else:
+            click.echo(f"{c.id}  {c.modality or '?':<12} {c.source_kind or '?':<9} {(c.task_name or c.title)[:70]}")
+
+
+@bank.command("show")
+@click.argument("case_id")
+@store_options
+def show(case_id: str, **opts: Any) -> None:
+    """Print one case."""
+    case = _open(opts).get(case_id)
+    if case is None:
+        raise CbrError(f"No case with id {case_id} in the bank.")
+    data = case.to_dict()
+    text, script = data.pop("text"), data.pop("script")
+    for key, value in data.items():
+        if value not in ("", None, {}):
+            click.echo(f"{key}: {value}")
+    click.echo("\n" + text)
+    if script:
+        click.echo("\n--- script ---\n" + script)
+
+
+@bank.command("stats")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@store_options
+def stats(as_json: bool, **opts: Any) -> None:
+    """Counts by collection, modality and source kind."""
+    data = _open(opts).stats()
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        click.echo(f"store {data['store']} at {data['location']}, model {data['embedding_model']}")
+        _print_counts(data)
+
+
+@bank.command("export")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@store_options
+def export(path: Path, **opts: Any) -> None:
+    """Write every case as a JSON line to PATH."""
+    click.echo(f"exported {_open(opts).export(path)} case(s) to {path}")
+
+
+@bank.command("remove")
+@click.argument("ids", nargs=-1, required=True)
+@store_options
+def remove(ids: tuple[str, ...], **opts: Any) -> None:
+    """Remove cases by id."""
+    removed = _open(opts).remove(list(ids))
+    missing = sorted(set(ids) - set(removed))
+    click.echo(f"removed {len(removed)} case(s)")
+    if missing:
+        raise CbrError(f"No case with id {', '.join(missing)} in the bank.")
+
+
+def _print_counts(data: dict[str, Any]) -> None:
+    for kind in ("insight", "solution"):
+        part = data[kind]
+        mods = ", ".join(f"{k} {v}" for k, v in sorted(part["by_modality"].items()))
+        click.echo(f"{kind}s: {part['count']}" + (f" ({mods})" if mods else ""))
