@@ -1,19 +1,64 @@
-"""Reply parsers that must survive small models, and strict prompt rendering."""
+"""Reply parsers against the shapes small models really produce: fences of every kind, noisy
+rankings, loose planner headers, debugger replies."""
 
 from __future__ import annotations
+
+import ast
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from dsagent_cbr.llm.parsing import ParseError, extract_code, parse_debug, parse_plan, parse_ranking
-from dsagent_cbr.llm.prompts import ROLES, PromptError, render, variables
+
+SCRIPT = "import numpy as np\n\n\ndef train_model(X, y):\n    return np.mean(y)\n"
+
+
+@pytest.mark.parametrize("reply", [
+    f"Here it is:\n```python\n{SCRIPT}```\nDone.",
+    f"```py\n{SCRIPT}```",
+    f"```\n{SCRIPT}```",
+    f"```Python\n{SCRIPT}```",
+    f"Sure!\n```python\n{SCRIPT}",  # unterminated: runs to the end
+    SCRIPT,  # no fence at all
+])
+def test_code_fences(reply):
+    assert extract_code(reply) == SCRIPT
+
+
+def test_several_blocks_pick_the_longest_python():
+    reply = ("Install first:\n```bash\npip install numpy lightgbm scikit-learn xgboost pandas\n```\n"
+             "A fragment:\n```python\nx = 1\n```\nThe script:\n```python\n" + SCRIPT + "```\n"
+             "Output:\n```\nValidation mae: 0.3\n```")
+    assert extract_code(reply) == SCRIPT
+
+
+def test_prose_only_raises_typed_error():
+    with pytest.raises(ParseError) as info:
+        extract_code("I cannot help with that request.", role="program")
+    assert info.value.role == "program" and "no Python" in info.value.reason
+    assert info.value.raw == "I cannot help with that request."
+
+
+@pytest.mark.parametrize("reply,expected", [
+    ("[2] > [1] > [3]", [2, 1, 3]),
+    ("[ 3 ]>[1]", [3, 1, 2]),
+    ("The ranking is: [2] > [2] > [9] > [1]", [2, 1, 3]),
+    ("[3]", [3, 1, 2]),
+])
+def test_ranking_examples(reply, expected):
+    assert parse_ranking(reply, 3) == expected
+
+
+def test_ranking_without_ids_raises():
+    with pytest.raises(ParseError, match="rerank"):
+        parse_ranking("They are all useful.", 3)
 
 
 @given(n=st.integers(1, 12), ids=st.lists(st.integers(-3, 20), max_size=30),
-       sep=st.sampled_from([" > ", ">", " >  ", ", ", "\n"]), noise=st.text(max_size=20))
-def test_ranking_is_always_a_permutation_honouring_valid_ids(n, ids, sep, noise):
-    reply = noise.replace("[", "(") + sep.join(f"[{i}]" for i in ids)
+       sep=st.sampled_from([" > ", ">", ", ", " then ", "\n"]))
+def test_ranking_is_always_a_permutation_honouring_given_order(n, ids, sep):
+    reply = sep.join(f"[{i}]" for i in ids)
     valid = list(dict.fromkeys(i for i in ids if 1 <= i <= n))
     if not valid:
         with pytest.raises(ParseError):
@@ -22,56 +67,37 @@ def test_ranking_is_always_a_permutation_honouring_valid_ids(n, ids, sep, noise)
     order = parse_ranking(reply, n)
     assert sorted(order) == list(range(1, n + 1))
     assert order[: len(valid)] == valid
-    assert order[len(valid):] == [i for i in range(1, n + 1) if i not in valid]  # missing: retrieval order
+    rest = order[len(valid):]
+    assert rest == sorted(rest)  # missing ids follow in retrieval order
 
 
-def test_ranking_spacing_and_words():
-    assert parse_ranking("Ranking: [ 3 ]>[1] > [3] and [7]", 3) == [3, 1, 2]
+def test_plan_sections_case_insensitive_and_decorated():
+    reply = ("**REFLECTION:** baseline only.\n## reasoning: the case uses gradient boosting\n"
+             "Thought - try LightGBM\ncheck: single step, fine\n**Decision**: Replace the model with LightGBM.")
+    plan = parse_plan(reply)
+    assert plan["reflection"] == "baseline only."
+    assert plan["decision"] == "Replace the model with LightGBM."
+    assert set(plan) == {"reflection", "reasoning", "thought", "check", "decision"}
 
 
-CODE = "import numpy as np\n\ndef train_model(X, y, Xv, yv):\n    return None\n"
+def test_plan_missing_sections_tolerated_but_decision_required():
+    assert parse_plan("Thought: maybe scale\nDecision: standardise the features")["decision"] == \
+        "standardise the features"
+    with pytest.raises(ParseError, match="Decision"):
+        parse_plan("Reflection: nothing yet.\nThought: something")
 
 
-@pytest.mark.parametrize("reply", [
-    f"Here you go:\n```python\n{CODE}```\nDone.",
-    f"```py\n{CODE}```",
-    f"```\n{CODE}```",
-    f"Sure!\n```python\n{CODE}",                                   # unterminated fence
-    f"```python\nprint(1)\n```\nand the script:\n```python\n{CODE}```",   # several blocks: the longest
-    CODE,                                                          # no fence at all
-])
-def test_code_fences(reply):
-    assert extract_code(reply).strip() == CODE.strip()
-
-
-def test_no_code_is_a_typed_error():
-    with pytest.raises(ParseError) as err:
-        extract_code("I would use a random forest.")
-    assert err.value.role == "program"
-
-
-def test_plan_sections_and_fallbacks():
-    plan = parse_plan("**Reflection:** nothing yet\n## Reasoning: case uses GBM\nThought: try it\nCheck: ok\n"
-                      "DECISION: Replace the random guess with LightGBM.")
-    assert plan["decision"] == "Replace the random guess with LightGBM." and plan["reasoning"] == "case uses GBM"
-    assert parse_plan("Use gradient boosting with 500 trees.")["decision"].startswith("Use gradient")
+def test_plan_without_headers_falls_back_to_prose():
+    assert parse_plan("Use a random forest with 200 trees.")["decision"] == "Use a random forest with 200 trees."
     with pytest.raises(ParseError):
-        parse_plan("Reflection: hmm\nThought: maybe")
+        parse_plan("   ")
 
 
 def test_debug_reflection_then_code():
-    out = parse_debug(f"The import was missing.\n```python\n{CODE}```")
-    assert out["reflection"] == "The import was missing." and out["code"].strip() == CODE.strip()
-
-
-@pytest.mark.parametrize("role", ROLES)
-def test_every_prompt_renders_and_is_strict(role):
-    names = variables(role)
-    assert names
-    text = render(role, **{n: f"<{n}>" for n in names})
-    assert all(f"<{n}>" in text for n in names)
-    missing = sorted(names)[0]
-    with pytest.raises(PromptError, match=missing):
-        render(role, **{n: "x" for n in names if n != missing})
-    with pytest.raises(PromptError, match="takes no"):
-        render(role, **{n: "x" for n in names}, surplus="x")
+    reply = f"The error comes from a missing import of numpy.\n```python\n{SCRIPT}```"
+    out = parse_debug(reply)
+    assert out["reflection"] == "The error comes from a missing import of numpy."
+    assert out["code"] == SCRIPT and ast.parse(out["code"])
+    with pytest.raises(ParseError) as info:
+        parse_debug("I think the data is wrong.")
+    assert info.value.role == "debug"

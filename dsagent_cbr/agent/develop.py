@@ -210,7 +210,9 @@ def develop_with_model(task: Task, config: DevelopConfig, run_dir: Path, bank: B
     def retrieve() -> list[dict[str, Any]]:
         if not config.cbr:
             return []
-        hits = bank.search(task.description, kind="insight", k=config.k)
+        from dsagent_cbr.bank.doctext import task_query
+
+        hits = bank.search(task_query(task.description, task.modality), kind="insight", k=config.k)
         return [{**h.case.to_dict(), "score": h.score} for h in hits]
 
     cases = [Case.from_dict(c) for c in state.journal.step(0, "retrieve", retrieve)]
