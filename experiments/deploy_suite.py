@@ -49,7 +49,8 @@ def main() -> None:
     tasks = [load_task(p) for p in discover_tasks(REPO / "tasks")]
     tasks = [t for t in tasks if t.stage == "deployment" and (not args.tasks or t.name in args.tasks.split(","))]
     runs_root = Path(tempfile.mkdtemp(prefix="deploy-suite-"))
-    settings = load_settings(model=args.model, store=args.store, runs_dir=runs_root)
+    # A fresh bank holding only the shipped seed: earlier runs' retained cases must not leak in.
+    settings = load_settings(model=args.model, store=args.store, runs_dir=runs_root, bank_dir=runs_root / "bank")
     bank = open_bank(settings)
     rows = []
     llm_ctx = contextlib.nullcontext(None)

@@ -175,3 +175,30 @@ def test_without_a_model_the_best_retained_solution_beats_the_starter(tmp_path):
     starter = run_script(task, task.starter, run_dir=tmp_path / "starter")
     assert summary["best_test"] is not None and task.metric.better(summary["best_test"], starter.test_metric)
     assert (tmp_path / "run" / "best_solution.py").is_file()
+
+
+@pytest.mark.slow
+def test_real_local_model_one_iteration(tmp_path):
+    """SmolLM2-135M through llama.cpp: it writes poor code; the run must still complete and say so."""
+    task = prepared("concrete-strength")
+    env = {**os.environ, "CBR_HOME": str(tmp_path / "home")}
+    proc = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "develop", str(task.root), "--model", "local",
+                           "-T", "1", "--k", "2", "--n-debug", "1", "--timeout", "120", "--store", "faiss",
+                           "--runs-dir", str(tmp_path / "runs"), "--json"], env=env, capture_output=True, text=True,
+                          timeout=1500)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(proc.stdout)
+    run_dir = tmp_path / "runs" / "concrete-strength" / summary["run_dir"].split("/")[-1]
+    journal = [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines()]
+    roles = {r["role"] for r in journal}
+    assert {"retrieve", "log"} <= roles
+    ledger = [json.loads(line) for line in (run_dir / "ledger.jsonl").read_text().splitlines()]
+    assert ledger and all(r["model"] == "local" for r in ledger) and sum(r["completion_tokens"] for r in ledger) > 0
+    executed = [r for r in journal if r["role"] == "execute"]
+    failures = [r for r in journal if r["role"] == "error"]
+    # Whatever the small model did is on record: either a graded run or the errors it made.
+    assert any(r["output"]["status"] == "ok" for r in executed) or failures
+    report = (run_dir / "report.md").read_text()
+    assert "| 1 |" in report
+    if failures:
+        assert "What the model got wrong" in report

@@ -13,11 +13,14 @@ from dsagent_cbr.llm.prompts import render
 from dsagent_cbr.tasks.model import Task
 
 CASE_CHARS = 3000  # a case is cut to this length in prompts: every token is paid for on every call
+# Replies longer than these are rambling (small models run on to the end of their context); scripts
+# are bounded by the client's default.
+MAX_REPLY_TOKENS = {"rerank": 64, "plan": 600, "log": 300}
 
 
 def _ask(client: Any, role: str, temperature: float, **variables: Any) -> str:
     messages = [{"role": "user", "content": render(role, **variables)}]
-    return client.complete(role, messages, temperature=temperature).text
+    return client.complete(role, messages, temperature=temperature, max_tokens=MAX_REPLY_TOKENS.get(role)).text
 
 
 def rerank(client: Any, task: Task, log: str, cases: list[Case], temperature: float) -> list[int]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from dsagent_cbr.errors import CbrError
 
-LOCAL_MAX_TOKENS = 1536  # a small model left unbounded can ramble to the end of its context
+LOCAL_MAX_TOKENS = 1024  # a small model left unbounded can ramble to the end of its context
 
 
 @contextlib.contextmanager
