@@ -5,11 +5,10 @@ from __future__ import annotations
 import tomllib
 
 import pytest
+from conftest import REPO, prepared
 
 from dsagent_cbr.agent.adapter import AdapterError, CaseSolution, adapt_solution
 from dsagent_cbr.runner.run import run_script
-
-from conftest import REPO, prepared
 
 PAIRS = [
     ("concrete-strength", "hotel-rates"),           # tabular -> tabular, regression

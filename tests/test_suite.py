@@ -8,11 +8,10 @@ import sys
 import tomllib
 
 import pytest
+from conftest import REPO, TASKS
 
 from dsagent_cbr.runner.run import run_script
 from dsagent_cbr.tasks.loader import discover_tasks, load_task
-
-from conftest import REPO, TASKS
 
 CBR = [sys.executable, "-m", "dsagent_cbr.cli"]
 ONE_PER_MODALITY = ["concrete-strength", "rotten-tomatoes", "elec-demand", "basic-motions"]
