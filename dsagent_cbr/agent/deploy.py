@@ -14,6 +14,7 @@ from typing import Any
 from dsagent_cbr.agent.adapter import AdapterError, CaseSolution, adapt_solution
 from dsagent_cbr.agent.journal import write_text_atomic
 from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.errors import CbrError
 from dsagent_cbr.runner.result import RunResult
 from dsagent_cbr.runner.run import run_script
 from dsagent_cbr.tasks.model import Task
@@ -106,11 +107,11 @@ def deploy(task: Task, config: DeployConfig, run_dir: Path, bank: Any, client: A
 
         messages = roles.adapt_messages(task, [(c.text, _starter_of(c, tasks_dir), c.script) for c, _ in examples])
         write_text_atomic(run_dir / "prompt.md", "\n\n".join(f"## {m['role']}\n\n{m['content']}" for m in messages))
-        reply = client.complete("adapt", messages, temperature=config.temperature)
-        write_text_atomic(run_dir / "reply.md", reply.text)
         try:
+            reply = client.complete("adapt", messages, temperature=config.temperature)
+            write_text_atomic(run_dir / "reply.md", reply.text)
             code = roles.extract_script(reply.text)
-        except ParseError as exc:
+        except (ParseError, CbrError) as exc:  # a failed call counts against one-pass like a bad script
             result.one_pass, result.llm_error = False, str(exc)
         else:
             first = _run(task, code, run_dir / "llm-run", config)

@@ -12,6 +12,9 @@ from typing import Any
 from dsagent_cbr.errors import CbrError
 
 LOCAL_MAX_TOKENS = 1024  # a small model left unbounded can ramble to the end of its context
+# On a CPU a long prompt can take minutes; a timed-out request also keeps the one-slot server busy, so
+# retrying it only queues the same work again.
+LOCAL_TIMEOUT, LOCAL_RETRIES = 1800.0, 1
 
 
 @contextlib.contextmanager
@@ -30,13 +33,14 @@ def open_llm(settings: Any, run_dir: Path | None = None) -> Iterator[Any]:
     cache = ResponseCache(settings.cache_path / "responses.sqlite") if settings.use_cache else None
     try:
         with contextlib.ExitStack() as stack:
-            max_tokens = None
+            max_tokens, timeout, retries = None, settings.request_timeout, settings.max_retries
             if spec.provider == "local":
                 assert spec.gguf is not None
                 url = stack.enter_context(local_server(spec.gguf, log_path=run_dir / "llm-server.log" if run_dir else None))
                 spec, max_tokens = replace(spec, base_url=url, api_key="not-needed"), LOCAL_MAX_TOKENS
-            yield LLMClient(spec, ledger=ledger, cache=cache, timeout=settings.request_timeout,
-                            max_retries=settings.max_retries, default_max_tokens=max_tokens)
+                timeout, retries = max(timeout, LOCAL_TIMEOUT), min(retries, LOCAL_RETRIES)
+            yield LLMClient(spec, ledger=ledger, cache=cache, timeout=timeout, max_retries=retries,
+                            default_max_tokens=max_tokens)
     finally:
         if cache is not None:
             cache.close()
