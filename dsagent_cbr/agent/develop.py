@@ -96,8 +96,11 @@ def _execute(state: DevelopState, t: int, attempt: int, code: str) -> RunResult:
 
 
 def _record_model_error(state: DevelopState, t: int, role: str, error: Exception, attempt: int = 0) -> None:
-    if state.journal.done(t, "error", attempt=attempt * 100 + len(role)) is None:
-        state.journal.append(t, "error", f"{role}: {error}", attempt=attempt * 100 + len(role))
+    """Journal a mistake of the model's making once, also across resumes, and let the loop go on."""
+    seen = any(r["role"] == "error" and r["iteration"] == t and r.get("source") == role and r["attempt"] == attempt
+               for r in state.journal.records)
+    if not seen:
+        state.journal.append(t, "error", f"{role}: {error}", attempt=attempt, source=role)
 
 
 def _consider(state: DevelopState, t: int, row: Iteration, code: str, result: RunResult, bank: Bank,
