@@ -45,6 +45,10 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     task = load_task(resolve_task_path(task_dir, settings.tasks_dir), require_data=True)
     config = DeployConfig(strategy=strategy, cases=cases, temperature=temperature, fallback=fallback,
                           timeout=timeout, memory_mb=memory, seed=seed)
+    if settings.model != "none":  # a missing key or server is the user's to fix: say so before any folder exists
+        from dsagent_cbr.llm.models import resolve_model
+
+        resolve_model(settings.model, settings.base_url, settings.api_key)
     bank = open_bank(settings)
     run_dir = new_run_dir(settings.runs_dir, task.name)
     if settings.model == "none":

@@ -55,6 +55,10 @@ def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_
             raise CbrError("Give a task folder, or --resume RUN_DIR.")
         settings = load_settings(**flags)
         task = load_task(resolve_task_path(task_dir, settings.tasks_dir), require_data=True)
+        if settings.model != "none":  # a missing key or server stops here, before a run folder exists
+            from dsagent_cbr.llm.models import resolve_model
+
+            resolve_model(settings.model, settings.base_url, settings.api_key)
         config = DevelopConfig(iterations=iterations, k=k, n_debug=n_debug, temperature=temperature,
                                rerank=not no_rerank, cbr=not no_cbr, timeout=timeout, memory_mb=memory)
         run_dir = new_run_dir(settings.runs_dir, task.name)
