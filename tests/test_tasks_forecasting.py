@@ -8,18 +8,13 @@ starter and reference run as child processes, each in a workspace that holds onl
 
 from __future__ import annotations
 
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-TASKS = REPO / "tasks"
-SOLUTIONS = REPO / "casebank" / "solutions"
+from support.task_copies import SOLUTIONS, TASKS, build, run_in_workspace
 
 # train windows, test windows, input length, horizon, dims, stride between training windows
 SHAPES = {
@@ -31,15 +26,6 @@ SHAPES = {
 }
 
 
-def build(name: str, where: Path) -> Path:
-    folder = where / name
-    folder.mkdir(parents=True)
-    shutil.copy2(TASKS / name / "prepare.py", folder / "prepare.py")
-    proc = subprocess.run([sys.executable, "prepare.py"], cwd=folder, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return folder
-
-
 def score(metric: str, truth: np.ndarray, guess: np.ndarray) -> float:
     error = truth.astype(float) - guess.astype(float)
     return float(np.mean(error**2)) if metric == "mse" else float(np.mean(np.abs(error)))
@@ -47,18 +33,11 @@ def score(metric: str, truth: np.ndarray, guess: np.ndarray) -> float:
 
 def run_script(folder: Path, script: Path, workspace: Path, metric: str) -> tuple[float, float]:
     """The validation score the script prints and its test score against private/y_test.npy."""
-    workspace.mkdir()
-    for public in (folder / "data").iterdir():
-        shutil.copy2(public, workspace / public.name)
-    shutil.copy2(script, workspace / "train.py")
-    proc = subprocess.run([sys.executable, "train.py"], cwd=workspace, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    printed = re.findall(rf"Validation {metric}:\s*([-+0-9.eE]+)", proc.stdout)
-    assert printed, proc.stdout[-2000:]
+    valid = run_in_workspace(folder, script, workspace, metric)
     predictions = np.load(workspace / "predictions.npy", allow_pickle=False)
     truth = np.load(folder / "private" / "y_test.npy", allow_pickle=False)
     assert predictions.shape == truth.shape and np.all(np.isfinite(predictions))
-    return float(printed[-1]), score(metric, truth, predictions)
+    return valid, score(metric, truth, predictions)
 
 
 def contains_block(window: np.ndarray, block: np.ndarray) -> bool:

@@ -9,8 +9,6 @@ the test score is computed here with scikit-learn, independent of the package's 
 
 from __future__ import annotations
 
-import re
-import shutil
 import subprocess
 import sys
 import tomllib
@@ -20,10 +18,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.metrics import log_loss, mean_squared_error
-
-REPO = Path(__file__).resolve().parents[1]
-TASKS = REPO / "tasks"
-SOLUTIONS = REPO / "casebank" / "solutions"
+from support.task_copies import SOLUTIONS, TASKS, build, run_in_workspace
 
 DEVELOPMENT = ["concrete-strength", "diamonds-price", "mlc-churn", "pbc-status", "yeast-multilabel"]
 DEPLOYMENT = ["hotel-rates", "deliveries-time", "smoke-ban", "titanic-survival"]
@@ -34,26 +29,9 @@ def task_toml(name: str) -> dict:
     return tomllib.loads((TASKS / name / "task.toml").read_text())
 
 
-def build(name: str, where: Path) -> Path:
-    folder = where / name
-    folder.mkdir(parents=True)
-    shutil.copy2(TASKS / name / "prepare.py", folder / "prepare.py")
-    proc = subprocess.run([sys.executable, "prepare.py"], cwd=folder, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return folder
-
-
 def run_script(folder: Path, script: Path, workspace: Path, metric: str) -> tuple[float, pd.DataFrame]:
     """The validation score the script prints and the submission it writes."""
-    workspace.mkdir()
-    for public in (folder / "data").iterdir():
-        shutil.copy2(public, workspace / public.name)
-    shutil.copy2(script, workspace / "train.py")
-    proc = subprocess.run([sys.executable, "train.py"], cwd=workspace, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    printed = re.findall(rf"Validation {metric}:\s*([-+0-9.eE]+)", proc.stdout)
-    assert printed, proc.stdout[-2000:]
-    return float(printed[-1]), pd.read_csv(workspace / "submission.csv")
+    return run_in_workspace(folder, script, workspace, metric), pd.read_csv(workspace / "submission.csv")
 
 
 @pytest.mark.parametrize("name", DEVELOPMENT + DEPLOYMENT)

@@ -7,7 +7,6 @@ folders in the repository; the scripts run as child processes in their own tempo
 
 from __future__ import annotations
 
-import re
 import shutil
 import subprocess
 import sys
@@ -18,37 +17,12 @@ import numpy as np
 import pandas as pd
 import pytest
 from sklearn.metrics import accuracy_score
-
-REPO = Path(__file__).resolve().parents[1]
-TASKS = REPO / "tasks"
-SOLUTIONS = REPO / "casebank" / "solutions"
-
-
-def build(name: str, where: Path) -> Path:
-    """A copy of the task's recipe with data/ and private/ built next to it."""
-    folder = where / name
-    folder.mkdir(parents=True)
-    shutil.copy2(TASKS / name / "prepare.py", folder / "prepare.py")
-    proc = subprocess.run(
-        [sys.executable, "prepare.py"], cwd=folder, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return folder
+from support.task_copies import SOLUTIONS, TASKS, build, run_in_workspace
 
 
 def run_script(folder: Path, script: Path, workspace: Path, metric: str) -> tuple[float, pd.DataFrame]:
     """Run `script` as train.py on the public files; its printed validation score and its submission."""
-    workspace.mkdir()
-    for public in (folder / "data").iterdir():
-        shutil.copy2(public, workspace / public.name)
-    shutil.copy2(script, workspace / "train.py")
-    proc = subprocess.run(
-        [sys.executable, "train.py"], cwd=workspace, capture_output=True, text=True, timeout=600
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    found = re.findall(rf"Validation {metric}:\s*([-+0-9.eE]+)", proc.stdout)
-    assert found, proc.stdout[-2000:]
-    return float(found[-1]), pd.read_csv(workspace / "submission.csv")
+    return run_in_workspace(folder, script, workspace, metric), pd.read_csv(workspace / "submission.csv")
 
 
 def mcrmse(truth: pd.DataFrame, guess: pd.DataFrame, targets: list[str]) -> float:

@@ -7,18 +7,13 @@ folders in the repository; the scripts run as child processes in their own tempo
 
 from __future__ import annotations
 
-import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
-
-REPO = Path(__file__).resolve().parents[1]
-TASKS = REPO / "tasks"
-SOLUTIONS = REPO / "casebank" / "solutions"
+from support.task_copies import SOLUTIONS, TASKS, build, run_in_workspace
 
 # What the archive files hold: train cases, test cases, channels, padded length, classes.
 EXPECTED = {
@@ -30,31 +25,14 @@ EXPECTED = {
 }
 
 
-def build(name: str, where: Path) -> Path:
-    """A copy of the task's recipe with data/ and private/ built next to it."""
-    folder = where / name
-    folder.mkdir(parents=True)
-    shutil.copy2(TASKS / name / "prepare.py", folder / "prepare.py")
-    proc = subprocess.run([sys.executable, "prepare.py"], cwd=folder, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return folder
-
-
 def run_script(folder: Path, script: Path, workspace: Path) -> tuple[float, float]:
     """Run `script` as train.py on the public files; its validation accuracy and its test accuracy."""
-    workspace.mkdir()
-    for public in (folder / "data").iterdir():
-        shutil.copy2(public, workspace / public.name)
-    shutil.copy2(script, workspace / "train.py")
-    proc = subprocess.run([sys.executable, "train.py"], cwd=workspace, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    found = re.findall(r"Validation accuracy:\s*([-+0-9.eE]+)", proc.stdout)
-    assert found, proc.stdout[-2000:]
+    valid = run_in_workspace(folder, script, workspace, "accuracy")
     predictions = np.load(workspace / "predictions.npy", allow_pickle=False)
     truth = np.load(folder / "private" / "y_test.npy", allow_pickle=False)
     assert predictions.shape == truth.shape
     assert predictions.dtype == truth.dtype
-    return float(found[-1]), float(np.mean(predictions == truth))
+    return valid, float(np.mean(predictions == truth))
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
