@@ -118,3 +118,47 @@ def test_real_local_model_completes_and_is_stopped(tmp_path):
 
     with pytest.raises(OSError):
         urllib.request.urlopen(f"{url}/models", timeout=2)
+
+
+def server_pids(port: int) -> list[int]:
+    from pathlib import Path
+
+    pids = []
+    for proc in Path("/proc").iterdir():
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"dsagent_cbr.llm.local_server" in argv and str(port).encode() in argv:
+            pids.append(int(proc.name))
+    return pids
+
+
+@pytest.mark.slow
+def test_local_server_stops_when_its_parent_is_killed(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    port = free_port()
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\n"
+         "from dsagent_cbr.llm.local_server import local_server\n"
+         "from dsagent_cbr.llm.models import smollm2_gguf\n"
+         f"with local_server(smollm2_gguf(), port={port}):\n"
+         "    print('ready', flush=True)\n"
+         "    time.sleep(600)\n"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        assert server_pids(port), "the server should be running while its parent lives"
+        os.kill(holder.pid, signal.SIGKILL)  # no finally block runs: the server must notice by itself
+        holder.wait()
+        deadline = time.monotonic() + 30
+        while server_pids(port) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert not server_pids(port)
+    finally:
+        for pid in server_pids(port):
+            os.kill(pid, signal.SIGKILL)

@@ -26,8 +26,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(gguf: Path, port: int, host: str = "127.0.0.1", n_ctx: int = DEFAULT_CTX, threads: int = 2) -> None:
-    """Start the server in this process and block until a signal ends it."""
+def serve(gguf: Path, port: int, host: str = "127.0.0.1", n_ctx: int = DEFAULT_CTX, threads: int = 2,
+          parent: int | None = None) -> None:
+    """Start the server in this process and block until a signal ends it, or until `parent` is gone."""
     try:
         import xllamacpp
     except ImportError as exc:
@@ -44,7 +45,9 @@ def serve(gguf: Path, port: int, host: str = "127.0.0.1", n_ctx: int = DEFAULT_C
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     with contextlib.suppress(KeyboardInterrupt):
-        while not stop:
+        # a parent killed with SIGKILL cannot stop us, and we run in a session of our own: once it is
+        # gone we are re-parented, and a server nobody will ever stop must not hold the cores
+        while not stop and (parent is None or os.getppid() == parent):
             time.sleep(0.2)
 
 
@@ -71,7 +74,7 @@ def local_server(gguf: Path, *, port: int | None = None, log_path: Path | None =
     port = port or free_port()
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed in finally
     proc = subprocess.Popen([sys.executable, "-m", "dsagent_cbr.llm.local_server", "--gguf", str(gguf),
-                             "--port", str(port)], stdout=log, stderr=log, start_new_session=True)
+                             "--port", str(port), "--parent", str(os.getpid())], stdout=log, stderr=log, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
     try:
         wait_ready(url, proc, ready_timeout)
@@ -95,8 +98,9 @@ def main() -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--ctx", type=int, default=DEFAULT_CTX)
+    parser.add_argument("--parent", type=int, help="Stop when this process is gone.")
     args = parser.parse_args()
-    serve(args.gguf, args.port, args.host, args.ctx)
+    serve(args.gguf, args.port, args.host, args.ctx, parent=args.parent)
 
 
 if __name__ == "__main__":
