@@ -34,6 +34,7 @@ class Settings:
     embedding_model: str = "all-MiniLM-L6-v2"
     model: str = "none"
     base_url: str | None = None
+    model_name: str | None = None  # what the server calls the model (an Ollama tag); None: the alias's name
     api_key: str | None = None
     request_timeout: float = 120.0
     max_retries: int = 4

@@ -14,7 +14,7 @@ from dsagent_cbr.llm.cache import ResponseCache
 from dsagent_cbr.llm.client import LLMClient
 from dsagent_cbr.llm.ledger import BudgetExceeded, Ledger
 from dsagent_cbr.llm.local_server import free_port
-from dsagent_cbr.llm.models import ModelSpec, resolve_model
+from dsagent_cbr.llm.models import ModelSpec, resolve_model, settings_model
 
 HELLO = [{"role": "user", "content": "say hello"}]
 RATE_LIMITED = (429, {"error": {"message": "slow down", "type": "rate_limit"}})
@@ -98,6 +98,10 @@ def test_model_resolution_layers(monkeypatch, tmp_path):
     monkeypatch.setenv("CBR_MODEL", "mixtral")
     settings = load_settings(max_cost=1.0)
     assert settings.model == "mixtral" and settings.max_cost == 1.0  # env beats file, flag beats file
+    monkeypatch.setenv("CBR_BASE_URL", "http://localhost:11434/v1")
+    monkeypatch.setenv("CBR_MODEL_NAME", "mixtral:8x7b")
+    assert settings_model(load_settings()).name == "mixtral:8x7b"  # an Ollama tag, from the environment
+    assert settings_model(load_settings(model_name="mixtral:q4")).name == "mixtral:q4"
 
 
 @pytest.mark.slow

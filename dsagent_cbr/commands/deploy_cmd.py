@@ -46,9 +46,9 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     config = DeployConfig(strategy=strategy, cases=cases, temperature=temperature, fallback=fallback,
                           timeout=timeout, memory_mb=memory, seed=seed)
     if settings.model != "none":  # a missing key or server is the user's to fix: say so before any folder exists
-        from dsagent_cbr.llm.models import resolve_model
+        from dsagent_cbr.llm.models import settings_model
 
-        resolve_model(settings.model, settings.base_url, settings.api_key)
+        settings_model(settings)
     bank = open_bank(settings)
     run_dir = new_run_dir(settings.runs_dir, task.name)
     if settings.model == "none":

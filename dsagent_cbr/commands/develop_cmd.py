@@ -56,9 +56,9 @@ def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_
         settings = load_settings(**flags)
         task = load_task(resolve_task_path(task_dir, settings.tasks_dir), require_data=True)
         if settings.model != "none":  # a missing key or server stops here, before a run folder exists
-            from dsagent_cbr.llm.models import resolve_model
+            from dsagent_cbr.llm.models import settings_model
 
-            resolve_model(settings.model, settings.base_url, settings.api_key)
+            settings_model(settings)
         config = DevelopConfig(iterations=iterations, k=k, n_debug=n_debug, temperature=temperature,
                                rerank=not no_rerank, cbr=not no_cbr, timeout=timeout, memory_mb=memory)
         run_dir = new_run_dir(settings.runs_dir, task.name)

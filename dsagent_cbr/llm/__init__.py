@@ -24,9 +24,9 @@ def open_llm(settings: Any, run_dir: Path | None = None) -> Iterator[Any]:
     from dsagent_cbr.llm.client import LLMClient
     from dsagent_cbr.llm.ledger import Ledger
     from dsagent_cbr.llm.local_server import local_server
-    from dsagent_cbr.llm.models import resolve_model
+    from dsagent_cbr.llm.models import settings_model
 
-    spec = resolve_model(settings.model, settings.base_url, settings.api_key)
+    spec = settings_model(settings)
     if spec.provider == "none":
         raise CbrError("No model configured: pass --model (e.g. gpt-4o, mixtral, local) or set CBR_MODEL.")
     ledger = Ledger(run_dir / "ledger.jsonl" if run_dir else None, settings.max_cost, settings.max_tokens)

@@ -9,8 +9,12 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dsagent_cbr.errors import CbrError
+
+if TYPE_CHECKING:
+    from dsagent_cbr.config import Settings
 
 OPENAI_URL = "https://api.openai.com/v1"
 
@@ -48,7 +52,7 @@ def smollm2_gguf() -> Path:
 
 
 def resolve_model(model: str, base_url: str | None = None, api_key: str | None = None,
-                  environ: dict[str, str] | None = None) -> ModelSpec:
+                  environ: dict[str, str] | None = None, model_name: str | None = None) -> ModelSpec:
     env = os.environ if environ is None else environ
     if model == "none":
         return ModelSpec("none", "none", "none")
@@ -70,10 +74,15 @@ def resolve_model(model: str, base_url: str | None = None, api_key: str | None =
         key = api_key or env.get("CBR_API_KEY") or env.get("OPENAI_API_KEY")
         if not key:
             raise CbrError(f"Model {model} needs an API key: set OPENAI_API_KEY (or CBR_API_KEY, or api_key in the config).")
-        return ModelSpec(model, entry["name"], provider, url, key, **prices)
+        return ModelSpec(model, model_name or entry["name"], provider, url, key, **prices)
     url = base_url or env.get("CBR_BASE_URL")
     if not url:
         raise CbrError(f"Model {model} runs on an OpenAI-compatible server: set CBR_BASE_URL "
                        "(e.g. http://localhost:8000/v1 for vLLM, http://localhost:11434/v1 for Ollama).")
     key = api_key or env.get("CBR_API_KEY") or "not-needed"
-    return ModelSpec(model, env.get("CBR_MODEL_NAME", entry["name"]), provider, url, key, **prices)
+    return ModelSpec(model, model_name or env.get("CBR_MODEL_NAME") or entry["name"], provider, url, key, **prices)
+
+
+def settings_model(settings: Settings) -> ModelSpec:
+    """The model the settings ask for, checked: a missing key or server is a CbrError here."""
+    return resolve_model(settings.model, settings.base_url, settings.api_key, model_name=settings.model_name)
