@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +19,7 @@ from dsagent_cbr.bank.embedder import loaded_models
 from dsagent_cbr.cli import main as cbr
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.llm.local_server import free_port, wait_ready
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO.parent / "shared" / "reference" / "dsagent-human-insights"
@@ -69,34 +67,18 @@ def _bank(tmp: Path, store: str, cache: Path, chroma_url: str | None = None):
     return open_bank(settings, cache_path=cache)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     exe = shutil.which("chroma")
     if exe is None:
         pytest.skip("the chroma command is not installed")
-    port = _free_port()
+    port = free_port()
     data = tmp_path_factory.mktemp("chroma-server")
     proc = subprocess.Popen([exe, "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(data)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=2) as reply:
-                    if reply.status == 200:
-                        break
-            except OSError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"chroma server did not come up on port {port}")
-            time.sleep(0.3)
+        wait_ready(f"{url}/api/v2/heartbeat", proc, 60, what="The chroma server")
         yield url
     finally:
         proc.terminate()

@@ -51,19 +51,20 @@ def serve(gguf: Path, port: int, host: str = "127.0.0.1", n_ctx: int = DEFAULT_C
             time.sleep(0.2)
 
 
-def wait_ready(url: str, proc: subprocess.Popen, timeout: float) -> None:
+def wait_ready(health_url: str, proc: subprocess.Popen, timeout: float, what: str = "The local model server") -> None:
+    """Poll `health_url` until it answers 200; CbrError if `proc` exits first or time runs out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise CbrError(f"The local model server exited with code {proc.returncode} before it was ready.")
+            raise CbrError(f"{what} exited with code {proc.returncode} before it was ready.")
         try:
-            with urllib.request.urlopen(f"{url}/models", timeout=2) as response:
+            with urllib.request.urlopen(health_url, timeout=2) as response:
                 if response.status == 200:
                     return
         except OSError:
             pass
         time.sleep(0.3)
-    raise CbrError(f"The local model server did not answer {url}/models within {timeout:g}s.")
+    raise CbrError(f"{what} did not answer {health_url} within {timeout:g}s.")
 
 
 @contextlib.contextmanager
@@ -77,7 +78,7 @@ def local_server(gguf: Path, *, port: int | None = None, log_path: Path | None =
                              "--port", str(port), "--parent", str(os.getpid())], stdout=log, stderr=log, start_new_session=True)
     url = f"http://127.0.0.1:{port}/v1"
     try:
-        wait_ready(url, proc, ready_timeout)
+        wait_ready(f"{url}/models", proc, ready_timeout)
         yield url
     finally:
         with contextlib.suppress(ProcessLookupError):
