@@ -38,6 +38,7 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     from dsagent_cbr.agent.deploy import deploy as run_deploy
     from dsagent_cbr.agent.rundir import new_run_dir
     from dsagent_cbr.bank import open_bank
+    from dsagent_cbr.llm.models import settings_model
     from dsagent_cbr.tasks.loader import load_task, resolve_task_path
 
     settings = load_settings(model=model, store=store, bank_dir=bank_dir, chroma_url=chroma_url,
@@ -45,10 +46,7 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     task = load_task(resolve_task_path(task_dir, settings.tasks_dir), require_data=True)
     config = DeployConfig(strategy=strategy, cases=cases, temperature=temperature, fallback=fallback,
                           timeout=timeout, memory_mb=memory, seed=seed)
-    if settings.model != "none":  # a missing key or server is the user's to fix: say so before any folder exists
-        from dsagent_cbr.llm.models import settings_model
-
-        settings_model(settings)
+    settings_model(settings)  # a missing key or server stops here, before a run folder exists
     bank = open_bank(settings)
     run_dir = new_run_dir(settings.runs_dir, task.name)
     if settings.model == "none":

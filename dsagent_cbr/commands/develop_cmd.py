@@ -40,6 +40,7 @@ def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_
     """Develop a solution for TASK_DIR with the CBR loop (retrieve, rerank, plan, program, debug, log, retain)."""
     from dsagent_cbr.agent.develop import DevelopConfig
     from dsagent_cbr.agent.rundir import load_config, new_run_dir, save_config
+    from dsagent_cbr.llm.models import settings_model
     from dsagent_cbr.tasks.loader import load_task, resolve_task_path
 
     flags = {"model": model, "store": store, "bank_dir": bank_dir, "chroma_url": chroma_url, "runs_dir": runs_dir,
@@ -55,10 +56,7 @@ def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_
             raise CbrError("Give a task folder, or --resume RUN_DIR.")
         settings = load_settings(**flags)
         task = load_task(resolve_task_path(task_dir, settings.tasks_dir), require_data=True)
-        if settings.model != "none":  # a missing key or server stops here, before a run folder exists
-            from dsagent_cbr.llm.models import settings_model
-
-            settings_model(settings)
+        settings_model(settings)  # a missing key or server stops here, before a run folder exists
         config = DevelopConfig(iterations=iterations, k=k, n_debug=n_debug, temperature=temperature,
                                rerank=not no_rerank, cbr=not no_cbr, timeout=timeout, memory_mb=memory)
         run_dir = new_run_dir(settings.runs_dir, task.name)
