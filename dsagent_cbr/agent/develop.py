@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dsagent_cbr.agent import roles
-from dsagent_cbr.agent.context import Context
+from dsagent_cbr.agent.context import Context, reference_valid
 from dsagent_cbr.agent.journal import Journal, write_text_atomic
 from dsagent_cbr.agent.rundir import publish_outputs, step_dir, write_summary
 from dsagent_cbr.bank.cases import Case
@@ -162,7 +162,14 @@ class DevelopRun:
 
     def say(self, t: int, role: str, attempt: int = 0) -> None:
         self.progress.update(iteration=t, total=self.config.iterations, role=role, attempt=attempt,
-                             best=self.best.valid if self.best else None, **self.usage)
+                             best=self.best.valid if self.best else None, tokens=self.usage.get("tokens"),
+                             cost=self.usage.get("cost_usd"))
+
+    def end(self, row: Iteration) -> dict[str, Any]:
+        """An iteration is over: one progress line, and the summary and report written once."""
+        self.progress.update(iteration=row.iteration, status=row.status, valid=row.valid,
+                             best_valid=self.best.valid if self.best else None, metric=self.task.metric_name)
+        return self.finish()
 
     # -- what the prompts are told -----------------------------------------------------------------
     def log_text(self) -> str:
@@ -244,7 +251,8 @@ class DevelopRun:
             "best_test": best.test if best else None, "test_answers": self.task.has_answers,
             "selected_by": "validation", "stopped": self.stopped or "completed", "run_dir": str(self.run_dir),
             "outcome": "infrastructure" if self.stopped.startswith("infrastructure") else "agent",
-            "model_errors": self.journal.errors(), "baselines": {"starter": self.baseline},
+            "model_errors": self.journal.errors(),
+            "baselines": {"starter": self.baseline, "reference": reference_valid(self.task)},
             "best_solution": str(self.run_dir / "best_solution.py") if best else None,
             "submission": str(self.run_dir / self.task.predictions) if best and self.task.predictions else None,
             "sandbox": self.config.policy, **self.usage,
@@ -267,7 +275,7 @@ def develop_with_model(task: Task, config: DevelopConfig, run_dir: Path, bank: B
         for t in range(1, config.iterations + 1):
             _iteration(run, ctx, model, t, query)
             run.usage = model.usage()
-            run.finish()
+            run.end(run.rows[-1])
     return run.finish()
 
 

@@ -113,7 +113,7 @@ def run_develop(task: Any, config: Any, run_dir: Path, settings: Any) -> dict[st
     from dsagent_cbr.bank import open_bank
 
     bank = open_bank(settings)
-    with LiveProgress(f"developing {task.name}") as progress:
+    with LiveProgress(f"developing {task.name}", total=config.iterations) as progress:
         if settings.model == "none":
             return develop_without_model(task, config, run_dir, bank, progress=progress)
         from dsagent_cbr.llm import open_llm
