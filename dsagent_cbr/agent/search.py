@@ -34,6 +34,7 @@ def develop_without_model(task: Task, config: DevelopConfig, run_dir: Path, bank
         for t in range(1, config.iterations + 1):
             _iteration(run, t, cases[t - 1] if t <= len(cases) else None)
             run.end(run.rows[-1])
+        run.refit_best()
     return run.finish()
 
 

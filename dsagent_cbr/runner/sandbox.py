@@ -259,8 +259,10 @@ def _cgroup(policy: SandboxPolicy) -> Iterator[_MemoryCgroup | None]:
 
 
 def run_sandboxed(command: list[str], *, workspace: Path, stdout_path: Path, stderr_path: Path,
-                  policy: SandboxPolicy, max_output_bytes: int = 64 * 1024 * 1024) -> ProcessOutcome:
-    """Run `command` (paths relative to the workspace) and watch it until it ends or breaks a limit."""
+                  policy: SandboxPolicy, max_output_bytes: int = 64 * 1024 * 1024,
+                  environment: dict[str, str] | None = None) -> ProcessOutcome:
+    """Run `command` (paths relative to the workspace) and watch it until it ends or breaks a limit.
+    `environment` adds variables of ours (never the caller's own environment)."""
     require_sandbox(policy.isolate)
     if policy.isolate:
         argv, cwd = bwrap_argv(command, workspace, policy), None
@@ -268,6 +270,7 @@ def run_sandboxed(command: list[str], *, workspace: Path, stdout_path: Path, std
     else:
         argv, cwd = command, workspace
         env = child_environment(policy.cores, str(workspace))
+    env.update(environment or {})
     fsize, tmpfs_bytes = int(policy.disk_mb * 2**20), int(policy.memory_mb * 2**20)
     with _cgroup(policy) as group:
 
