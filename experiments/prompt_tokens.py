@@ -55,7 +55,8 @@ def run_version(name: str, root: Path, task: str, server: ScriptedLLM, home: Pat
         server.requests.append({"version": name, "command": args[0]})
         cmd = [sys.executable, "-m", "dsagent_cbr.cli", *args, "--model", "scripted", "--store", "faiss",
                "--runs-dir", str(home / "runs"), "--no-cache"]
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800)
+        # cwd=root: `python -m` puts the current folder first on sys.path, ahead of PYTHONPATH
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800, cwd=root)
         if proc.returncode not in (0, 1):
             raise SystemExit(f"{name} {args[0]} failed:\n{proc.stderr[-3000:]}")
 

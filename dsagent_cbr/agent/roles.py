@@ -1,6 +1,8 @@
 """The LLM roles of the agent, each a small function: build the prompt, ask the model, parse.
 
-Prompts live in dsagent_cbr/llm/prompts/<role>.md; parsing is in dsagent_cbr.llm.parsing. A reply
+Prompts live in dsagent_cbr/llm/prompts/<role>.md; parsing is in dsagent_cbr.llm.parsing. As in the
+paper, the programmer, the debugger and the logger work from the instruction, the scripts and the
+log, not from the task's description (the programmer gets the data card and the budget instead). A reply
 that cannot be parsed raises ParseError carrying the raw reply, which the loop journals before going
 on; the client never caches such a reply, so asking again is a new request."""
 
@@ -16,7 +18,7 @@ from dsagent_cbr.llm import parsing
 from dsagent_cbr.llm.prompts import render
 
 CASE_CHARS = 3000  # the chosen case, cut to this length: every token is paid for on every call
-SUMMARY_CHARS = 300  # what rerank sees of each case: enough to judge it, a tenth of the tokens
+SUMMARY_CHARS = 220  # what rerank sees of each case: its opening, enough to judge it
 # Replies longer than these are rambling (small models run on to the end of their context); scripts
 # are bounded by the client's default.
 MAX_REPLY_TOKENS = {"rerank": 64, "plan": 600, "log": 300}
@@ -67,8 +69,8 @@ def plan(model: Model, ctx: Context, log: str, best: str, script: str, case: Cas
 def program(model: Model, ctx: Context, script: str, instruction: str, temperature: float,
             retries: int = 2) -> str:
     """The edited script; a reply with no code is answered with a nudge, up to `retries` times."""
-    messages = [{"role": "user", "content": render("program", task=ctx.task.description, data_card=ctx.data_card,
-                                                   budget=ctx.budget, instruction=instruction, script=script)}]
+    messages = [{"role": "user", "content": render("program", data_card=ctx.data_card, budget=ctx.budget,
+                                                   instruction=instruction, script=script)}]
     for attempt in range(retries + 1):
         try:
             return model.complete("program", messages, temperature=temperature,
@@ -83,8 +85,8 @@ def program(model: Model, ctx: Context, script: str, instruction: str, temperatu
 
 def debug(model: Model, ctx: Context, original: str, instruction: str, failing: str, error: str, log: str,
           temperature: float) -> str:
-    reply = _ask(model, "debug", temperature, parsing.parse_debug, task=ctx.task.description, budget=ctx.budget,
-                 original=original, instruction=instruction, script=failing, error=error, log=log)
+    reply = _ask(model, "debug", temperature, parsing.parse_debug, budget=ctx.budget, original=original,
+                 instruction=instruction, script=failing, error=error, log=log)
     return reply.parsed["code"]
 
 
@@ -92,8 +94,8 @@ def summarize(model: Model, ctx: Context, log: str, best: str, instruction: str,
               observation: str, temperature: float) -> str:
     diff = "\n".join(difflib.unified_diff(before.splitlines(), after.splitlines(), "before.py", "after.py",
                                           lineterm="", n=1))
-    reply = _ask(model, "log", temperature, parsing.parse_log, task=ctx.task.description, metric=ctx.metric,
-                 best=best, log=log, instruction=instruction, diff=diff[:6000], observation=observation)
+    reply = _ask(model, "log", temperature, parsing.parse_log, metric=ctx.metric, best=best, log=log,
+                 instruction=instruction, diff=diff[:6000], observation=observation)
     return reply.parsed
 
 
