@@ -9,6 +9,7 @@ import textwrap
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from dsagent_cbr.runner.run import run_script
 from dsagent_cbr.tasks.loader import load_task
@@ -38,7 +39,7 @@ def test_malformed_task_folder_one_line_per_problem(tmp_path):
     proc = cbr("tasks", "validate", str(bad))
     assert proc.returncode == 2
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith(str(bad.resolve()))]
-    expected = ["modality 'audio'", "unknown metric", "paired_with", "data.answers", "id_column",
+    expected = ["modality 'audio'", "unknown metric", "paired_with", "id_column",
                 "data.target", "description.md", "does not parse"]
     for fragment in expected:
         assert sum(fragment in ln for ln in lines) == 1, (fragment, proc.stderr)
@@ -51,8 +52,9 @@ def test_not_a_task_folder(tmp_path):
     assert proc.returncode == 2 and "missing task.toml" in proc.stderr
 
 
-def _dsagent_folder(concrete, root: Path) -> Path:
-    """A folder in DS-Agent's benchmark layout, built from the real concrete data."""
+def _dsagent_folder(concrete, root: Path, *, two_arguments: bool = False) -> Path:
+    """A folder in DS-Agent's benchmark layout, built from the real concrete data: test.csv holds the
+    labels, and submission.py reads them itself (or, in the older two-argument form, gets y_true)."""
     env, scripts = root / "env", root / "scripts"
     env.mkdir(parents=True)
     scripts.mkdir()
@@ -62,34 +64,59 @@ def _dsagent_folder(concrete, root: Path) -> Path:
     (scripts / "research_problem.txt").write_text(
         "You are solving this machine learning task of regression: predict the compressive strength of "
         "concrete. The evaluation metric is root mean squared error (RMSE). Fill in train.py.")
-    (env / "submission.py").write_text(textwrap.dedent("""
-        import numpy as np
-        def submit_predictions_for_test_set(y_true, y_pred):
-            rmse = float(np.sqrt(np.mean((np.asarray(y_true) - np.asarray(y_pred)) ** 2)))
-            print("final RMSE on test set: ", rmse)
-    """))
+    if two_arguments:
+        submission = """
+            import numpy as np
+            def submit_predictions_for_test_set(y_true, y_pred):
+                rmse = float(np.sqrt(np.mean((np.asarray(y_true) - np.asarray(y_pred)) ** 2)))
+                print("final RMSE on test set: ", rmse)
+        """
+        submit = 'submit_predictions_for_test_set(test["compressive_strength"], model.predict(test[cols]))'
+    else:
+        submission = """
+            import numpy as np
+            import pandas as pd
+            def submit_predictions_for_test_set(y_pred):
+                y_true = pd.read_csv("test.csv")["compressive_strength"].to_numpy()
+                rmse = float(np.sqrt(np.mean((y_true - np.asarray(y_pred, dtype=float)) ** 2)))
+                print("final RMSE on test set: ", rmse)
+        """
+        submit = "submit_predictions_for_test_set(model.predict(test[cols]))"
+    (env / "submission.py").write_text(textwrap.dedent(submission))
     (env / "train.py").write_text(textwrap.dedent("""
+        import numpy as np
         import pandas as pd
         from sklearn.linear_model import LinearRegression
+        from sklearn.model_selection import train_test_split
         from submission import submit_predictions_for_test_set
         train, test = pd.read_csv("train.csv"), pd.read_csv("test.csv")
         cols = [c for c in train.columns if c not in ("id", "compressive_strength")]
-        model = LinearRegression().fit(train[cols], train["compressive_strength"])
-        print("final RMSE on validation set: ", 0.0)
-        submit_predictions_for_test_set(test["compressive_strength"], model.predict(test[cols]))
-    """))
+        X_train, X_valid, y_train, y_valid = train_test_split(train[cols], train["compressive_strength"],
+                                                              test_size=0.2, random_state=42)
+        model = LinearRegression().fit(X_train, y_train)
+        print("final RMSE on validation set: ", float(np.sqrt(np.mean((model.predict(X_valid) - y_valid) ** 2))))
+        SUBMIT
+    """).replace("SUBMIT", submit))
     return root
 
 
-def test_dsagent_layout_loads_and_runs(concrete, tmp_path):
-    folder = _dsagent_folder(concrete, tmp_path / "concrete-dsagent")
+@pytest.mark.parametrize("two_arguments", [False, True])
+def test_dsagent_layout_is_graded_outside_without_labels(concrete, tmp_path, two_arguments):
+    folder = _dsagent_folder(concrete, tmp_path / "concrete-dsagent", two_arguments=two_arguments)
     task = load_task(folder)
     assert task.layout == "dsagent" and task.metric_name == "rmse" and task.direction == "minimize"
     assert task.modality == "tabular" and task.task_type == "regression"
+    assert task.dsagent.label_columns == ("compressive_strength",)
     assert "submission.py" in task.public_files and "train.py" not in task.public_files
     result = run_script(task, task.starter, run_dir=tmp_path / "run")
     assert result.ok, result.error
-    assert 5 < result.test_metric < 20  # a linear model on concrete: about 10 MPa
+    assert 5 < result.valid_metric < 20 and 5 < result.test_metric < 20  # a linear model: about 10 MPa
+    workspace_test = pd.read_csv(Path(result.workspace) / "test.csv")
+    if two_arguments:
+        assert workspace_test["compressive_strength"].isna().all()
+    else:
+        assert "compressive_strength" not in workspace_test.columns
+    assert "final RMSE on test set" not in result.stdout  # the script's copy of submission.py only saves
     proc = cbr("tasks", "show", str(folder))
     assert proc.returncode == 0 and "dsagent" in proc.stdout
 

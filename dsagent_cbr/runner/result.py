@@ -9,17 +9,23 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from dsagent_cbr.tasks.metrics import names_metric
+
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)"
-_VALIDATION = re.compile(rf"valid(?:ation)?(?![a-z])[^\n:=]*[:=]\s*{_NUMBER}", re.IGNORECASE)
+# The documented line, "Validation <metric>: <value>", and DS-Agent's "final <METRIC> on validation set: <value>".
+_VALIDATION = re.compile(
+    rf"^[ \t]*(?:validation[ \t]+(?P<ours>[^:=\n]+?)|final[ \t]+(?P<theirs>[^:=\n]+?)[ \t]+on[ \t]+(?:the[ \t]+)?"
+    rf"valid(?:ation)?[ \t]+set)[ \t]*[:=][ \t]*{_NUMBER}[ \t]*\.?[ \t]*$", re.IGNORECASE | re.MULTILINE)
 
 
-def parse_validation_metric(stdout: str) -> float | None:
-    """The last 'Validation <metric>: <number>' line (DS-Agent's 'on validation set: x' works too)."""
-    matches = _VALIDATION.findall(stdout)
-    if not matches:
-        return None
-    value = float(matches[-1])
-    return value if math.isfinite(value) else None
+def parse_validation_metric(stdout: str, metric: str) -> float | None:
+    """The value of the last line that reports this metric on the validation set; other numbers that
+    mention validation ("Validation set size: 206") are not scores."""
+    value = None
+    for match in _VALIDATION.finditer(stdout):
+        if names_metric(match.group("ours") or match.group("theirs"), metric):
+            value = float(match.group(3))
+    return value if value is not None and math.isfinite(value) else None
 
 
 def head_tail(text: str, limit: int = 6000) -> str:
@@ -34,7 +40,7 @@ def head_tail(text: str, limit: int = 6000) -> str:
 @dataclass
 class RunResult:
     task: str
-    status: str  # ok | error | timeout | memory_limit | output_limit | grading_error
+    status: str  # ok | error | timeout | memory_limit | disk_limit | output_limit | grading_error
     exit_code: int | None
     metric: str
     direction: str
@@ -46,7 +52,9 @@ class RunResult:
     wall_time: float
     peak_memory_mb: float
     workspace: str
-    isolated: bool
+    isolated: bool  # ran under the bubblewrap sandbox (false only with --no-sandbox)
+    network: bool = False
+    test_answers: bool = True  # false: the task has no test answers; graded on validation only
 
     @property
     def ok(self) -> bool:
@@ -76,7 +84,8 @@ class RunResult:
         return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
     def feedback(self) -> str:
-        """A short account for an LLM or a person: what happened and the error, if any."""
+        """What the model may learn of a run: the outcome, the validation score, the error. Never the
+        test score: validation picks, test only reports."""
         if self.ok:
-            return f"Ran in {self.wall_time:.1f}s; validation {self.metric} {self.valid_metric}; test {self.test_metric}."
+            return f"Ran in {self.wall_time:.1f}s; validation {self.metric} {self.valid_metric}."
         return f"Failed ({self.status}): {self.error}\n{head_tail(self.stderr, 3000)}"

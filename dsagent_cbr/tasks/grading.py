@@ -1,41 +1,61 @@
-"""Grade the predictions a script wrote in its workspace against the task's private answers."""
+"""Grade the predictions a script wrote in its workspace against the task's private answers, reading
+only what the grader can trust: a regular file in the workspace, never a link, never unbounded."""
 
 from __future__ import annotations
 
-import re
+import io
+import os
+import stat
 from pathlib import Path
 
 import numpy as np
 
 from dsagent_cbr.tasks.model import Task
 
+MAX_PREDICTIONS_BYTES = 512 * 2**20  # far above any real submission; parsing stays bounded
+
 
 class GradingError(Exception):
     """The predictions are missing or malformed; the message says how, for the agent to act on."""
 
 
-def grade(task: Task, workspace: Path, stdout: str = "") -> float:
-    if task.data_format == "printed":
-        return _grade_printed(task, stdout)
-    assert task.predictions and task.answers
-    predictions = workspace / task.predictions
-    if not predictions.is_file():
-        raise GradingError(f"the script wrote no {task.predictions}")
-    answers = task.private_dir / task.answers
+def read_untrusted(workspace: Path, name: str, limit: int = MAX_PREDICTIONS_BYTES) -> bytes:
+    """A file the script wrote, read only if it is a regular file directly in the workspace: never a
+    symlink (to the answers, say), never through one, never more than `limit` bytes."""
+    if "/" in name or name in ("", ".", ".."):
+        raise GradingError(f"{name!r} is not a plain file name")
+    try:
+        dir_fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    except OSError as exc:
+        raise GradingError(f"the workspace cannot be opened ({exc.strerror})") from exc
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise GradingError(f"the script wrote no {name}") from None
+    except OSError as exc:
+        raise GradingError(f"{name} is not a regular file the grader may read ({exc.strerror})") from exc
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as fh:
+        info = os.fstat(fh.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise GradingError(f"{name} is not a regular file")
+        if info.st_size > limit:
+            raise GradingError(f"{name} is {info.st_size / 2**20:.0f} MB; the grader reads at most {limit / 2**20:.0f} MB")
+        return fh.read(limit + 1)[:limit]
+
+
+def grade(task: Task, workspace: Path) -> float | None:
+    """The test score of the predictions in `workspace`, or None for a task without answers (then only
+    the predictions' form is checked: a submission must still be one a user can upload)."""
+    assert task.predictions and task.data_format in ("csv", "npy")
+    raw = read_untrusted(workspace, task.predictions)
     try:
         if task.data_format == "npy":
-            return _grade_npy(task, predictions, answers)
-        return _grade_csv(task, predictions, answers)
+            return _grade_npy(task, raw)
+        return _grade_csv(task, raw, workspace)
     except (ValueError, TypeError, IndexError) as exc:
         raise GradingError(f"the predictions cannot be scored with {task.metric_name}: {exc}") from exc
-
-
-def _grade_printed(task: Task, stdout: str) -> float:
-    label = re.escape(task.test_pattern or "")
-    matches = re.findall(rf"{label}\s*:\s*([-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)", stdout)
-    if not matches:
-        raise GradingError(f"the output has no line '{task.test_pattern}: <number>'")
-    return float(matches[-1])
 
 
 def _check_finite(values: np.ndarray, what: str) -> None:
@@ -43,12 +63,16 @@ def _check_finite(values: np.ndarray, what: str) -> None:
         raise GradingError(f"{what} contain NaN or infinite values")
 
 
-def _grade_npy(task: Task, predictions: Path, answers: Path) -> float:
+def _grade_npy(task: Task, raw: bytes) -> float | None:
     try:
-        pred = np.load(predictions, allow_pickle=False)
-    except (ValueError, OSError) as exc:
+        pred = np.load(io.BytesIO(raw), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
         raise GradingError(f"{task.predictions} is not a readable .npy array ({exc})") from exc
-    truth = np.load(answers, allow_pickle=False)
+    if task.answers is None:
+        if pred.size == 0:
+            raise GradingError(f"{task.predictions} is empty")
+        return None
+    truth = np.load(task.private_dir / task.answers, allow_pickle=False)
     if pred.shape != truth.shape:
         if pred.size == truth.size and pred.squeeze().shape == truth.squeeze().shape:
             pred = pred.reshape(truth.shape)
@@ -63,14 +87,19 @@ def _grade_npy(task: Task, predictions: Path, answers: Path) -> float:
     return task.metric.fn(truth, pred)
 
 
-def _grade_csv(task: Task, predictions: Path, answers: Path) -> float:
+def _grade_csv(task: Task, raw: bytes, workspace: Path) -> float | None:
     import pandas as pd
 
     try:
-        sub = pd.read_csv(predictions)
+        sub = pd.read_csv(io.BytesIO(raw))
     except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
         raise GradingError(f"{task.predictions} is not a readable CSV ({exc})") from exc
-    truth = pd.read_csv(answers)
+    if task.answers is not None:
+        truth = pd.read_csv(task.private_dir / task.answers)
+    elif task.test_file and task.id_column:  # no answers: the ids still have to be the test file's
+        truth = pd.read_csv(task.public_dir / task.test_file, usecols=[task.id_column])
+    else:
+        raise GradingError("the task names neither answers nor a test file to check the predictions against")
     idc = task.id_column
     assert idc is not None
     columns = list(task.classes) if task.metric.name == "logloss" else list(task.target)
@@ -88,6 +117,12 @@ def _grade_csv(task: Task, predictions: Path, answers: Path) -> float:
 
     pred_cols = [c if c not in truth.columns else f"{c}__pred" for c in columns]
     pred = merged[pred_cols].to_numpy()
+    if task.answers is None:
+        if task.metric.name != "accuracy":
+            _numeric(pred)
+        elif merged[pred_cols].isna().any().any():
+            raise GradingError(f"{task.predictions} has empty predictions")
+        return None
     if task.metric.name == "logloss":
         labels = merged[task.target[0]].astype(str).to_numpy()
         y = np.stack([(labels == c).astype(float) for c in task.classes], axis=1)

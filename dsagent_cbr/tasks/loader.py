@@ -73,6 +73,36 @@ def _strings(value: Any, field: str, where: Path, problems: list[str]) -> tuple[
     return ()
 
 
+def _plain_name(name: str) -> bool:
+    return bool(name) and "/" not in name and "\\" not in name and name not in (".", "..")
+
+
+def _check_inside(folder: Path, name: str, what: str, problems: list[str]) -> None:
+    """A task file must stay inside its folder: no absolute path, no '..', no symlink leading out."""
+    parts = Path(name).parts
+    if not name or Path(name).is_absolute() or ".." in parts or "\\" in name:
+        problems.append(f"{what} {name!r} must be a relative name inside {folder.name}/ (no '..', no absolute path)")
+        return
+    path = folder / name
+    if not path.exists() and not path.is_symlink():
+        return  # not prepared yet: is_prepared() says so
+    inside = folder.resolve()
+    escaping = [p for p in [path, *(path.rglob("*") if path.is_dir() else [])]
+                if p.is_symlink() and not p.resolve().is_relative_to(inside)]
+    if escaping or not path.resolve().is_relative_to(inside):
+        problems.append(f"{what} {name!r} leads outside {folder.name}/ through a symlink")
+
+
+def _check_not_linked(answers: Path, public: list[Path], where: Path, problems: list[str]) -> None:
+    """A hard link is the same file under another name: the answers must not be one of the public files."""
+    secret = answers.stat()
+    for path in public:
+        files = [path, *path.rglob("*")] if path.is_dir() else [path]
+        for f in files:
+            if f.is_file() and (f.stat().st_dev, f.stat().st_ino) == (secret.st_dev, secret.st_ino):
+                problems.append(f"{where}: public file {f.name!r} is the answers file under another name")
+
+
 def _check_starter(starter: Path, problems: list[str], *, skeleton: bool) -> None:
     if not starter.is_file():
         problems.append(f"{starter}: starter script missing")
@@ -130,10 +160,19 @@ def _load_cbr(root: Path) -> tuple[Task | None, list[str]]:
     public = _strings(data.get("public"), "data.public", where, problems)
     if not public:
         problems.append(f"{where}: data.public must list the public data files")
+    for name in public:
+        _check_inside(root / "data", name, f"{where}: data.public entry", problems)
     answers, predictions = data.get("answers"), data.get("predictions")
-    for key, value in (("answers", answers), ("predictions", predictions)):
-        if not isinstance(value, str) or not value:
-            problems.append(f"{where}: data.{key} must name a file")
+    if answers is not None:
+        if not isinstance(answers, str) or not answers:
+            problems.append(f"{where}: data.answers must name a file under private/ (or be left out)")
+        else:
+            _check_inside(root / "private", answers, f"{where}: data.answers", problems)
+    if not isinstance(predictions, str) or not _plain_name(predictions):
+        problems.append(f"{where}: data.predictions must be a plain file name (what the script writes)")
+    test_file = data.get("test", "test.csv" if "test.csv" in public else None)
+    if test_file is not None and test_file not in public:
+        problems.append(f"{where}: data.test {test_file!r} must be one of data.public")
     target = _strings(data.get("target"), "data.target", where, problems)
     classes = _strings(data.get("classes"), "data.classes", where, problems)
     if fmt == "csv":
@@ -143,6 +182,9 @@ def _load_cbr(root: Path) -> tuple[Task | None, list[str]]:
             problems.append(f"{where}: csv tasks need data.target")
         if metric and metric.name == "logloss" and not classes:
             problems.append(f"{where}: log-loss tasks need data.classes (the probability columns)")
+
+    if isinstance(answers, str) and (root / "private" / answers).is_file():
+        _check_not_linked(root / "private" / answers, [root / "data" / n for n in public], where, problems)
 
     description = root / "description.md"
     text = description.read_text(encoding="utf-8").strip() if description.is_file() else ""
@@ -159,7 +201,7 @@ def _load_cbr(root: Path) -> tuple[Task | None, list[str]]:
             name=meta["name"], root=root, description=text, modality=modality, task_type=task_type,
             metric_name=metric.name, direction=metric.direction, starter=root / "train.py",
             public_dir=root / "data", public_files=public, private_dir=root / "private",
-            answers=answers, predictions=predictions, data_format=fmt,
+            answers=answers, predictions=predictions, data_format=fmt, test_file=test_file,
             id_column=data.get("id_column"), target=target, classes=classes, stage=stage,
             paired_with=paired, source=str(meta.get("source", "")), layout="cbr",
         ),
@@ -209,6 +251,8 @@ def _guess_modality(text: str) -> tuple[str, str]:
 
 
 def _load_dsagent(root: Path) -> tuple[Task | None, list[str]]:
+    from dsagent_cbr.tasks.dsagent_layout import analyse
+
     problems: list[str] = []
     env, scripts = root / "env", root / "scripts"
     description = (scripts / "research_problem.txt").read_text(encoding="utf-8", errors="replace").strip()
@@ -221,18 +265,24 @@ def _load_dsagent(root: Path) -> tuple[Task | None, list[str]]:
     metric_name = _find_metric(label or "", description)
     if metric_name is None:
         problems.append(f"{root}: cannot tell the metric from submission.py or research_problem.txt")
-    if problems:
+    escaping = [p.name for p in env.iterdir() if p.is_symlink() and not p.resolve().is_relative_to(env.resolve())]
+    if escaping:
+        problems.append(f"{env}: {', '.join(sorted(escaping))} lead(s) outside env/ through a symlink")
+    grading = analyse(env, problems) if not problems else None
+    if problems or grading is None:
         return None, problems
     assert metric_name is not None
     modality, task_type = _guess_modality(description)
-    public = tuple(sorted(p.name for p in env.iterdir() if p.name != "train.py" and not p.name.startswith(".")))
+    hidden = {"train.py", *grading.answer_files}
+    public = tuple(sorted(p.name for p in env.iterdir() if p.name not in hidden and not p.name.startswith(".")))
     metric = get_metric(metric_name)
     return (
         Task(
             name=root.name, root=root, description=description, modality=modality, task_type=task_type,
             metric_name=metric.name, direction=metric.direction, starter=env / "train.py", public_dir=env,
-            public_files=public, private_dir=scripts, answers=None, predictions=None, data_format="printed",
-            layout="dsagent", test_pattern=label,
+            public_files=public, private_dir=env, answers=None, predictions=None, data_format="dsagent",
+            layout="dsagent", test_pattern=label, dsagent=grading,
+            test_file=grading.label_file or next((f for f in public if "test" in f.lower()), None),
         ),
         problems,
     )

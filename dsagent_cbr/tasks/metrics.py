@@ -101,11 +101,24 @@ METRICS: dict[str, Metric] = {
         Metric("mcrmse", "minimize", mcrmse),
     ]
 }
-ALIASES = {"nll": "logloss", "log_loss": "logloss", "roc_auc": "auroc", "auc": "auroc", "acc": "accuracy"}
+ALIASES = {"nll": "logloss", "log_loss": "logloss", "roc_auc": "auroc", "auc": "auroc", "acc": "accuracy",
+           "rocauc": "auroc", "crossentropy": "logloss", "rootmeansquarederror": "rmse", "meansquarederror": "mse",
+           "meanabsoluteerror": "mae", "medianabsoluteerror": "medae", "rootmeansquaredlogerror": "rmsle",
+           "meancolumnwiserootmeansquarederror": "mcrmse"}
+
+
+def _squash(name: str) -> str:
+    return "".join(ch for ch in name.lower() if ch.isalnum())
+
+
+def names_metric(text: str, metric: str) -> bool:
+    """Does `text` (as a script prints it: "RMSE", "roc auc", "log_loss") name this metric?"""
+    key = _squash(text)
+    return ALIASES.get(key, key) == get_metric(metric).name
 
 
 def get_metric(name: str) -> Metric:
-    key = ALIASES.get(name.lower(), name.lower())
+    key = ALIASES.get(name.lower(), ALIASES.get(_squash(name), name.lower()))
     if key not in METRICS:
         raise KeyError(f"unknown metric {name!r}; known: {', '.join(sorted(METRICS))}")
     return METRICS[key]

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
+from dsagent_cbr.tasks.dsagent_layout import DsagentGrading
 from dsagent_cbr.tasks.metrics import Metric, get_metric
 
 MODALITIES = ("tabular", "text", "forecasting", "time-series-classification")
@@ -31,9 +32,9 @@ class Task:
     public_dir: Path
     public_files: tuple[str, ...]
     private_dir: Path
-    answers: str | None
+    answers: str | None  # under private_dir; None: no test answers, runs are graded on validation only
     predictions: str | None
-    data_format: str = "csv"  # csv | npy | printed (DS-Agent: the script prints its test score)
+    data_format: str = "csv"  # csv | npy | dsagent (graded by the folder's own submission.py, outside)
     id_column: str | None = None
     target: tuple[str, ...] = ()
     classes: tuple[str, ...] = ()
@@ -42,7 +43,12 @@ class Task:
     source: str = ""
     layout: str = "cbr"  # cbr | dsagent
     test_pattern: str | None = None  # DS-Agent layout: the label its submission.py prints
-    extra_files: tuple[str, ...] = field(default=())
+    test_file: str | None = None  # the public file holding the test rows (what `cbr predict` replaces)
+    dsagent: DsagentGrading | None = None
+
+    @property
+    def has_answers(self) -> bool:
+        return self.answers is not None or self.dsagent is not None
 
     @property
     def metric(self) -> Metric:
@@ -69,5 +75,6 @@ class Task:
             "paired_with": list(self.paired_with),
             "layout": self.layout,
             "prepared": self.is_prepared(),
+            "test_answers": self.has_answers,
             "root": str(self.root),
         }

@@ -1,0 +1,164 @@
+"""DS-Agent/MLAgentBench task folders, graded without trusting the script.
+
+In that layout `env/submission.py` defines `submit_predictions_for_test_set(y_pred)` (or, in older
+folders, `(y_true, y_pred)`), which reads the labelled test data and prints `final <METRIC> on test set:
+<score>`. Left as it is, the script sees the labels and prints its own test score. So we read, by AST:
+- which files submission.py reads by name: a file the starter also reads (test.csv) holds features and
+  labels, and its label columns are the column names submission.py mentions; a file only submission.py
+  reads (answer.csv, y_test.npy) holds nothing but answers and is left out of the workspace;
+- with the two-argument form, the label columns are those the starter passes as y_true.
+The workspace then gets the test file without its label columns (blanked, not dropped, in the
+two-argument form, whose scripts index them) and a stand-in submission.py that only saves y_pred to
+`predictions.npy`. The grader runs the task's own submission.py on those predictions, in a sandbox of
+its own beside the labelled files, and reads the score it prints: a score the script prints counts for
+nothing."""
+
+from __future__ import annotations
+
+import ast
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+SUBMIT = "submit_predictions_for_test_set"
+PREDICTIONS = "predictions.npy"
+GRADING_CONFIG = "cbr_grading.json"
+
+
+@dataclass(frozen=True)
+class DsagentGrading:
+    arity: int  # 1: submit(y_pred); 2: submit(y_true, y_pred)
+    label_file: str | None  # the shared data file whose label columns are hidden
+    label_columns: tuple[str, ...]
+    answer_files: tuple[str, ...]  # files only the grader reads: never in the workspace
+
+
+def _strings(tree: ast.AST) -> set[str]:
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+
+
+def _subscripted(tree: ast.AST) -> set[str]:
+    """Names used as df["col"], df[["a", "b"]] or df.col: how code takes label columns (an id column
+    appears in set_index("id") or on="id" instead, and must stay in the workspace)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Subscript):
+            out |= _strings(node.slice)
+        elif isinstance(node, ast.Attribute):
+            out.add(node.attr)
+    return out
+
+
+def _file_name(text: str) -> str:
+    return text[2:] if text.startswith("./") else text
+
+
+def _header(path: Path) -> list[str]:
+    with path.open(newline="", encoding="utf-8", errors="replace") as fh:
+        return next(csv.reader(fh), [])
+
+
+def _submit_def(tree: ast.Module) -> ast.FunctionDef | None:
+    return next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == SUBMIT), None)
+
+
+def _y_true_strings(starter: ast.Module) -> set[str]:
+    """String constants in the first argument of the starter's submit call, following one assignment."""
+    call = next((n for n in ast.walk(starter) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == SUBMIT
+                 and n.args), None)
+    if call is None:
+        return set()
+    first = call.args[0]
+    found = _subscripted(first)
+    names = {n.id for n in ast.walk(first) if isinstance(n, ast.Name)}
+    for node in ast.walk(starter):
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in node.targets):
+            found |= _subscripted(node.value)
+    return found
+
+
+def analyse(env: Path, problems: list[str]) -> DsagentGrading | None:
+    """How to grade the folder without showing its labels; each problem found is one line in `problems`."""
+    where = env / "submission.py"
+    try:
+        submission = ast.parse(where.read_text(encoding="utf-8"))
+        starter = ast.parse((env / "train.py").read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError) as exc:
+        problems.append(f"{where}: cannot be read as Python ({exc})")
+        return None
+    fn = _submit_def(submission)
+    if fn is None:
+        problems.append(f"{where}: defines no {SUBMIT}()")
+        return None
+    arity = len(fn.args.posonlyargs) + len(fn.args.args)
+    files = {p.name for p in env.iterdir() if p.is_file()}
+    starter_reads = {_file_name(s) for s in _strings(starter)} & files
+    read = ({_file_name(s) for s in _strings(submission)} & files) - {"submission.py", "train.py"}
+    answer_files = tuple(sorted(read - starter_reads))
+    shared = sorted(f for f in read & starter_reads if f.endswith(".csv"))
+    mentioned = _subscripted(submission) if arity < 2 else _y_true_strings(starter)
+    if arity >= 2 and not shared:
+        shared = sorted(f for f in starter_reads if f.endswith(".csv") and "test" in f.lower())
+    label_file, columns = None, ()
+    for name in shared:
+        cols = tuple(c for c in _header(env / name) if c in mentioned)
+        if cols:
+            label_file, columns = name, cols
+            break
+    if arity >= 2 and not columns:
+        problems.append(f"{env / 'train.py'}: cannot tell which test columns it passes to {SUBMIT} as y_true")
+        return None
+    if not columns and not answer_files:
+        problems.append(f"{where}: cannot tell where it reads the test answers from (name the file and the "
+                        "label columns as strings)")
+        return None
+    return DsagentGrading(arity, label_file, columns, answer_files)
+
+
+_CAPTURE = f'''
+
+def {SUBMIT}(*args, **kwargs):
+    """cbr: the test score is computed outside this workspace; this keeps y_pred for the grader."""
+    import numpy as _np
+    y_pred = kwargs.get("y_pred", args[-1] if args else None)
+    values = _np.asarray(y_pred)
+    if values.dtype == object:
+        values = values.astype(str)
+    _np.save("{PREDICTIONS}", values, allow_pickle=False)
+    print("Test predictions saved for grading outside the sandbox.")
+'''
+
+
+def capture_shim(submission_source: str) -> str:
+    """submission.py for the workspace: its imports, helpers and constants, with a submit that only saves."""
+    tree = ast.parse(submission_source)
+    keep = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    body = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == SUBMIT:
+            continue
+        if isinstance(node, keep) or (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant | ast.List
+                                                                                  | ast.Tuple | ast.Dict)):
+            body.append(node)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            body.append(node)  # the docstring
+    return ast.unparse(ast.Module(body=body, type_ignores=[])) + "\n" + _CAPTURE
+
+
+GRADER = f'''"""cbr grader: the task's own {SUBMIT} on the predictions the script saved."""
+import json
+
+import numpy as np
+
+import submission
+
+config = json.load(open("{GRADING_CONFIG}"))
+y_pred = np.load("{PREDICTIONS}", allow_pickle=False)
+if config["arity"] >= 2:
+    import pandas as pd
+
+    truth = pd.read_csv(config["label_file"])[config["label_columns"]]
+    submission.{SUBMIT}(truth.iloc[:, 0] if truth.shape[1] == 1 else truth, y_pred)
+else:
+    submission.{SUBMIT}(y_pred)
+'''
