@@ -20,7 +20,6 @@ from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
 
 SOLUTION_FILES = ("best_solution.py", "solution.py")
-TEST_FILE = "test.csv"
 SAMPLE_FILE = "sample_submission.csv"
 
 
@@ -60,7 +59,7 @@ def _new_rows(task: Any, new_csv: Path, notes: list[str]) -> Any:
     from dsagent_cbr.tasks.create import read_csv
 
     new = read_csv(new_csv, "The file to predict")
-    expected = list(read_csv(task.public_dir / TEST_FILE, "The task's test file").columns)
+    expected = list(read_csv(task.public_dir / task.test_file, "The task's test file").columns)
     idc = task.id_column
     if idc not in new.columns:
         new.insert(0, idc, range(len(new)))
@@ -88,8 +87,8 @@ def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_
         raise CbrError(f"No run folder at {run_dir}.")
     script = run_solution(run_dir)
     task = load_task(run_task_dir(run_dir, load_settings().tasks_dir, task_dir))
-    if task.data_format != "csv" or TEST_FILE not in task.public_files:
-        raise CbrError(f"cbr predict works on csv tasks with a {TEST_FILE}; {task.name} has none.")
+    if task.data_format != "csv" or not task.test_file or not task.id_column:
+        raise CbrError(f"cbr predict works on csv tasks with a test file and an id column; {task.name} is not one.")
     notes: list[str] = []
     new = _new_rows(task, new_csv, notes)
     columns = list(task.classes) if task.metric_name == "logloss" else list(task.target)
@@ -98,9 +97,9 @@ def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_
     with tempfile.TemporaryDirectory(prefix=f"cbr-predict-{task.name}-") as scratch:
         public = Path(scratch)
         for name in task.public_files:
-            if name not in (TEST_FILE, SAMPLE_FILE) and (task.public_dir / name).exists():
+            if name not in (task.test_file, SAMPLE_FILE) and (task.public_dir / name).exists():
                 (public / name).symlink_to((task.public_dir / name).resolve())  # the runner copies the content
-        new.to_csv(public / TEST_FILE, index=False)
+        new.to_csv(public / task.test_file, index=False)
         if SAMPLE_FILE in task.public_files:
             pd.DataFrame({task.id_column: new[task.id_column], **{c: 0 for c in columns}}).to_csv(
                 public / SAMPLE_FILE, index=False)
