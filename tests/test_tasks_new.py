@@ -258,3 +258,34 @@ def test_existing_destination_is_left_alone(kaggle, tmp_path):
     proc = cbr("tasks", "new", dest, "--from-kaggle-folder", kaggle["credit"])
     assert proc.returncode == 2 and "already exists" in proc.stderr
     assert [p.name for p in dest.iterdir()] == ["notes.txt"]
+
+
+def test_kaggle_slug_is_downloaded_through_the_api_on_loopback(kaggle, tmp_path):
+    import io
+    import os
+    import zipfile
+
+    from support.kaggle_loopback import Loopback, raw_reply
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in ("train.csv", "test.csv", "sample_submission.csv"):
+            archive.write(kaggle["credit"] / name, name)
+        archive.writestr("../../outside.csv", "a,b\n1,2\n")  # a hostile name lands flat in the scratch folder
+    with Loopback() as server:
+        server.route(r"/api/v1/competitions/data/download-all/credit-scoring",
+                     lambda m, q: (302, {"Location": "/storage/credit.zip"}, b""))
+        server.route(r"/storage/credit\.zip", lambda m, q: raw_reply(buffer.getvalue(), "application/zip"))
+        env = {**os.environ, "CBR_KAGGLE_API": server.api, "KAGGLE_USERNAME": server.username,
+               "KAGGLE_KEY": server.key}
+        run = [*CBR, "tasks", "new", str(tmp_path / "credit"), "--kaggle", "credit-scoring"]
+        proc = subprocess.run(run, capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        assert server.hits["/storage/credit.zip"] == 1
+        bad = subprocess.run([*CBR, "tasks", "new", str(tmp_path / "other"), "--kaggle", "credit-scoring"],
+                             capture_output=True, text=True, env={**env, "KAGGLE_KEY": "wrong"}, timeout=300)
+    spec = tomllib.loads((tmp_path / "credit" / "task.toml").read_text())
+    assert spec["task_type"] == "binary-classification" and spec["source"].startswith("Kaggle competition credit-scoring")
+    assert not (tmp_path / "outside.csv").exists() and not (tmp_path.parent / "outside.csv").exists()
+    assert bad.returncode == 2 and "rejected the credentials (HTTP 401)" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (tmp_path / "other").exists()
