@@ -14,7 +14,13 @@ import zipfile
 from pathlib import Path, PurePosixPath
 
 from dsagent_cbr.errors import CbrError
-from dsagent_cbr.ingest.kaggle_api import api_base, basic_auth, competition_files_url, load_credentials, status_reason
+from dsagent_cbr.ingest.kaggle_api import (
+    api_base,
+    basic_auth,
+    competition_files_url,
+    load_credentials,
+    status_reason,
+)
 
 MAX_BYTES = 4 * 2**30
 TIMEOUT = 120.0
@@ -82,9 +88,8 @@ def download_competition(slug: str, scratch: Path, environ: dict[str, str] | Non
     archive = scratch / f"{slug}.zip"
     what = f"the data files of competition {slug}"
     location = _fetch(competition_files_url(base, slug), archive, basic_auth(username, key), what)
-    if location is not None:
-        if _fetch(location, archive, None, what) is not None:
-            raise CbrError(f"Kaggle redirected the download of {what} more than once.")
+    if location is not None and _fetch(location, archive, None, what) is not None:
+        raise CbrError(f"Kaggle redirected the download of {what} more than once.")
     names = _unpack(archive, folder)
     archive.unlink()
     if not names:
