@@ -177,12 +177,19 @@ def test_data_card_of_a_wide_table_is_bounded(tmp_path):
     assert f"{wide.shape[1] - MAX_COLUMNS:,} more columns" in card and len(card) < 16_000
 
 
-def test_data_card_of_array_and_dsagent_tasks():
+def test_data_card_of_array_and_dsagent_tasks(concrete, tmp_path):
     from conftest import prepared
+    from test_tasks_loader import _dsagent_folder
 
     card = data_card(prepared("basic-motions"))
     assert "| `X_train.npy` | (40, 6, 100) | float64 |" in card
     assert '"Walking" 10 (25.0%)' in card
+
+    task = load_task(_dsagent_folder(concrete, tmp_path / "concrete-dsagent"))
+    card = data_card(task)
+    assert "Target: `compressive_strength`" in card and "Distribution of `compressive_strength` in `train.csv`" in card
+    assert "`test.csv` has the columns of `train.csv` without `compressive_strength`" in card  # labels unseen
+    assert "| `cement` |" in card and "Metric: rmse (lower is better)" in card
 
 
 # ---------------------------------------------------------------- bad input: one sentence, exit 2, nothing left

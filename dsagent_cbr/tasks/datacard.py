@@ -61,10 +61,11 @@ def _count_rows(path: Path) -> int:
 
 
 @functools.lru_cache(maxsize=64)
-def _summarise_csv(path: str, mtime_ns: int, size: int, max_rows: int) -> CsvSummary:
+def _summarise_csv(path: str, mtime_ns: int, size: int, max_rows: int, hidden: tuple[str, ...]) -> CsvSummary:
     import pandas as pd
 
     frame = pd.read_csv(path, nrows=max_rows, low_memory=False)
+    frame = frame.drop(columns=[c for c in hidden if c in frame.columns])
     rows = len(frame) if len(frame) < max_rows else _count_rows(Path(path))
     columns = []
     for name in frame.columns:
@@ -76,9 +77,10 @@ def _summarise_csv(path: str, mtime_ns: int, size: int, max_rows: int) -> CsvSum
     return CsvSummary(rows, len(frame), tuple(columns), frame)
 
 
-def summarise_csv(path: Path, max_rows: int = MAX_ROWS) -> CsvSummary:
+def summarise_csv(path: Path, max_rows: int = MAX_ROWS, hidden: tuple[str, ...] = ()) -> CsvSummary:
+    """The file as a script sees it: `hidden` columns (test labels the runner strips) left out."""
     stat = path.stat()
-    return _summarise_csv(str(path.resolve()), stat.st_mtime_ns, stat.st_size, max_rows)
+    return _summarise_csv(str(path.resolve()), stat.st_mtime_ns, stat.st_size, max_rows, hidden)
 
 
 def _percent(share: float) -> str:
@@ -144,10 +146,13 @@ def _rows_line(name: str, summary: CsvSummary) -> str:
 
 
 def csv_card(public_dir: Path, files: list[str], *, target: list[str], id_column: str | None, metric: str,
-             direction: str, task_type: str, classes: list[str] | None = None) -> str:
-    """The card of a csv task from its public files. The first file holding the target is the training
-    file; the others are described by how their columns differ from it."""
-    summaries = {name: summarise_csv(public_dir / name) for name in files if (public_dir / name).is_file()}
+             direction: str, task_type: str, classes: list[str] | None = None,
+             hidden: dict[str, tuple[str, ...]] | None = None) -> str:
+    """The card of a csv task from its public files, less the `hidden` columns of each. The first file
+    holding the target is the training file; the others are described by how their columns differ."""
+    hidden = hidden or {}
+    summaries = {name: summarise_csv(public_dir / name, hidden=hidden.get(name, ()))
+                 for name in files if (public_dir / name).is_file()}
     train_name = next((n for n, s in summaries.items() if target and all(
         t in {c.name for c in s.columns} for t in target)), next(iter(summaries), None))
     better = "higher is better" if direction == "maximize" else "lower is better"
@@ -213,14 +218,19 @@ def npy_card(public_dir: Path, files: list[str], *, metric: str, direction: str,
 
 
 def data_card(task: Task) -> str:
-    """The task's data card, from its public files only (our layout or DS-Agent's)."""
-    files = list(task.public_files)
+    """The task's data card, from its public files only (our layout or DS-Agent's), as a script's
+    workspace holds them."""
+    files, target, hidden = list(task.public_files), list(task.target), {}
     if task.layout == "dsagent":
         files = sorted(f for f in files if f.endswith((".csv", ".npy")))
+        if task.dsagent is not None:  # the test labels the runner strips from the workspace stay out
+            target = list(task.dsagent.label_columns)
+            if task.dsagent.label_file:
+                hidden = {task.dsagent.label_file: task.dsagent.label_columns}
     if task.data_format == "npy" or (files and all(f.endswith(".npy") for f in files)):
         return npy_card(task.public_dir, files, metric=task.metric_name, direction=task.direction,
                         task_type=task.task_type)
     csvs = [f for f in files if f.endswith(".csv")]
-    return csv_card(task.public_dir, csvs, target=list(task.target), id_column=task.id_column,
+    return csv_card(task.public_dir, csvs, target=target, id_column=task.id_column,
                     metric=task.metric_name, direction=task.direction, task_type=task.task_type,
-                    classes=list(task.classes) if task.metric_name == "logloss" else None)
+                    classes=list(task.classes) if task.metric_name == "logloss" else None, hidden=hidden)
