@@ -16,6 +16,7 @@ from dsagent_cbr.agent.deploy import DeployConfig, deploy
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.llm import open_llm
+from dsagent_cbr.runner.sandbox import SandboxPolicy
 
 
 @pytest.fixture
@@ -32,7 +33,7 @@ def test_one_pass_and_fallback_are_kept_apart(settings, tmp_path):
     broken = "```python\nimport pandas as pd\nprint(undefined_name)\n```"
     with ScriptedLLM([broken, broken, broken]) as server:
         with open_llm(replace(settings, base_url=server.url), run_dir=tmp_path) as client:
-            res = deploy(task, DeployConfig(timeout=300), tmp_path / "a", bank, client, settings.tasks_dir)
+            res = deploy(task, DeployConfig(policy=SandboxPolicy(timeout=300)), tmp_path / "a", bank, client, settings.tasks_dir)
             assert res.retrieved[0]["task"] == "mlc-churn" and res.retrieved[0]["similarity"] > 0
             assert res.one_pass is False and "NameError" in res.llm_error
             assert res.final_success and res.solved_by == "adapter" and res.test_metric > 0.6
@@ -43,7 +44,7 @@ def test_one_pass_and_fallback_are_kept_apart(settings, tmp_path):
     assert "Example task 1" in prompt and task.description[:200] in prompt and "mlc-churn" not in task.description
     saved = json.loads((tmp_path / "a" / "result.json").read_text())
     assert saved["one_pass"] is False and saved["final_success"] is True and saved["tokens"] > 0
-    assert (tmp_path / "a" / "solution.py").is_file() and (tmp_path / "a" / "reply.md").read_text() == broken
+    assert (tmp_path / "a" / "best_solution.py").is_file() and (tmp_path / "a" / "reply.md").read_text() == broken
     assert (tmp_path / "a" / "submission.csv").is_file() and (tmp_path / "a" / "prompt.md").is_file()
 
 

@@ -68,18 +68,32 @@ def test_budget_stops_cleanly(tmp_path):
     assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 2
 
 
-def test_cache_hit_costs_no_tokens(tmp_path):
+def test_cache_answers_only_a_repeat_of_the_same_trial(tmp_path):
+    """The cache key holds the trial seed and each call's sampling parameters: rerunning trial 7 is
+    answered from the cache, another trial or another temperature is a new sample."""
     cache = ResponseCache(tmp_path / "cache.sqlite")
-    with ScriptedLLM(["first answer", "second answer"]) as server:
-        client = client_for(server.url, tmp_path, cache=cache)
-        a = client.complete("plan", HELLO, temperature=0.5)
-        b = client.complete("plan", HELLO, temperature=0.5)
-        c = client.complete("plan", HELLO, temperature=0.7)
-        assert a.text == b.text == "first answer" and c.text == "second answer"
-        assert len(server.requests) == 2
+    with ScriptedLLM(["first answer", "second answer", "third answer"]) as server:
+        a = client_for(server.url, tmp_path, cache=cache, seed=7).complete("plan", HELLO, temperature=0.5)
+        b = client_for(server.url, tmp_path, cache=cache, seed=7).complete("plan", HELLO, temperature=0.5)
+        c = client_for(server.url, tmp_path, cache=cache, seed=8).complete("plan", HELLO, temperature=0.5)
+        d = client_for(server.url, tmp_path, cache=cache, seed=7).complete("plan", HELLO, temperature=0.7)
+        assert a.text == b.text == "first answer" and c.text == "second answer" and d.text == "third answer"
+        assert len(server.requests) == 3
+        assert server.requests[0]["seed"] != server.requests[1]["seed"]
     records = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
-    assert [r["cached"] for r in records] == [False, True, False]
+    assert [r["cached"] for r in records] == [False, True, False, False]
     assert records[1]["prompt_tokens"] == records[1]["completion_tokens"] == 0 and records[1]["cost"] == 0
+
+
+def test_a_reply_that_fails_to_parse_is_never_cached(tmp_path):
+    from dsagent_cbr.llm.parsing import ParseError, extract_code
+
+    cache = ResponseCache(tmp_path / "cache.sqlite")
+    with ScriptedLLM(["no code at all", "```python\nprint(1)\n```"]) as server:
+        with pytest.raises(ParseError):
+            client_for(server.url, tmp_path, cache=cache, seed=3).complete("program", HELLO, validate=extract_code)
+        again = client_for(server.url, tmp_path, cache=cache, seed=3).complete("program", HELLO, validate=extract_code)
+        assert again.parsed == "print(1)\n" and len(server.requests) == 2
 
 
 def test_model_resolution_layers(monkeypatch, tmp_path):
@@ -90,6 +104,9 @@ def test_model_resolution_layers(monkeypatch, tmp_path):
         resolve_model("mixtral", environ={})
     with pytest.raises(CbrError, match="OPENAI_API_KEY"):
         resolve_model("gpt-4o", environ={})
+    with pytest.raises(CbrError, match="Unknown model 'nonee'"):
+        resolve_model("nonee", environ={"OPENAI_API_KEY": "k"})
+    assert resolve_model("nonee", environ={"CBR_BASE_URL": "http://localhost:8000/v1"}).name == "nonee"
     assert resolve_model("gpt-3.5", environ={"OPENAI_API_KEY": "k"}).name == "gpt-3.5-turbo"
     assert resolve_model("local").gguf.suffix == ".gguf"
     config = tmp_path / "cbr.toml"

@@ -1,6 +1,7 @@
 """`cbr deploy`: the deployment stage, as the paper's Algorithm 2, with the structural adapter as a
 safety net. The result keeps the paper's one-pass measure (the LLM's first script ran and was
-graded) apart from final success (a graded result, whoever wrote the script)."""
+graded) apart from final success (a graded result, whoever wrote the script), and both apart from a
+failure of ours (the model server never reached, the budget spent): that is no run of the model's."""
 
 from __future__ import annotations
 
@@ -11,26 +12,32 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsagent_cbr.agent.adapter import AdapterError, CaseSolution, adapt_solution
+from dsagent_cbr.agent import roles
+from dsagent_cbr.agent.candidates import solution_candidates
+from dsagent_cbr.agent.context import Context
 from dsagent_cbr.agent.journal import write_text_atomic
+from dsagent_cbr.agent.rundir import publish_outputs
+from dsagent_cbr.agent.search import adapt_case
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.llm.ledger import BudgetExceeded
+from dsagent_cbr.llm.parsing import ParseError, extract_code
 from dsagent_cbr.runner.result import RunResult
 from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.runner.sandbox import SandboxPolicy
 from dsagent_cbr.tasks.model import Task
 
-STRATEGIES = ("cbr", "zero-shot", "one-shot-random")
+FALLBACK_CANDIDATES = 3  # the adapter walks at most this many compatible solutions before giving up
 
 
 @dataclass
 class DeployConfig:
-    strategy: str = "cbr"
+    strategy: str = "cbr"  # cbr | zero-shot | one-shot-random
     cases: int = 1
     temperature: float = 0.7
     fallback: bool = True
-    timeout: float = 600.0
-    memory_mb: float = 8192.0
     seed: int = 0
+    policy: SandboxPolicy = field(default_factory=SandboxPolicy)
 
 
 @dataclass
@@ -38,36 +45,40 @@ class DeployResult:
     task: str
     model: str
     strategy: str
-    one_pass: bool | None  # None: no LLM was asked
+    outcome: str  # agent: the model (or the adapter) had its run | infrastructure | budget: ours, not counted
+    one_pass: bool | None  # None: no LLM script was asked for, or the model was never reached
     final_success: bool
     solved_by: str  # llm | adapter | none
     metric: str
     direction: str
     valid_metric: float | None
     test_metric: float | None
+    test_answers: bool
+    seed: int
     retrieved: list[dict[str, Any]] = field(default_factory=list)
     llm_error: str | None = None
     adapter_notes: list[str] = field(default_factory=list)
     adapter_error: str | None = None
     tokens: int = 0
     cost_usd: float = 0.0
+    sandbox: dict[str, Any] = field(default_factory=dict)
     run_dir: str = ""
+    submission: str | None = None
+    best_solution: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def choose_cases(task: Task, bank: Any, config: DeployConfig) -> list[tuple[Case, float | None]]:
-    """The example solution cases for the prompt: nearest by description, a random one, or none."""
+def choose_examples(task: Task, bank: Any, config: DeployConfig) -> list[tuple[Case, float | None]]:
+    """The example solutions for the prompt: the nearest compatible ones, a random one, or none."""
     if config.strategy == "zero-shot":
         return []
     if config.strategy == "one-shot-random":
         pool = [c for c in bank.list("solution") if c.task_name != task.name]
         rng = random.Random(config.seed)
         return [(c, None) for c in rng.sample(pool, min(config.cases, len(pool)))]
-    hits = bank.search(task.description, kind="solution", k=max(config.cases, 5), exclude_task=task.name)
-    same = [h for h in hits if h.case.modality == task.modality] or hits
-    return [(h.case, h.score) for h in same[: config.cases]]
+    return [(c, s) for c, s in solution_candidates(bank, task, config.cases)]
 
 
 def _starter_of(case: Case, tasks_dir: Path) -> str:
@@ -78,80 +89,82 @@ def _starter_of(case: Case, tasks_dir: Path) -> str:
 def _run(task: Task, code: str, folder: Path, config: DeployConfig) -> RunResult:
     if folder.exists():
         shutil.rmtree(folder)
-    return run_script(task, code, run_dir=folder, timeout=config.timeout, memory_mb=config.memory_mb)
+    return run_script(task, code, run_dir=folder, policy=config.policy)
 
 
-def _keep_outputs(run_dir: Path, task: Task, code: str, result: RunResult) -> None:
-    write_text_atomic(run_dir / "solution.py", code)
-    if task.predictions:
-        produced = Path(result.workspace) / task.predictions
-        if produced.is_file():
-            shutil.copy2(produced, run_dir / task.predictions)
-
-
-def deploy(task: Task, config: DeployConfig, run_dir: Path, bank: Any, client: Any | None,
+def deploy(task: Task, config: DeployConfig, run_dir: Path, bank: Any, model: roles.Model | None,
            tasks_dir: Path) -> DeployResult:
-    from dsagent_cbr.agent import roles
-
-    model = getattr(client, "model", "none") if client is not None else "none"
-    examples = choose_cases(task, bank, config) if (client is not None or config.strategy == "cbr") else []
-    if client is None:
-        examples = examples or choose_cases(task, bank, DeployConfig(cases=3))
-    result = DeployResult(task=task.name, model=model, strategy=config.strategy, one_pass=None,
-                          final_success=False, solved_by="none", metric=task.metric_name, direction=task.direction,
-                          valid_metric=None, test_metric=None, run_dir=str(run_dir),
-                          retrieved=[{"id": c.id, "task": c.task_name, "similarity": s} for c, s in examples])
+    examples = choose_examples(task, bank, config) if model is not None else []
+    result = DeployResult(task=task.name, model=model.model if model else "none", strategy=config.strategy,
+                          outcome="agent", one_pass=None, final_success=False, solved_by="none",
+                          metric=task.metric_name, direction=task.direction, valid_metric=None, test_metric=None,
+                          test_answers=task.has_answers, seed=config.seed, sandbox=config.policy.describe(),
+                          run_dir=str(run_dir))
+    result.retrieved = [{"id": c.id, "task": c.task_name, "source": c.source_kind, "similarity": s}
+                        for c, s in examples]
     final: RunResult | None = None
-    if client is not None:
-        from dsagent_cbr.llm.parsing import ParseError
-
-        messages = roles.adapt_messages(task, [(c.text, _starter_of(c, tasks_dir), c.script) for c, _ in examples])
-        write_text_atomic(run_dir / "prompt.md", "\n\n".join(f"## {m['role']}\n\n{m['content']}" for m in messages))
-        try:
-            reply = client.complete("adapt", messages, temperature=config.temperature)
-            write_text_atomic(run_dir / "reply.md", reply.text)
-            code = roles.extract_script(reply.text)
-        except (ParseError, CbrError) as exc:  # a failed call counts against one-pass like a bad script
-            result.one_pass, result.llm_error = False, str(exc)
-        else:
-            first = _run(task, code, run_dir / "llm-run", config)
-            result.one_pass = first.ok
-            if first.ok:
-                final, result.solved_by = first, "llm"
-                _keep_outputs(run_dir, task, code, first)
-            else:
-                result.llm_error = f"{first.status}: {first.error}"
-                write_text_atomic(run_dir / "llm_solution.py", code)
-    if final is None and (client is None or config.fallback):
-        final = _adapter_fallback(task, examples, config, run_dir, result)
+    if model is not None:
+        final = _ask_model(task, config, run_dir, model, examples, tasks_dir, result)
+    if final is None and result.outcome == "agent" and (model is None or config.fallback):
+        final = _adapter_fallback(task, config, run_dir, bank, result)
     if final is not None:
         result.final_success = True
         result.valid_metric, result.test_metric = final.valid_metric, final.test_metric
-    ledger = getattr(client, "ledger", None)
-    if ledger is not None:
-        totals = ledger.summary()
-        result.tokens = int(totals.get("prompt_tokens", 0)) + int(totals.get("completion_tokens", 0))
-        result.cost_usd = round(float(totals.get("cost", 0.0)), 6)
+        result.best_solution = str(run_dir / "best_solution.py")
+        result.submission = str(run_dir / task.predictions) if task.predictions else None
+    if model is not None:
+        usage = model.usage()
+        result.tokens, result.cost_usd = usage.get("tokens", 0), usage.get("cost_usd", 0.0)
     write_text_atomic(run_dir / "result.json", json.dumps(result.to_dict(), indent=2, default=str))
     return result
 
 
-def _adapter_fallback(task: Task, examples: list[tuple[Case, float | None]], config: DeployConfig, run_dir: Path,
+def _ask_model(task: Task, config: DeployConfig, run_dir: Path, model: roles.Model,
+               examples: list[tuple[Case, float | None]], tasks_dir: Path, result: DeployResult) -> RunResult | None:
+    """Algorithm 2's single call and the run of its script; None when it did not give a graded result."""
+    ctx = Context.of(task, config.policy)
+    messages = roles.adapt_messages(ctx, [(c.text, _starter_of(c, tasks_dir), c.script) for c, _ in examples])
+    write_text_atomic(run_dir / "prompt.md", "\n\n".join(f"## {m['role']}\n\n{m['content']}" for m in messages))
+    try:
+        reply = model.complete("adapt", messages, temperature=config.temperature, validate=extract_code)
+    except ParseError as exc:  # the model answered, without a script: its one pass failed
+        write_text_atomic(run_dir / "reply.md", exc.raw)
+        result.one_pass, result.llm_error = False, str(exc)
+        return None
+    except BudgetExceeded as exc:
+        result.outcome, result.llm_error = "budget", str(exc)
+        return None
+    except CbrError as exc:  # the model was never reached: a failure of ours, not a run of the model's
+        result.outcome, result.llm_error = "infrastructure", str(exc)
+        return None
+    write_text_atomic(run_dir / "reply.md", reply.text)
+    first = _run(task, reply.parsed, run_dir / "llm-run", config)
+    result.one_pass = first.ok
+    if not first.ok:
+        result.llm_error = f"{first.status}: {first.error}"
+        write_text_atomic(run_dir / "llm_solution.py", reply.parsed)
+        return None
+    result.solved_by = "llm"
+    publish_outputs(run_dir, task, reply.parsed, Path(first.workspace))
+    return first
+
+
+def _adapter_fallback(task: Task, config: DeployConfig, run_dir: Path, bank: Any,
                       result: DeployResult) -> RunResult | None:
-    """Try the retrieved cases in order with the structural adapter; the first graded run wins."""
+    """Walk the compatible solutions, nearest first, with the structural adapter; the first graded run
+    wins. At most FALLBACK_CANDIDATES are tried."""
     errors = []
-    for i, (case, _) in enumerate(examples):
-        try:
-            adapted = adapt_solution(CaseSolution(case.script, case.modality, case.task_type, case.metric,
-                                                  case.task_name), task)
-        except AdapterError as exc:
-            errors.append(f"{case.task_name}: {exc}")
+    for i, (case, _) in enumerate(solution_candidates(bank, task, FALLBACK_CANDIDATES)):
+        adapted = adapt_case(case, task)
+        if "error" in adapted:
+            errors.append(f"{case.task_name}: {adapted['error']}")
             continue
-        run = _run(task, adapted.code, run_dir / f"adapter-run-{i}", config)
+        run = _run(task, adapted["code"], run_dir / f"adapter-run-{i}", config)
         if run.ok:
-            result.solved_by, result.adapter_notes = "adapter", [f"case {case.task_name}", *adapted.notes]
-            _keep_outputs(run_dir, task, adapted.code, run)
+            result.solved_by, result.adapter_notes = "adapter", [f"case {case.task_name} ({case.source_kind})",
+                                                                 *adapted["notes"]]
+            publish_outputs(run_dir, task, adapted["code"], Path(run.workspace))
             return run
         errors.append(f"{case.task_name}: {run.status}: {run.error}")
-    result.adapter_error = "; ".join(errors) or "no solution case to adapt"
+    result.adapter_error = "; ".join(errors) or "no compatible solution case to adapt"
     return None

@@ -1,22 +1,46 @@
 """`cbr develop`: the development stage, as the paper's Algorithm 1.
 
-retrieve top-k insight cases -> for t in 1..T: rerank (given the log) -> plan from the top case ->
-program -> execute -> debug up to n_debug times -> log -> retain when the test score improves.
-With no model, the loop is a case-based model search: each iteration adapts the next most similar
-solution case structurally, runs it and keeps the best."""
+    l0 = the starter's result
+    for t in 1..T:
+        cases  = retrieve(task + log)                 top-k insights, none retained from this task
+        order  = rerank(task, log, case summaries)    the model's permutation (retrieval order without)
+        plan   = plan(task, log, script, best case)   Reflection, Reasoning, Thought, Check, Decision
+        code   = program(script, plan)
+        result = execute(code); debug up to N times while it fails
+        log   += summarize(plan, diff, result, best validation so far)
+        retain (task, code) when the validation score improves
+
+One departure from the paper: it retained when the *test* score improved. Here the model never sees a
+test score and nothing is selected by one: the best iteration, best_solution.py, submission.csv and
+what is retained are all chosen by validation; the test score of that choice is only reported.
+
+Mistakes of the model (a reply with no plan, no code, an unusable ranking) are journaled with the raw
+reply and the loop goes on; the user's and the infrastructure's (a dead server, the budget, no sandbox)
+stop the run with one sentence, keeping everything done so far."""
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from dsagent_cbr.agent import roles
+from dsagent_cbr.agent.context import Context
 from dsagent_cbr.agent.journal import Journal, write_text_atomic
-from dsagent_cbr.agent.rundir import step_dir, write_report
+from dsagent_cbr.agent.rundir import publish_outputs, step_dir, write_summary
 from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.errors import CbrError
+from dsagent_cbr.llm.ledger import BudgetExceeded
+from dsagent_cbr.llm.parsing import ParseError
 from dsagent_cbr.runner.result import RunResult
 from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.runner.sandbox import SandboxPolicy
 from dsagent_cbr.tasks.model import Task
+
+INITIAL_LOG = "(no experiments yet)"
 
 
 @dataclass
@@ -27,12 +51,39 @@ class DevelopConfig:
     temperature: float = 0.5
     rerank: bool = True
     cbr: bool = True
-    timeout: float = 600.0
-    memory_mb: float = 8192.0
+    program_retries: int = 2
+    seed: int = 0
+    policy: dict[str, Any] = field(default_factory=lambda: asdict(SandboxPolicy()))
+
+    @property
+    def sandbox(self) -> SandboxPolicy:
+        return SandboxPolicy(**self.policy)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> DevelopConfig:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+
+
+class Executor(Protocol):
+    def run(self, code: str, folder: Path) -> RunResult: ...
+
+
+@dataclass
+class SandboxExecutor:
+    task: Task
+    policy: SandboxPolicy
+
+    def run(self, code: str, folder: Path) -> RunResult:
+        if folder.exists():  # a run cut off mid-flight is redone from scratch
+            shutil.rmtree(folder)
+        return run_script(self.task, code, run_dir=folder, policy=self.policy)
+
+
+class Bank(Protocol):
+    def search(self, text: str, kind: str = ..., k: int = ..., where: dict | None = ...,
+               exclude_task: str | None = ...) -> list[Any]: ...
+
+    def add(self, cases: list[Case]) -> Any: ...
 
 
 class Progress(Protocol):
@@ -44,268 +95,216 @@ class _Quiet:
         pass
 
 
-class Bank(Protocol):
-    def search(self, text: str, kind: str = ..., k: int = ..., where: dict | None = ...,
-               exclude_task: str | None = ...) -> list[Any]: ...
-
-    def add(self, cases: list[Case]) -> Any: ...
-
-
 @dataclass
 class Iteration:
     iteration: int
     case: str = ""
     step: str = ""
     status: str = "not run"
+    error: str | None = None
     debug_attempts: int = 0
     valid: float | None = None
-    test: float | None = None
+    test: float | None = None  # reported only: never shown to the model, never used to choose
+    wall_time: float | None = None
     retained: bool = False
+    script: str | None = None
     log: str = ""
 
 
-@dataclass
-class DevelopState:
-    task: Task
-    config: DevelopConfig
-    run_dir: Path
-    journal: Journal
-    script: str  # the last script that ran; the programmer edits it next
-    log: list[str] = field(default_factory=list)
-    rows: list[Iteration] = field(default_factory=list)
-    best_test: float | None = None
-    best_valid: float | None = None
-    best_iteration: int | None = None
-    stopped: str = ""
+class DevelopRun:
+    """The state of one run and its journaled effects; the loop bodies below read as the algorithm."""
 
+    def __init__(self, task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, executor: Executor,
+                 progress: Progress | None = None, model_name: str = "none") -> None:
+        self.task, self.config, self.run_dir, self.bank, self.executor = task, config, run_dir, bank, executor
+        self.progress, self.model_name = progress or _Quiet(), model_name
+        self.journal = Journal(run_dir)
+        self.script = task.starter.read_text(encoding="utf-8")  # the last script that ran; edited next
+        self.log: list[str] = []
+        self.rows: list[Iteration] = []
+        self.best: Iteration | None = None
+        self.baseline: float | None = None
+        self.simpler = False  # debugging gave up last time: ask the planner for a simpler step
+        self.stopped = ""
+        self.usage: dict[str, Any] = {}
 
-def _execute(state: DevelopState, t: int, attempt: int, code: str) -> RunResult:
-    folder = step_dir(state.run_dir, t, attempt)
-    write_text_atomic(folder / "script.py", code)
+    # -- journaled effects -------------------------------------------------------------------------
+    def ask(self, t: int, role: str, fn: Any, attempt: int = 0) -> Any:
+        """A model step, once per (iteration, role, attempt) across resumes. A reply the model got wrong
+        is journaled with its raw text and comes back as None; everything else propagates."""
+        self.say(t, role, attempt)
 
-    def run() -> dict[str, Any]:
-        import shutil
+        def guarded() -> dict[str, Any]:
+            try:
+                return {"value": fn()}
+            except ParseError as exc:
+                return {"error": str(exc), "raw": exc.raw}
 
-        exec_dir = folder / "exec"
-        if exec_dir.exists():  # a run cut off mid-flight is redone from scratch
-            shutil.rmtree(exec_dir)
-        return run_script(state.task, code, run_dir=exec_dir, timeout=state.config.timeout,
-                          memory_mb=state.config.memory_mb).to_dict()
+        out = self.journal.step(t, role, guarded, attempt=attempt)
+        if "error" in out:
+            return None
+        return out["value"]
 
-    return RunResult.from_dict(state.journal.step(t, "execute", run, attempt=attempt))
+    def execute(self, t: int, attempt: int, code: str) -> RunResult:
+        self.say(t, "execute", attempt)
+        folder = step_dir(self.run_dir, t, attempt)
+        write_text_atomic(folder / "script.py", code)
+        result = RunResult.from_dict(self.journal.step(t, "execute", lambda: self.executor.run(
+            code, folder / "exec").to_dict(), attempt=attempt))
+        return result
 
+    def retrieve(self, t: int, query: str) -> list[Case]:
+        def search() -> list[dict[str, Any]]:
+            hits = self.bank.search(query, kind="insight", k=self.config.k, exclude_task=self.task.name)
+            return [{**h.case.to_dict(), "score": h.score} for h in hits]
 
-def _record_model_error(state: DevelopState, t: int, role: str, error: Exception, attempt: int = 0) -> None:
-    """Journal a mistake of the model's making once, also across resumes, and let the loop go on."""
-    seen = any(r["role"] == "error" and r["iteration"] == t and r.get("source") == role and r["attempt"] == attempt
-               for r in state.journal.records)
-    if not seen:
-        state.journal.append(t, "error", f"{role}: {error}", attempt=attempt, source=role)
+        return [Case.from_dict(c) for c in self.journal.step(t, "retrieve", search)] if self.config.cbr else []
 
+    def say(self, t: int, role: str, attempt: int = 0) -> None:
+        self.progress.update(iteration=t, total=self.config.iterations, role=role, attempt=attempt,
+                             best=self.best.valid if self.best else None, **self.usage)
 
-def _consider(state: DevelopState, t: int, row: Iteration, code: str, result: RunResult, bank: Bank,
-              plan_text: str) -> None:
-    """Keep the best script; retain (task, script) and a retained insight when the test score improves."""
-    row.status, row.valid, row.test = result.status, result.valid_metric, result.test_metric
-    if result.ok:
-        state.script = code
-    if not (result.ok and state.task.metric.better(result.test_metric, state.best_test)):
-        return
-    state.best_test, state.best_valid, state.best_iteration = result.test_metric, result.valid_metric, t
-    write_text_atomic(state.run_dir / "best_solution.py", code)
-    row.retained = True
+    # -- what the prompts are told -----------------------------------------------------------------
+    def log_text(self) -> str:
+        return "\n\n".join(self.log) or INITIAL_LOG
 
-    def retain() -> dict[str, Any]:
-        task = state.task
-        solution = Case(kind="solution", text=task.description, title=f"{task.name} (retained, iteration {t})",
+    def best_text(self) -> str:
+        if self.best is not None:
+            return f"{self.best.valid:.6g} (iteration {self.best.iteration})"
+        start = f"; the starter's random guess scored {self.baseline:.6g}" if self.baseline is not None else ""
+        return f"none yet{start}"
+
+    # -- bookkeeping ---------------------------------------------------------------------------------
+    def baseline_run(self) -> None:
+        """Iteration 0: the starter as it is, so that the log and the report start from a number."""
+        result = self.execute(0, 0, self.script)
+        self.baseline = result.valid_metric if result.ok else None
+        self.log.append(f"Iteration 0 (the starter script, a random guess): {result.feedback().splitlines()[0]}")
+
+    def begin(self, t: int) -> Iteration:
+        row = Iteration(iteration=t)
+        self.rows.append(row)
+        return row
+
+    def consider(self, row: Iteration, code: str, result: RunResult, folder: Path, plan_text: str) -> None:
+        """Record the outcome; keep and retain the script when its validation score is the best yet."""
+        row.status, row.error, row.valid, row.test = result.status, result.error, result.valid_metric, result.test_metric
+        row.wall_time, row.script = result.wall_time, str(folder.relative_to(self.run_dir) / "script.py")
+        self.simpler = not result.ok
+        if result.ok:
+            self.script = code
+        if not (result.ok and self.task.metric.better(result.valid_metric, self.best.valid if self.best else None)):
+            return
+        self.best, row.retained = row, True
+        publish_outputs(self.run_dir, self.task, code, Path(result.workspace))
+        self.journal.step(row.iteration, "retain", lambda: self._retain(row, code, plan_text))
+
+    def _retain(self, row: Iteration, code: str, plan_text: str) -> dict[str, Any]:
+        task = self.task
+        solution = Case(kind="solution", text=task.description, title=f"{task.name} (retained, iteration {row.iteration})",
                         source_kind="retained", modality=task.modality, task_type=task.task_type,
-                        task_name=task.name, script=code, metric=task.metric_name,
-                        valid_score=result.valid_metric, test_score=result.test_metric,
-                        extra={"run": state.run_dir.name, "iteration": t})
+                        task_name=task.name, script=code, metric=task.metric_name, valid_score=row.valid,
+                        extra={"run": self.run_dir.name, "iteration": row.iteration})
         insight = Case(kind="insight", text=f"Task: {task.description}\n\nPlan: {plan_text}\n\nLog: {row.log}",
                        title=f"retained insight from {task.name}", competition=task.name, source_kind="retained",
-                       modality=task.modality, task_type=task.task_type, extra={"run": state.run_dir.name})
-        report = bank.add([solution, insight])
+                       modality=task.modality, task_type=task.task_type, task_name=task.name,
+                       extra={"run": self.run_dir.name})
+        report = self.bank.add([solution, insight])
         return {"solution": solution.id, "insight": insight.id, "added": len(getattr(report, "added", []) or [])}
 
-    state.journal.step(t, "retain", retain)
-
-
-def _finish(state: DevelopState, model: str, ledger: Any = None) -> dict[str, Any]:
-    errors = state.journal.errors()
-    summary: dict[str, Any] = {
-        "task": state.task.name, "model": model, "metric": state.task.metric_name,
-        "direction": state.task.direction, "iterations": len(state.rows), "best_iteration": state.best_iteration,
-        "best_test": state.best_test, "best_valid": state.best_valid, "stopped": state.stopped or "completed",
-        "run_dir": str(state.run_dir), "model_errors": errors,
-        "best_solution": str(state.run_dir / "best_solution.py") if state.best_iteration else None,
-    }
-    if ledger is not None:
-        totals = ledger.summary()
-        summary["cost_usd"] = round(float(totals.get("cost", 0.0)), 6)
-        summary["tokens"] = int(totals.get("prompt_tokens", 0)) + int(totals.get("completion_tokens", 0))
-    write_report(state.run_dir, f"cbr develop: {state.task.name}", [asdict(r) for r in state.rows], summary)
-    import json
-
-    write_text_atomic(state.run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
-    return summary
-
-
-def _new_state(task: Task, config: DevelopConfig, run_dir: Path) -> DevelopState:
-    return DevelopState(task=task, config=config, run_dir=run_dir, journal=Journal(run_dir),
-                        script=task.starter.read_text(encoding="utf-8"))
-
-
-def develop_without_model(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank,
-                          progress: Progress | None = None) -> dict[str, Any]:
-    """Case-based model search: adapt the t-th most similar solution case, run it, keep the best."""
-    from dsagent_cbr.agent.adapter import AdapterError, CaseSolution, adapt_solution
-
-    progress = progress or _Quiet()
-    state = _new_state(task, config, run_dir)
-
-    def retrieve() -> list[dict[str, Any]]:
-        hits = bank.search(task.description, kind="solution", k=config.iterations, exclude_task=task.name,
-                           where={"modality": task.modality})
-        return [{**h.case.to_dict(), "score": h.score} for h in hits]
-
-    cases = state.journal.step(0, "retrieve", retrieve)
-    for t in range(1, config.iterations + 1):
-        row = Iteration(iteration=t)
-        state.rows.append(row)
-        if t > len(cases):
-            row.status = "no case left"
-            continue
-        case = Case.from_dict(cases[t - 1])
-        row.case, row.step = case.task_name or case.id, f"adapt {case.task_name or case.id}"
-        progress.update(iteration=t, role="adapt", best=state.best_test)
-
-        def adapt(case: Case = case) -> dict[str, Any]:
-            try:
-                adapted = adapt_solution(CaseSolution(case.script, case.modality, case.task_type, case.metric,
-                                                      case.task_name), task)
-            except AdapterError as exc:
-                return {"error": str(exc)}
-            return {"code": adapted.code, "notes": adapted.notes}
-
-        adapted = state.journal.step(t, "adapt", adapt)
-        if "error" in adapted:
-            row.status, row.log = "not adaptable", adapted["error"]
-            continue
-        progress.update(iteration=t, role="execute", best=state.best_test)
-        result = _execute(state, t, 0, adapted["code"])
-        row.log = (f"Adapted {row.case} ({'; '.join(adapted['notes']) or 'same task type'}): {result.status}, "
-                   f"validation {result.valid_metric}, test {result.test_metric}.")
-        state.log.append(row.log)
-        _consider(state, t, row, adapted["code"], result, bank, row.step)
-        _finish(state, "none")
-    return _finish(state, "none")
-
-
-def develop_with_model(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, client: Any,
-                       progress: Progress | None = None) -> dict[str, Any]:
-    from dsagent_cbr.llm.client import BudgetExceeded
-
-    progress = progress or _Quiet()
-    state = _new_state(task, config, run_dir)
-    ledger = getattr(client, "ledger", None)
-
-    def retrieve() -> list[dict[str, Any]]:
-        if not config.cbr:
-            return []
-        from dsagent_cbr.bank.doctext import task_query
-
-        hits = bank.search(task_query(task.description, task.modality), kind="insight", k=config.k)
-        return [{**h.case.to_dict(), "score": h.score} for h in hits]
-
-    cases = [Case.from_dict(c) for c in state.journal.step(0, "retrieve", retrieve)]
-
-    def say(t: int, role: str, attempt: int = 0) -> None:
-        totals = ledger.summary() if ledger is not None else {}
-        progress.update(iteration=t, role=role, attempt=attempt, best=state.best_test,
-                        tokens=int(totals.get("prompt_tokens", 0)) + int(totals.get("completion_tokens", 0)),
-                        cost=float(totals.get("cost", 0.0)))
-
-    try:
-        for t in range(1, config.iterations + 1):
-            _llm_iteration(state, t, client, cases, bank, say)
-            _finish(state, getattr(client, "model", "?"), ledger)
-    except BudgetExceeded as exc:
-        state.stopped = f"budget: {exc}"
-    return _finish(state, getattr(client, "model", "?"), ledger)
-
-
-def _llm_iteration(state: DevelopState, t: int, client: Any, cases: list[Case], bank: Bank, say: Any) -> None:
-    """One pass of Algorithm 1's loop body. Model mistakes are journaled and the loop goes on."""
-    from dsagent_cbr.agent import roles
-    from dsagent_cbr.llm.parsing import ParseError
-
-    task, config, journal = state.task, state.config, state.journal
-    row = Iteration(iteration=t)
-    state.rows.append(row)
-    log_text = "\n\n".join(state.log) or "(no experiments yet)"
-
-    order = list(range(len(cases)))
-    if cases and config.rerank:
-        say(t, "rerank")
+    @contextlib.contextmanager
+    def stopping(self, model: Any = None) -> Iterator[None]:
+        """How a run ends early: the budget is a clean stop; an interrupt or a failure of ours (a dead
+        server, no sandbox) discards the step in flight, saves the summary, and goes up to the caller."""
         try:
-            order = journal.step(t, "rerank", lambda: roles.rerank(client, task, log_text, cases, config.temperature))
-        except ParseError as exc:
-            _record_model_error(state, t, "rerank", exc)
-    top = cases[order[0]] if cases else None
-    row.case = (top.competition or top.title or top.id) if top else "(no case)"
+            yield
+        except BudgetExceeded as exc:
+            self.stopped = f"budget: {exc}"
+        except (KeyboardInterrupt, CbrError) as exc:
+            self.stopped = "interrupted" if isinstance(exc, KeyboardInterrupt) else f"infrastructure: {exc}"
+            self.discard_in_flight()
+            self.usage = model.usage() if model is not None else self.usage
+            self.finish()
+            raise
+        finally:
+            self.usage = model.usage() if model is not None else self.usage
 
-    say(t, "plan")
-    try:
-        plan = journal.step(t, "plan", lambda: roles.plan(
-            client, task, log_text, state.script, top.text if top else None, config.temperature))
-    except ParseError as exc:
-        _record_model_error(state, t, "plan", exc)
+    def discard_in_flight(self) -> None:
+        """After an interrupt: the iteration in flight leaves no row and no folder; resume redoes it."""
+        if self.rows and self.rows[-1].status == "not run":
+            t = self.rows.pop().iteration
+            shutil.rmtree(self.run_dir / f"step-{t:02d}", ignore_errors=True)
+
+    def finish(self) -> dict[str, Any]:
+        best = self.best
+        summary: dict[str, Any] = {
+            "task": self.task.name, "model": self.model_name, "metric": self.task.metric_name,
+            "direction": self.task.direction, "iterations": len(self.rows), "planned_iterations": self.config.iterations,
+            "best_iteration": best.iteration if best else None, "best_valid": best.valid if best else None,
+            "best_test": best.test if best else None, "test_answers": self.task.has_answers,
+            "selected_by": "validation", "stopped": self.stopped or "completed", "run_dir": str(self.run_dir),
+            "outcome": "infrastructure" if self.stopped.startswith("infrastructure") else "agent",
+            "model_errors": self.journal.errors(), "baselines": {"starter": self.baseline},
+            "best_solution": str(self.run_dir / "best_solution.py") if best else None,
+            "submission": str(self.run_dir / self.task.predictions) if best and self.task.predictions else None,
+            "sandbox": self.config.policy, **self.usage,
+        }
+        write_summary(self.run_dir, f"cbr develop: {self.task.name}", [asdict(r) for r in self.rows], summary)
+        return summary
+
+
+def develop_with_model(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, model: roles.Model,
+                       executor: Executor | None = None, progress: Progress | None = None) -> dict[str, Any]:
+    """Algorithm 1. Returns the run's summary (also written to summary.json)."""
+    from dsagent_cbr.bank.doctext import task_query
+
+    run = DevelopRun(task, config, run_dir, bank, executor or SandboxExecutor(task, config.sandbox), progress,
+                     model.model)
+    ctx = Context.of(task, config.sandbox)
+    query = task_query(task.description, task.modality)
+    with run.stopping(model):
+        run.baseline_run()
+        for t in range(1, config.iterations + 1):
+            _iteration(run, ctx, model, t, query)
+            run.usage = model.usage()
+            run.finish()
+    return run.finish()
+
+
+def _iteration(run: DevelopRun, ctx: Context, model: roles.Model, t: int, query: str) -> None:
+    """One pass of Algorithm 1's loop body."""
+    cfg, row, log = run.config, run.begin(t), run.log_text()
+    cases = run.retrieve(t, f"{query}\n{log}")
+    order = list(range(len(cases)))
+    if cases and cfg.rerank:
+        order = run.ask(t, "rerank", lambda: roles.rerank(model, ctx, log, cases, cfg.temperature)) or order
+    case = cases[order[0]] if cases else None
+    row.case = (case.competition or case.title or case.id) if case else "(no case)"
+    plan = run.ask(t, "plan", lambda: roles.plan(model, ctx, log, run.best_text(), run.script, case, run.simpler,
+                                                  cfg.temperature))
+    if plan is None:
         row.status = "no plan"
         return
-    decision = plan["decision"]
-    row.step = decision
-    write_text_atomic(step_dir(state.run_dir, t) / "plan.md", plan.get("raw") or decision)
-
-    say(t, "program")
-    previous_script = state.script
-    try:
-        code = journal.step(t, "program", lambda: roles.program(
-            client, task, previous_script, decision, config.temperature))
-    except ParseError as exc:
-        _record_model_error(state, t, "program", exc)
+    row.step = plan["decision"]
+    write_text_atomic(step_dir(run.run_dir, t) / "plan.md", plan["raw"])
+    before = run.script
+    code = run.ask(t, "program", lambda: roles.program(model, ctx, before, row.step, cfg.temperature,
+                                                        cfg.program_retries))
+    if code is None:
         row.status = "no script"
-        state.log.append(f"Iteration {t}: the programmer returned no usable script.")
+        run.log.append(f"Iteration {t}: the programmer returned no usable script.")
         return
-
-    say(t, "execute")
-    result = _execute(state, t, 0, code)
-    attempt = 0
-    while not result.ok and attempt < config.n_debug:
+    result, attempt, ran = run.execute(t, 0, code), 0, 0
+    while not result.ok and attempt < cfg.n_debug:
         attempt += 1
-        say(t, "debug", attempt)
-        failing, feedback = code, result.feedback()
-        try:
-            code = journal.step(t, "debug", lambda failing=failing, feedback=feedback: roles.debug(
-                client, task, previous_script, decision, failing, feedback, log_text, config.temperature),
-                attempt=attempt)
-        except ParseError as exc:
-            _record_model_error(state, t, "debug", exc, attempt)
-            continue
-        say(t, "execute", attempt)
-        result = _execute(state, t, attempt, code)
+        failing, error = code, result.feedback()
+        fixed = run.ask(t, "debug", lambda failing=failing, error=error: roles.debug(
+            model, ctx, before, row.step, failing, error, log, cfg.temperature), attempt)
+        if fixed is not None:
+            code, result, ran = fixed, run.execute(t, attempt, fixed), attempt
     row.debug_attempts = attempt
-    if not result.ok:
-        _record_model_error(state, t, "execute", RuntimeError(result.error or result.status))
-
-    say(t, "log")
-    try:
-        entry = journal.step(t, "log", lambda: roles.summarize(
-            client, task, decision, previous_script, code, result.feedback(), config.temperature))
-    except ParseError as exc:
-        _record_model_error(state, t, "log", exc)
-        entry = (f"Experiment Summary: {decision}\nExperiment Result: {result.status}, "
-                 f"validation {result.valid_metric}, test {result.test_metric}")
-    row.log = entry
-    state.log.append(f"Iteration {t}:\n{entry}")
-    _consider(state, t, row, code, result, bank, decision)
+    entry = run.ask(t, "log", lambda: roles.summarize(model, ctx, log, run.best_text(), row.step, before, code,
+                                                       result.feedback(), cfg.temperature))
+    row.log = entry or f"Experiment Summary: {row.step}\nExperiment Result: {result.feedback().splitlines()[0]}"
+    run.log.append(f"Iteration {t}:\n{row.log}")
+    run.consider(row, code, result, step_dir(run.run_dir, t, ran), row.step)

@@ -28,7 +28,6 @@ class Journal:
         self._done: dict[str, dict[str, Any]] = {}
         if self.path.exists():
             self._load()
-        self.replayed = 0
 
     def _load(self) -> None:
         for n, line in enumerate(self.path.read_text(encoding="utf-8").splitlines(), 1):
@@ -63,12 +62,14 @@ class Journal:
         """Run fn once per (iteration, role, attempt) across crashes and resumes."""
         previous = self.done(iteration, role, attempt)
         if previous is not None:
-            self.replayed += 1
             return previous["output"]
         return self.append(iteration, role, fn(), attempt=attempt)["output"]
 
     def errors(self) -> list[dict[str, Any]]:
-        return [r for r in self.records if r["role"] == "error"]
+        """What the model got wrong: every step whose output says so, with its raw reply."""
+        return [{"iteration": r["iteration"], "role": r["role"], "attempt": r.get("attempt", 0),
+                 "error": r["output"]["error"]}
+                for r in self.records if isinstance(r["output"], dict) and "error" in r["output"]]
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -1,73 +1,107 @@
-"""The LLM roles of the agent, each a small function: build the prompt, call the model, parse.
+"""The LLM roles of the agent, each a small function: build the prompt, ask the model, parse.
 
 Prompts live in dsagent_cbr/llm/prompts/<role>.md; parsing is in dsagent_cbr.llm.parsing. A reply
-that cannot be parsed raises ParseError, which the develop loop journals before going on."""
+that cannot be parsed raises ParseError carrying the raw reply, which the loop journals before going
+on; the client never caches such a reply, so asking again is a new request."""
 
 from __future__ import annotations
 
-from typing import Any
+import difflib
+from collections.abc import Callable
+from typing import Any, Protocol
 
+from dsagent_cbr.agent.context import Context
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.llm import parsing
 from dsagent_cbr.llm.prompts import render
-from dsagent_cbr.tasks.model import Task
 
-CASE_CHARS = 3000  # a case is cut to this length in prompts: every token is paid for on every call
+CASE_CHARS = 3000  # the chosen case, cut to this length: every token is paid for on every call
+SUMMARY_CHARS = 300  # what rerank sees of each case: enough to judge it, a tenth of the tokens
 # Replies longer than these are rambling (small models run on to the end of their context); scripts
 # are bounded by the client's default.
 MAX_REPLY_TOKENS = {"rerank": 64, "plan": 600, "log": 300}
+NO_CODE_NUDGE = "Your reply had no Python code. Return the full script in one ```python block."
 
 
-def _ask(client: Any, role: str, temperature: float, **variables: Any) -> str:
+class Model(Protocol):
+    """What the agent needs of an LLM (LLMClient is one; tests may pass their own)."""
+
+    model: str
+
+    def complete(self, role: str, messages: list[dict[str, str]], *, temperature: float = ...,
+                 max_tokens: int | None = ..., validate: Callable[[str], Any] | None = ...) -> Any: ...
+
+    def usage(self) -> dict[str, Any]: ...
+
+
+def _ask(model: Model, role: str, temperature: float, validate: Callable[[str], Any] | None = None,
+         **variables: Any) -> Any:
     messages = [{"role": "user", "content": render(role, **variables)}]
-    return client.complete(role, messages, temperature=temperature, max_tokens=MAX_REPLY_TOKENS.get(role)).text
+    return model.complete(role, messages, temperature=temperature, max_tokens=MAX_REPLY_TOKENS.get(role),
+                          validate=validate)
 
 
-def rerank(client: Any, task: Task, log: str, cases: list[Case], temperature: float) -> list[int]:
+def summary(case: Case) -> str:
+    head = " ".join(case.text.split())[:SUMMARY_CHARS]
+    title = case.title or case.competition or case.id
+    return f"{title}: {head}"
+
+
+def rerank(model: Model, ctx: Context, log: str, cases: list[Case], temperature: float) -> list[int]:
     """Indices into `cases`, most useful first (the model answers '[2] > [1] > [3]')."""
-    listing = "\n\n".join(f"[{i}] {c.text[:CASE_CHARS]}" for i, c in enumerate(cases, 1))
-    text = _ask(client, "rerank", temperature, task=task.description, log=log, cases=listing, n=len(cases))
-    return [i - 1 for i in parsing.parse_ranking(text, len(cases))]
+    listing = "\n".join(f"[{i}] {summary(c)}" for i, c in enumerate(cases, 1))
+    reply = _ask(model, "rerank", temperature, lambda text: parsing.parse_ranking(text, len(cases)),
+                 task=ctx.task.description, log=log, cases=listing, n=len(cases))
+    return [i - 1 for i in reply.parsed]
 
 
-def plan(client: Any, task: Task, log: str, script: str, case: str | None, temperature: float) -> dict[str, str]:
-    case_text = case[:CASE_CHARS] if case else "(no case: plan from your own knowledge)"
-    text = _ask(client, "plan", temperature, task=task.description, log=log, script=script, case=case_text)
-    sections = parsing.parse_plan(text)
-    return {"decision": sections["decision"], "raw": text}
+def plan(model: Model, ctx: Context, log: str, best: str, script: str, case: Case | None, simpler: bool,
+         temperature: float) -> dict[str, str]:
+    case_text = case.text[:CASE_CHARS] if case else "(no case: plan from your own knowledge)"
+    reply = _ask(model, "plan", temperature, parsing.parse_plan, task=ctx.task.description,
+                 data_card=ctx.data_card, metric=ctx.metric, best=best, log=log, script=script, case=case_text,
+                 simpler=simpler)
+    return {"decision": reply.parsed["decision"], "raw": reply.text}
 
 
-def program(client: Any, task: Task, script: str, instruction: str, temperature: float) -> str:
-    text = _ask(client, "program", temperature, task=task.description, script=script, instruction=instruction)
-    return parsing.extract_code(text)
+def program(model: Model, ctx: Context, script: str, instruction: str, temperature: float,
+            retries: int = 2) -> str:
+    """The edited script; a reply with no code is answered with a nudge, up to `retries` times."""
+    messages = [{"role": "user", "content": render("program", task=ctx.task.description, data_card=ctx.data_card,
+                                                   budget=ctx.budget, instruction=instruction, script=script)}]
+    for attempt in range(retries + 1):
+        try:
+            return model.complete("program", messages, temperature=temperature,
+                                  validate=parsing.extract_code).parsed
+        except parsing.ParseError as exc:
+            if attempt == retries:
+                raise
+            messages = [*messages, {"role": "assistant", "content": exc.raw},
+                        {"role": "user", "content": NO_CODE_NUDGE}]
+    raise AssertionError("unreachable")
 
 
-def debug(client: Any, task: Task, original: str, instruction: str, failing: str, error: str, log: str,
+def debug(model: Model, ctx: Context, original: str, instruction: str, failing: str, error: str, log: str,
           temperature: float) -> str:
-    text = _ask(client, "debug", temperature, task=task.description, original=original, instruction=instruction,
-                script=failing, error=error, log=log)
-    return parsing.parse_debug(text)["code"]
+    reply = _ask(model, "debug", temperature, parsing.parse_debug, task=ctx.task.description, budget=ctx.budget,
+                 original=original, instruction=instruction, script=failing, error=error, log=log)
+    return reply.parsed["code"]
 
 
-def summarize(client: Any, task: Task, instruction: str, before: str, after: str, observation: str,
-              temperature: float) -> str:
-    import difflib
-
+def summarize(model: Model, ctx: Context, log: str, best: str, instruction: str, before: str, after: str,
+              observation: str, temperature: float) -> str:
     diff = "\n".join(difflib.unified_diff(before.splitlines(), after.splitlines(), "before.py", "after.py",
                                           lineterm="", n=1))
-    return _ask(client, "log", temperature, task=task.description, instruction=instruction, diff=diff[:6000],
-                observation=observation).strip()
+    reply = _ask(model, "log", temperature, parsing.parse_log, task=ctx.task.description, metric=ctx.metric,
+                 best=best, log=log, instruction=instruction, diff=diff[:6000], observation=observation)
+    return reply.parsed
 
 
-def adapt_messages(task: Task, examples: list[tuple[str, str, str]]) -> list[dict[str, str]]:
+def adapt_messages(ctx: Context, examples: list[tuple[str, str, str]]) -> list[dict[str, str]]:
     """The deployment prompt: example tasks with their starters and solutions, then the new task."""
     shown = "\n\n".join(
         f"## Example task {i}\n{desc}\n\n### Its starter train.py\n```python\n{starter}\n```\n\n"
         f"### Its solution\n```python\n{solution}\n```" for i, (desc, starter, solution) in enumerate(examples, 1))
-    content = render("adapt", examples=shown or "(no example)", task=task.description,
-                     starter=task.starter.read_text(encoding="utf-8"))
+    content = render("adapt", examples=shown or "(no example)", task=ctx.task.description, data_card=ctx.data_card,
+                     metric=ctx.metric, budget=ctx.budget, starter=ctx.task.starter.read_text(encoding="utf-8"))
     return [{"role": "user", "content": content}]
-
-
-def extract_script(reply: str) -> str:
-    return parsing.extract_code(reply)

@@ -37,6 +37,30 @@ def step_dir(run_dir: Path, iteration: int, attempt: int = 0) -> Path:
     return path
 
 
+def publish_outputs(run_dir: Path, task: Any, code: str, workspace: Path) -> None:
+    """The chosen solution where a user looks first: best_solution.py and the predictions file (the
+    submission to upload) at the run folder's root, each replaced atomically."""
+    from dsagent_cbr.tasks.grading import GradingError, read_untrusted
+
+    write_text_atomic(run_dir / "best_solution.py", code)
+    name = task.predictions
+    if not name:
+        return
+    try:
+        data = read_untrusted(workspace, name)
+    except GradingError:
+        return
+    tmp = run_dir / f".{name}.tmp"
+    tmp.write_bytes(data)
+    tmp.replace(run_dir / name)
+
+
+def write_summary(run_dir: Path, title: str, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    """summary.json, then the report (markdown and plot) from the same rows: once per call."""
+    write_text_atomic(run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
+    write_report(run_dir, title, rows, summary)
+
+
 def fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.5g}"
 
@@ -44,7 +68,7 @@ def fmt(value: float | None) -> str:
 def write_report(run_dir: Path, title: str, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
     """report.md with a table of iterations, and metrics.png with validation and test per iteration."""
     lines = [f"# {title}", ""]
-    for key in ("task", "model", "metric", "best_iteration", "best_test", "best_valid", "stopped", "cost_usd",
+    for key in ("task", "model", "metric", "best_iteration", "best_valid", "best_test", "stopped", "cost_usd",
                 "tokens"):
         if key in summary:
             lines.append(f"- **{key.replace('_', ' ')}**: {summary[key]}")
@@ -57,7 +81,8 @@ def write_report(run_dir: Path, title: str, rows: list[dict[str, Any]], summary:
                      f"{'yes' if r.get('retained') else ''} |")
     errors = summary.get("model_errors") or []
     if errors:
-        lines += ["", "## What the model got wrong", ""] + [f"- iteration {e['iteration']}: {e['output']}" for e in errors]
+        lines += ["", "## What the model got wrong", ""] + [f"- iteration {e['iteration']}, {e['role']}: {e['error']}"
+                                                              for e in errors]
     lines += ["", "![metrics per iteration](metrics.png)", ""]
     write_text_atomic(run_dir / "report.md", "\n".join(lines))
     _plot(run_dir / "metrics.png", rows, str(summary.get("metric", "")))

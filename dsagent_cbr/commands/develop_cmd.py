@@ -5,42 +5,53 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
+from typing import Any
 
 import click
 
+from dsagent_cbr.commands.options import (
+    bank_options,
+    interrupt_on_sigterm,
+    json_option,
+    model_option,
+    policy_from,
+    sandbox_options,
+    seed_option,
+    trial_seed,
+)
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
 
 
 @click.command()
 @click.argument("task_dir", required=False)
-@click.option("--model", default=None, help="Model alias or name (gpt-4o, mixtral, local, gguf:PATH, none).")
+@model_option
 @click.option("--iterations", "-T", type=int, default=5, show_default=True, help="Iterations of the loop.")
-@click.option("--k", type=int, default=5, show_default=True, help="Insight cases retrieved.")
+@click.option("-k", "--k", "k", type=int, default=5, show_default=True, help="Insight cases retrieved.")
 @click.option("--n-debug", type=int, default=5, show_default=True, help="Debug attempts per iteration.")
 @click.option("--temperature", type=float, default=0.5, show_default=True)
 @click.option("--no-rerank", is_flag=True, help="Ablation: use the retrieval order, no LLM re-ranking.")
 @click.option("--no-cbr", is_flag=True, help="Ablation: plan without retrieved cases.")
-@click.option("--timeout", type=float, default=600.0, show_default=True, help="Time limit per script run (s).")
-@click.option("--memory", type=float, default=8192.0, show_default=True, help="Memory limit per script run (MB).")
+@sandbox_options
+@seed_option
 @click.option("--resume", "resume_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Continue an interrupted run after its last completed step.")
-@click.option("--store", type=click.Choice(["chroma", "faiss"]), default=None, help="Vector store backend.")
-@click.option("--bank-dir", type=click.Path(path_type=Path), default=None, help="Bank directory.")
-@click.option("--chroma-url", default=None, help="Chroma server URL (default: embedded).")
+@bank_options
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run folders go.")
 @click.option("--max-cost", type=float, default=None, help="Stop cleanly when this many dollars are spent.")
 @click.option("--max-tokens", type=int, default=None, help="Stop cleanly when this many tokens are used.")
 @click.option("--no-cache", is_flag=True, help="Do not answer from the response cache.")
-@click.option("--json", "as_json", is_flag=True, help="Print the final summary as JSON.")
+@json_option
 def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_debug: int, temperature: float,
-            no_rerank: bool, no_cbr: bool, timeout: float, memory: float, resume_dir: Path | None,
-            store: str | None, bank_dir: Path | None, chroma_url: str | None, runs_dir: Path | None,
-            max_cost: float | None, max_tokens: int | None, no_cache: bool, as_json: bool) -> None:
+            no_rerank: bool, no_cbr: bool, timeout: float, memory: float, disk: float, allow_network: bool,
+            no_sandbox: bool, seed: int | None, resume_dir: Path | None, store: str | None, bank_dir: Path | None,
+            chroma_url: str | None, runs_dir: Path | None, max_cost: float | None, max_tokens: int | None,
+            no_cache: bool, as_json: bool) -> None:
     """Develop a solution for TASK_DIR with the CBR loop (retrieve, rerank, plan, program, debug, log, retain)."""
     from dsagent_cbr.agent.develop import DevelopConfig
     from dsagent_cbr.agent.rundir import load_config, new_run_dir, save_config
     from dsagent_cbr.llm.models import settings_model
+    from dsagent_cbr.runner.sandbox import require_sandbox
     from dsagent_cbr.tasks.loader import load_task, resolve_task_path
 
     flags = {"model": model, "store": store, "bank_dir": bank_dir, "chroma_url": chroma_url, "runs_dir": runs_dir,
@@ -57,35 +68,55 @@ def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_
         settings = load_settings(**flags)
         task = load_task(resolve_task_path(task_dir, settings.tasks_dir), require_data=True)
         settings_model(settings)  # a missing key or server stops here, before a run folder exists
+        policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
         config = DevelopConfig(iterations=iterations, k=k, n_debug=n_debug, temperature=temperature,
-                               rerank=not no_rerank, cbr=not no_cbr, timeout=timeout, memory_mb=memory)
+                               rerank=not no_rerank, cbr=not no_cbr, seed=trial_seed(seed), policy=asdict(policy))
         run_dir = new_run_dir(settings.runs_dir, task.name)
         save_config(run_dir, {"task_dir": str(task.root), "develop": asdict(config),
                               "settings": {"model": settings.model, "store": settings.store,
                                            "bank_dir": str(settings.bank_path), "chroma_url": settings.chroma_url,
                                            "runs_dir": str(settings.runs_dir)}})
+    require_sandbox(config.sandbox.isolate)
+    interrupt_on_sigterm()
     summary = run_develop(task, config, run_dir, settings)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
     else:
-        click.echo(f"run:        {run_dir}")
-        click.echo(f"stopped:    {summary['stopped']}")
-        click.echo(f"best test:  {summary['best_test']} ({task.metric_name}, iteration {summary['best_iteration']})")
-        if "cost_usd" in summary:
-            click.echo(f"cost:       ${summary['cost_usd']:.4f} for {summary['tokens']} tokens")
-        click.echo(f"report:     {run_dir / 'report.md'}")
+        _print_summary(summary, task.metric_name)
+    if summary["best_iteration"] is None:
+        raise SystemExit(1)  # no iteration produced a working solution
 
 
-def run_develop(task, config, run_dir: Path, settings) -> dict:  # type: ignore[no-untyped-def]
-    from dsagent_cbr.agent.develop import develop_with_model, develop_without_model
+def _print_summary(summary: dict[str, Any], metric: str) -> None:
+    click.echo(f"run:             {summary['run_dir']}")
+    click.echo(f"stopped:         {summary['stopped']}")
+    if summary["best_iteration"] is None:
+        click.echo("best:            no iteration produced a graded solution")
+    else:
+        test = summary["best_test"] if summary["test_answers"] else "no test answers"
+        click.echo(f"best validation: {summary['best_valid']} ({metric}, iteration {summary['best_iteration']}, "
+                   f"chosen by validation)")
+        click.echo(f"its test score:  {test}")
+    if summary.get("tokens"):
+        click.echo(f"cost:            ${summary['cost_usd']:.4f} for {summary['tokens']} tokens")
+    click.echo(f"report:          {Path(summary['run_dir']) / 'report.md'}")
+    if summary["best_solution"]:
+        click.echo(f"best solution:   {summary['best_solution']}")
+    if summary["submission"]:
+        click.echo(f"submission:      {summary['submission']}")
+
+
+def run_develop(task: Any, config: Any, run_dir: Path, settings: Any) -> dict[str, Any]:
+    from dsagent_cbr.agent.develop import develop_with_model
     from dsagent_cbr.agent.progress import LiveProgress
+    from dsagent_cbr.agent.search import develop_without_model
     from dsagent_cbr.bank import open_bank
 
     bank = open_bank(settings)
     with LiveProgress(f"developing {task.name}") as progress:
         if settings.model == "none":
-            return develop_without_model(task, config, run_dir, bank, progress)
+            return develop_without_model(task, config, run_dir, bank, progress=progress)
         from dsagent_cbr.llm import open_llm
 
-        with open_llm(settings, run_dir=run_dir) as client:
-            return develop_with_model(task, config, run_dir, bank, client, progress)
+        with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
+            return develop_with_model(task, config, run_dir, bank, client, progress=progress)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from dsagent_cbr.commands.options import json_option, policy_from, sandbox_options
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.tasks.loader import TaskError, discover_tasks, load_task, resolve_task_path, validate_task
@@ -112,12 +113,12 @@ def prepare(names: tuple[str, ...], all_: bool, force: bool, tasks_dir: Path | N
 @click.command("run")
 @click.argument("task_dir")
 @click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--timeout", type=float, default=600.0, show_default=True, help="Wall-time limit in seconds.")
-@click.option("--memory", type=float, default=8192.0, show_default=True, help="Memory limit in MB.")
+@sandbox_options
 @click.option("--out", type=click.Path(path_type=Path), default=None,
               help="Run folder (default: runs/<task>/run-<time>/).")
-@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def run(task_dir: str, script: Path, timeout: float, memory: float, out: Path | None, as_json: bool) -> None:
+@json_option
+def run(task_dir: str, script: Path, timeout: float, memory: float, disk: float, allow_network: bool,
+        no_sandbox: bool, out: Path | None, as_json: bool) -> None:
     """Run SCRIPT on the task in a sandbox, print its validation and test metric, save result.json."""
     from dsagent_cbr.runner.run import run_script
 
@@ -126,7 +127,8 @@ def run(task_dir: str, script: Path, timeout: float, memory: float, out: Path | 
     run_dir = out or settings.runs_dir / task.name / time.strftime("run-%Y%m%d-%H%M%S")
     if (run_dir / "workspace").exists():
         raise CbrError(f"{run_dir} already holds a run; choose another --out.")
-    result = run_script(task, script, run_dir=run_dir, timeout=timeout, memory_mb=memory)
+    result = run_script(task, script, run_dir=run_dir,
+                        policy=policy_from(timeout, memory, disk, allow_network, no_sandbox))
     if as_json:
         click.echo(result.to_json())
     else:
@@ -134,8 +136,10 @@ def run(task_dir: str, script: Path, timeout: float, memory: float, out: Path | 
         click.echo(f"task:       {task.name} ({task.metric_name}, {arrow})")
         click.echo(f"status:     {result.status}" + (f" — {result.error}" if result.error else ""))
         click.echo(f"validation: {result.valid_metric}")
-        click.echo(f"test:       {result.test_metric}")
+        click.echo(f"test:       {result.test_metric if result.test_answers else 'no test answers'}")
         click.echo(f"time:       {result.wall_time:.1f}s, peak memory {result.peak_memory_mb:.0f} MB")
+        click.echo(f"sandbox:    {'bubblewrap' if result.isolated else 'NONE (--no-sandbox)'}"
+                   f"{', network allowed' if result.network else ''}")
         click.echo(f"result:     {run_dir / 'result.json'}")
     if not result.ok:
         raise SystemExit(1)

@@ -18,8 +18,9 @@ LOCAL_TIMEOUT, LOCAL_RETRIES = 1800.0, 1
 
 
 @contextlib.contextmanager
-def open_llm(settings: Any, run_dir: Path | None = None) -> Iterator[Any]:
-    """A ready client for settings.model; for local and gguf: models, the server lives as long as the block."""
+def open_llm(settings: Any, run_dir: Path | None = None, seed: int = 0) -> Iterator[Any]:
+    """A ready client for settings.model; for local and gguf: models, the server lives as long as the
+    block. `seed` is the trial's: it seeds every call's sampling and is part of every cache key."""
     from dsagent_cbr.llm.cache import ResponseCache
     from dsagent_cbr.llm.client import LLMClient
     from dsagent_cbr.llm.ledger import Ledger
@@ -40,7 +41,7 @@ def open_llm(settings: Any, run_dir: Path | None = None) -> Iterator[Any]:
                 spec, max_tokens = replace(spec, base_url=url, api_key="not-needed"), LOCAL_MAX_TOKENS
                 timeout, retries = max(timeout, LOCAL_TIMEOUT), min(retries, LOCAL_RETRIES)
             yield LLMClient(spec, ledger=ledger, cache=cache, timeout=timeout, max_retries=retries,
-                            default_max_tokens=max_tokens)
+                            default_max_tokens=max_tokens, seed=seed)
     finally:
         if cache is not None:
             cache.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,15 +27,19 @@ class Completion:
     latency: float
     cached: bool
     model: str
+    parsed: Any = None  # what `validate` made of the text, when the caller gave one
 
 
 class LLMClient:
     def __init__(self, spec: ModelSpec, *, ledger: Ledger | None = None, cache: ResponseCache | None = None,
                  timeout: float = 120.0, max_retries: int = 4, backoff: float = 1.0,
-                 default_max_tokens: int | None = None) -> None:
+                 default_max_tokens: int | None = None, seed: int = 0) -> None:
         from openai import OpenAI
 
         self.spec, self.model = spec, spec.alias
+        # Each call gets its own sampling seed, derived from the trial's: repeats of a trial with another
+        # seed are independent samples (and cache misses), the same seed reproduces a run.
+        self.seed, self._calls = seed, 0
         self.ledger = ledger or Ledger()
         self.cache, self.max_retries, self.backoff = cache, max_retries, backoff
         self.default_max_tokens = default_max_tokens
@@ -43,14 +48,20 @@ class LLMClient:
                            max_retries=0)
 
     def complete(self, role: str, messages: list[dict[str, str]], *, temperature: float = 0.5,
-                 max_tokens: int | None = None, json_mode: bool = False, seed: int | None = None) -> Completion:
+                 max_tokens: int | None = None, json_mode: bool = False, seed: int | None = None,
+                 validate: Callable[[str], Any] | None = None) -> Completion:
+        """One call. `validate` parses the text (raising ParseError for an unusable reply); a reply it
+        refuses is never cached, so asking again is a new request."""
         self.ledger.check_budget()
+        self._calls += 1
+        if seed is None:
+            seed = (self.seed * 1_000_003 + self._calls) % 2**31
         params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens or self.default_max_tokens,
                                   "json_mode": json_mode, "seed": seed}
         key = request_key(self.spec.name, messages, params)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             self.ledger.record(CallRecord(role, self.model, 0, 0, 0.0, 0.0, cached=True))
-            return Completion(hit["text"], 0, 0, 0.0, 0.0, True, self.model)
+            return Completion(hit["text"], 0, 0, 0.0, 0.0, True, self.model, validate(hit["text"]) if validate else None)
         start = time.monotonic()
         response = self._call_with_retries(messages, params)
         latency = time.monotonic() - start
@@ -60,9 +71,15 @@ class LLMClient:
         c_tok = int(getattr(usage, "completion_tokens", 0) or 0)
         cost = self.spec.cost(p_tok, c_tok)
         self.ledger.record(CallRecord(role, self.model, p_tok, c_tok, round(latency, 3), cost, cached=False))
+        parsed = validate(text) if validate else None  # a ParseError leaves here, before the cache
         if self.cache is not None:
             self.cache.put(key, self.spec.name, text, p_tok, c_tok)
-        return Completion(text, p_tok, c_tok, cost, latency, False, self.model)
+        return Completion(text, p_tok, c_tok, cost, latency, False, self.model, parsed)
+
+    def usage(self) -> dict[str, Any]:
+        totals = self.ledger.summary()
+        return {"tokens": int(totals["prompt_tokens"]) + int(totals["completion_tokens"]),
+                "cost_usd": round(float(totals["cost"]), 6), "calls": totals["calls"]}
 
     def _call_with_retries(self, messages: list[dict[str, str]], params: dict[str, Any]) -> Any:
         import openai

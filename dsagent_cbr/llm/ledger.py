@@ -65,8 +65,3 @@ class Ledger:
             "completion_tokens": sum(r.completion_tokens for r in self.records),
             "cost": round(self.total_cost, 6), "latency": round(sum(r.latency for r in fresh), 3),
         }
-
-    def describe(self) -> str:
-        s = self.summary()
-        return (f"{s['calls']} LLM calls ({s['cache_hits']} from cache), {s['prompt_tokens']} prompt + "
-                f"{s['completion_tokens']} completion tokens, ${s['cost']:.4f}")

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from dsagent_cbr.config import Settings
 
 OPENAI_URL = "https://api.openai.com/v1"
+OPENAI_PREFIXES = ("gpt-", "o1", "o3", "o4", "chatgpt-")
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,14 @@ def resolve_model(model: str, base_url: str | None = None, api_key: str | None =
         return ModelSpec(model, path.stem, "local", gguf=path)
     entry = aliases().get(model)
     if entry is None:
-        # A full name: OpenAI's if no server is configured, else whatever the server serves.
-        entry = {"provider": "compatible" if (base_url or env.get("CBR_BASE_URL")) else "openai", "name": model}
+        # A full name: whatever a configured server serves, else one of OpenAI's; anything else is a typo.
+        if base_url or env.get("CBR_BASE_URL"):
+            entry = {"provider": "compatible", "name": model}
+        elif model.startswith(OPENAI_PREFIXES):
+            entry = {"provider": "openai", "name": model}
+        else:
+            raise CbrError(f"Unknown model {model!r}: use an alias ({', '.join(sorted(aliases()))}, none), "
+                           "gguf:PATH, an OpenAI model name, or set CBR_BASE_URL to a server that serves it.")
     provider = entry["provider"]
     prices = {"input_price": float(entry.get("input_price", 0.0)), "output_price": float(entry.get("output_price", 0.0))}
     if provider == "local":

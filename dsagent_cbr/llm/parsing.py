@@ -92,3 +92,12 @@ def parse_debug(reply: str) -> dict[str, str]:
     fence = reply.find("```")
     reflection = reply[:fence].strip() if fence > 0 else ""
     return {"reflection": reflection, "code": code}
+
+
+def parse_log(reply: str) -> str:
+    """The logger's entry for the running log: any non-empty text (the two labels are asked for, but a
+    small model's plain summary is still a summary)."""
+    text = reply.strip()
+    if not text:
+        raise ParseError("log", "the reply is empty", reply)
+    return text

@@ -1,9 +1,8 @@
-"""Prompts for every role, shipped as package resources and rendered with strict variables: a
+"""Prompts for every role, shipped as package resources (jinja2 templates) and rendered strictly: a
 missing variable and an unexpected one are both errors, so a prompt never goes out half-filled."""
 
 from __future__ import annotations
 
-import string
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -16,14 +15,25 @@ class PromptError(KeyError):
 
 
 @cache
-def template(role: str) -> str:
+def _environment() -> Any:
+    import jinja2
+
+    return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
+                              trim_blocks=True, lstrip_blocks=True)
+
+
+@cache
+def source(role: str) -> str:
     if role not in ROLES:
         raise PromptError(f"no prompt for role {role!r}; roles: {', '.join(ROLES)}")
     return resources.files("dsagent_cbr.llm").joinpath("prompts", f"{role}.md").read_text(encoding="utf-8")
 
 
-def variables(role: str) -> set[str]:
-    return {field for _, field, _, _ in string.Formatter().parse(template(role)) if field}
+@cache
+def variables(role: str) -> frozenset[str]:
+    from jinja2 import meta
+
+    return frozenset(meta.find_undeclared_variables(_environment().parse(source(role))))
 
 
 def render(role: str, **values: Any) -> str:
@@ -33,4 +43,4 @@ def render(role: str, **values: Any) -> str:
         raise PromptError(f"prompt {role!r} needs {', '.join(sorted(missing))}")
     if unexpected:
         raise PromptError(f"prompt {role!r} takes no {', '.join(sorted(unexpected))}")
-    return template(role).format(**{k: str(v) for k, v in values.items()})
+    return _environment().from_string(source(role)).render(**values)

@@ -78,3 +78,22 @@ class ScriptedLLM:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+class ByRole:
+    """Replies by role, read from the prompt's opening words; each role's replies consumed in order.
+    `roles` records the role of every request, in order."""
+
+    OPENINGS = {"You are helping a data scientist choose": "rerank", "You are a data scientist planning": "plan",
+                "Edit the script below": "program", "Your reply had no Python code": "program",
+                "A script written for this task fails": "debug", "Summarise one experiment": "log",
+                "Here are solved machine-learning tasks": "adapt"}
+
+    def __init__(self, **replies: list[str]) -> None:
+        self.replies, self.roles = replies, []
+
+    def __call__(self, messages: list[dict]) -> str:
+        text = messages[-1]["content"]
+        role = next(r for opening, r in self.OPENINGS.items() if text.startswith(opening))
+        self.roles.append(role)
+        return self.replies[role].pop(0)

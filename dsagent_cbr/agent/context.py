@@ -1,0 +1,55 @@
+"""What every prompt may say about a task: its description, its data card, its metric with the
+direction, and the compute budget a script runs under. A capable model writes 5,000-tree boosters and
+guesses column names unless it is told both."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.tasks.model import Task
+
+# The libraries a solution script is likely to reach for; the prompt names the installed versions so
+# that the model writes against the APIs it will actually get.
+LIBRARIES = ("numpy", "pandas", "scikit-learn", "scipy", "lightgbm", "xgboost", "catboost", "statsmodels",
+             "torch", "sktime", "aeon")
+
+
+@cache
+def library_versions() -> str:
+    from importlib import metadata
+
+    found = []
+    for name in LIBRARIES:
+        try:
+            found.append(f"{name} {metadata.version(name)}")
+        except metadata.PackageNotFoundError:
+            continue
+    return ", ".join(found)
+
+
+def budget_line(policy: SandboxPolicy) -> str:
+    network = "network allowed" if policy.allow_network else "no network (nothing can be downloaded)"
+    return (f"each run of the script gets at most {policy.timeout:g} s of wall time, {policy.cores} CPU "
+            f"core(s), {policy.memory_mb:g} MB of memory (processes, /tmp and /dev/shm together), no GPU, "
+            f"{network}. Installed: {library_versions()}.")
+
+
+def metric_line(task: Task) -> str:
+    better = "higher is better" if task.direction == "maximize" else "lower is better"
+    return f"{task.metric_name} ({better})"
+
+
+@dataclass(frozen=True)
+class Context:
+    task: Task
+    data_card: str
+    budget: str
+    metric: str
+
+    @classmethod
+    def of(cls, task: Task, policy: SandboxPolicy) -> Context:
+        from dsagent_cbr.tasks.datacard import data_card
+
+        return cls(task, data_card(task), budget_line(policy), metric_line(task))

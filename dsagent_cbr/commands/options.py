@@ -1,0 +1,69 @@
+"""Options shared by the commands, defined once so every command spells them the same way."""
+
+from __future__ import annotations
+
+import secrets
+import signal
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dsagent_cbr.runner.sandbox import SandboxPolicy
+
+STORES = ["chroma", "faiss", "faiss-hnsw"]
+
+
+def _stack(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    def apply(fn: Any) -> Any:
+        for decorator in reversed(decorators):
+            fn = decorator(fn)
+        return fn
+
+    return apply
+
+
+sandbox_options = _stack(
+    click.option("--timeout", type=float, default=600.0, show_default=True, help="Time limit per script run (s)."),
+    click.option("--memory", type=float, default=8192.0, show_default=True,
+                 help="Memory limit per script run (MB; processes, /tmp and /dev/shm together)."),
+    click.option("--disk", type=float, default=1024.0, show_default=True,
+                 help="Largest file a script may write, and how much its workspace may grow (MB)."),
+    click.option("--allow-network", is_flag=True, help="Let scripts reach the network (recorded in every result)."),
+    click.option("--no-sandbox", is_flag=True,
+                 help="Run scripts without bubblewrap isolation (only where it is unavailable; recorded)."),
+)
+
+bank_options = _stack(
+    click.option("--store", type=click.Choice(STORES), default=None, help="Vector store backend."),
+    click.option("--bank-dir", type=click.Path(path_type=Path), default=None, help="Bank directory."),
+    click.option("--chroma-url", default=None, help="Chroma server URL (default: embedded)."),
+)
+
+model_option = click.option("--model", default=None,
+                            help="Model alias or name (gpt-4o, mixtral, local, gguf:PATH, none).")
+json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+seed_option = click.option("--seed", type=int, default=None,
+                           help="Trial seed: seeds sampling and the cache key (default: a fresh one, recorded).")
+
+
+def policy_from(timeout: float, memory: float, disk: float, allow_network: bool, no_sandbox: bool) -> SandboxPolicy:
+    return SandboxPolicy(timeout=timeout, memory_mb=memory, disk_mb=disk, allow_network=allow_network,
+                         isolate=not no_sandbox)
+
+
+def trial_seed(seed: int | None) -> int:
+    """A run's seed: the one given, else a fresh one, so that repeats are independent samples."""
+    return seed if seed is not None else secrets.randbelow(2**31)
+
+
+def interrupt_on_sigterm() -> None:
+    """A SIGTERM (a scheduler, `kill`) ends a run the way Ctrl-C does: the summary says interrupted."""
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, handler)
