@@ -296,3 +296,28 @@ def test_kaggle_slug_is_downloaded_through_the_api_on_loopback(kaggle, tmp_path)
     assert not (tmp_path / "outside.csv").exists() and not (tmp_path.parent / "outside.csv").exists()
     assert bad.returncode == 2 and "rejected the credentials (HTTP 401)" in bad.stderr and "Traceback" not in bad.stderr
     assert not (tmp_path / "other").exists()
+
+
+def test_predict_reads_the_run_and_refuses_what_it_cannot_use(kaggle, tmp_path):
+    import json
+
+    new_task(tmp_path / "credit", "--from-kaggle-folder", kaggle["credit"])
+    run = tmp_path / "run"
+    run.mkdir()
+    proc = cbr("predict", run, kaggle["credit"] / "test.csv")
+    assert proc.returncode == 2 and "holds no best_solution.py or solution.py" in proc.stderr
+    shutil.copy2(tmp_path / "credit" / "train.py", run / "best_solution.py")
+    (run / "result.json").write_text(json.dumps({"task": "credit"}))  # a deploy run: the task only by name
+    proc = cbr("predict", run, kaggle["credit"] / "test.csv")
+    assert proc.returncode == 2 and "give it with --task" in proc.stderr
+    rows = pd.read_csv(kaggle["credit"] / "test.csv").head(30)
+    rows.drop(columns=["Income"]).to_csv(tmp_path / "lacking.csv", index=False)
+    proc = cbr("predict", run, tmp_path / "lacking.csv", "--task", tmp_path / "credit")
+    assert proc.returncode == 2 and "lacks the column(s) 'Income'" in proc.stderr and "Traceback" not in proc.stderr
+    rows.drop(columns=["id"]).iloc[::-1].to_csv(tmp_path / "no-id.csv", index=False)
+    proc = cbr("predict", run, tmp_path / "no-id.csv", "-o", tmp_path / "out.csv", "--task", tmp_path / "credit")
+    assert proc.returncode == 0, proc.stderr
+    assert "rows are numbered 0..29" in proc.stdout
+    out = pd.read_csv(tmp_path / "out.csv")
+    assert list(out.columns) == ["id", "Status"] and out["id"].tolist() == list(range(30))
+    assert out["Status"].between(0, 1).all()
