@@ -279,7 +279,7 @@ def _looks_like_id(name: str) -> bool:
     return low in _ID_HINTS or low.endswith("_id") or name.endswith(("Id", "ID"))
 
 
-def _infer_id(train: Any, test: Any | None, sample: Any | None, given: str | None, targets_given: bool,
+def _infer_id(train: Any, test: Any | None, sample: Any | None, given: str | None,
               report: NewTaskReport) -> tuple[str, bool]:
     """(id column, whether it must be made up)."""
     if given:
@@ -288,12 +288,16 @@ def _infer_id(train: Any, test: Any | None, sample: Any | None, given: str | Non
             raise NewTaskError(f"The id column {given!r} is in neither train.csv nor test.csv.")
         report.say("id", f"{given} (from --id)")
         return given, False
-    if sample is not None and not targets_given:
+    if sample is not None:
         report.say("id", f"{sample.columns[0]} (sample_submission.csv's first column)")
         return str(sample.columns[0]), False
     for c in train.columns:
         if _looks_like_id(str(c)) and (test is None or c in test.columns) and train[c].is_unique:
             report.say("id", f"{c} (named like an id, unique)")
+            return str(c), False
+    for c in test.columns if test is not None else []:
+        if _looks_like_id(str(c)) and c not in train.columns and test[c].is_unique:
+            report.say("id", f"{c} (named like an id, unique, in test.csv only)")
             return str(c), False
     name = "id" if "id" not in train.columns else "row_id"
     report.say("id", f"{name} (made up: row numbers, train first, then test)")
@@ -401,7 +405,7 @@ def create_task(req: NewTaskRequest) -> NewTaskReport:
         raise NewTaskError("Give a test file (--test) or carve one from train with --holdout F.")
     report.say("train", f"{req.train.name}: {len(train):,} rows × {train.shape[1]} columns")
 
-    id_column, made_id = _infer_id(train, test, sample, req.id_column, bool(req.target), report)
+    id_column, made_id = _infer_id(train, test, sample, req.id_column, report)
     targets, classes = _infer_targets(train, test, sample, None if made_id else id_column, req.target, report)
     if id_column in targets:
         raise NewTaskError(f"The id column {id_column!r} cannot also be the target.")
