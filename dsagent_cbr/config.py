@@ -1,12 +1,21 @@
-"""One Settings object, layered: defaults < config file < environment (CBR_*) < command-line flags."""
+"""One Settings object, layered: defaults < config file < environment (CBR_*) < command-line flags.
+
+pydantic-settings reads the layers (TOML files, CBR_* variables); pydantic validates the merged values
+once, in `Settings`, so a bad value from any layer, or one set later with `with_overrides` or
+`dataclasses.replace`, fails with one sentence naming the setting."""
 
 from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Mapping
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
+
+from pydantic import ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic.dataclasses import dataclass
+from pydantic_settings import BaseSettings, EnvSettingsSource, TomlConfigSettingsSource
 
 from dsagent_cbr.errors import CbrError
 
@@ -22,9 +31,11 @@ def config_paths() -> list[Path]:
     return [Path.home() / ".config" / "cbr" / "config.toml", Path.cwd() / "cbr.toml"]
 
 
-@dataclass(frozen=True)
+# A dataclass (not a BaseSettings model) so that callers may `dataclasses.replace` it; pydantic still
+# validates every construction, replace included.
+@dataclass(frozen=True, config=ConfigDict(extra="forbid", validate_default=True))
 class Settings:
-    home: Path = field(default_factory=default_home)
+    home: Path = Field(default_factory=default_home)
     runs_dir: Path = Path("runs")
     casebank_dir: Path = PROJECT_ROOT / "casebank"
     tasks_dir: Path = PROJECT_ROOT / "tasks"
@@ -42,6 +53,11 @@ class Settings:
     max_tokens: int | None = None
     use_cache: bool = True
 
+    @field_validator("home", "runs_dir", "casebank_dir", "tasks_dir", "bank_dir")
+    @classmethod
+    def _expand_user(cls, path: Path | None) -> Path | None:
+        return None if path is None else path.expanduser()
+
     @property
     def bank_path(self) -> Path:
         return self.bank_dir if self.bank_dir is not None else self.home / "bank"
@@ -52,58 +68,58 @@ class Settings:
 
     def with_overrides(self, **values: Any) -> Settings:
         """Apply command-line flags; None means 'not given' and keeps the layer below."""
-        given = {k: _coerce(k, v) for k, v in values.items() if v is not None}
-        unknown = set(given) - {f.name for f in fields(self)}
+        return _validated(lambda: replace(self, **{k: v for k, v in values.items() if v is not None}))
+
+
+def _validated(build: Callable[[], Settings]) -> Settings:
+    try:
+        return build()
+    except ValidationError as exc:
+        problems = exc.errors()
+        unknown = sorted(str(p["loc"][0]) for p in problems if p["type"] == "unexpected_keyword_argument")
         if unknown:
-            raise CbrError(f"Unknown setting(s): {', '.join(sorted(unknown))}.")
-        return replace(self, **given)
+            raise CbrError(f"Unknown setting(s): {', '.join(unknown)}.") from exc
+        first = problems[0]
+        reason = first["msg"].rstrip(".")
+        raise CbrError(f"Setting {first['loc'][0]} has a bad value {first['input']!r}: {reason}.") from exc
 
 
-_PATH_FIELDS = {"home", "runs_dir", "casebank_dir", "tasks_dir", "bank_dir"}
-_FLOAT_FIELDS = {"request_timeout", "max_cost"}
-_INT_FIELDS = {"max_retries", "max_tokens"}
-_BOOL_FIELDS = {"use_cache"}
+# The layers' reader knows the setting names; it passes values through untyped for Settings to check.
+_Layers = create_model("_Layers", __base__=BaseSettings, **{f.name: (Any, None) for f in fields(Settings)})
+_NAMES = frozenset(f.name for f in fields(Settings))
 
 
-def _coerce(name: str, value: Any) -> Any:
-    try:
-        if name in _PATH_FIELDS:
-            return Path(value).expanduser()
-        if name in _FLOAT_FIELDS:
-            return float(value)
-        if name in _INT_FIELDS:
-            return int(value)
-        if name in _BOOL_FIELDS and isinstance(value, str):
-            return value.strip().lower() in {"1", "true", "yes", "on"}
-    except ValueError as exc:
-        raise CbrError(f"Setting {name} has a bad value {value!r}: {exc}.") from exc
-    return value
+class _ConfigFile(TomlConfigSettingsSource):
+    """A TOML config file, its settings at the top level or under [cbr]; `max-cost` means `max_cost`."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(_Layers, path)
+
+    def _read_file(self, path: Path) -> dict[str, Any]:
+        try:
+            data = super()._read_file(path)
+        except tomllib.TOMLDecodeError as exc:
+            raise CbrError(f"Config file {path} is not valid TOML: {exc}.") from exc
+        values = {k.replace("-", "_"): v for k, v in data.get("cbr", data).items() if not isinstance(v, dict)}
+        if unknown := sorted(set(values) - _NAMES):
+            raise CbrError(f"Config file {path} has unknown setting(s): {', '.join(unknown)}.")
+        return values
 
 
-def _from_file(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as fh:
-            data = tomllib.load(fh)
-    except tomllib.TOMLDecodeError as exc:
-        raise CbrError(f"Config file {path} is not valid TOML: {exc}.") from exc
-    section = data.get("cbr", data)
-    return {k.replace("-", "_"): v for k, v in section.items() if not isinstance(v, dict)}
+class _Environment(EnvSettingsSource):
+    """CBR_<NAME> variables of the given mapping (os.environ unless load_settings was given one)."""
+
+    def __init__(self, environ: Mapping[str, str]) -> None:
+        self._environ = environ
+        super().__init__(_Layers, env_prefix="CBR_")
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return {key.lower(): value for key, value in self._environ.items()}
 
 
-def _from_env(environ: dict[str, str]) -> dict[str, Any]:
-    names = {f.name for f in fields(Settings)}
-    out = {}
-    for key, value in environ.items():
-        if key.startswith("CBR_") and key[4:].lower() in names:
-            out[key[4:].lower()] = value
-    return out
-
-
-def load_settings(environ: dict[str, str] | None = None, **flags: Any) -> Settings:
-    environ = dict(os.environ if environ is None else environ)
-    settings = Settings()
-    for path in config_paths():
-        if path.is_file():
-            settings = settings.with_overrides(**_from_file(path))
-    settings = settings.with_overrides(**_from_env(environ))
-    return settings.with_overrides(**flags)
+def load_settings(environ: Mapping[str, str] | None = None, **flags: Any) -> Settings:
+    given: dict[str, Any] = {}
+    for layer in (*map(_ConfigFile, config_paths()), _Environment(os.environ if environ is None else environ)):
+        given.update(layer())
+    given.update({k: v for k, v in flags.items() if v is not None})
+    return _validated(lambda: Settings(**given))

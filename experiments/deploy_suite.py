@@ -21,6 +21,7 @@ from dsagent_cbr.agent.rundir import new_run_dir
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.runner.sandbox import SandboxPolicy
 from dsagent_cbr.tasks.loader import discover_tasks, load_task
 from dsagent_cbr.tasks.prepare import prepare_task
 
@@ -42,6 +43,8 @@ def main() -> None:
     parser.add_argument("--tasks", help="comma-separated deployment task names (default: all)")
     parser.add_argument("--no-fallback", action="store_true")
     parser.add_argument("--timeout", type=float, default=300)
+    parser.add_argument("--no-sandbox", action="store_true", help="run scripts unisolated (recorded)")
+    parser.add_argument("--cache", action="store_true", help="answer repeated requests from the cache")
     parser.add_argument("--store", default="faiss", choices=["chroma", "faiss"])
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -50,33 +53,39 @@ def main() -> None:
     tasks = [t for t in tasks if t.stage == "deployment" and (not args.tasks or t.name in args.tasks.split(","))]
     runs_root = Path(tempfile.mkdtemp(prefix="deploy-suite-"))
     # A fresh bank holding only the shipped seed: earlier runs' retained cases must not leak in.
-    settings = load_settings(model=args.model, store=args.store, runs_dir=runs_root, bank_dir=runs_root / "bank")
+    settings = load_settings(model=args.model, store=args.store, runs_dir=runs_root, bank_dir=runs_root / "bank",
+                             use_cache=args.cache)
+    policy = SandboxPolicy(timeout=args.timeout, isolate=not args.no_sandbox)
     bank = open_bank(settings)
     rows = []
-    llm_ctx = contextlib.nullcontext(None)
-    if args.model != "none":
-        from dsagent_cbr.llm import open_llm
-
-        llm_ctx = open_llm(settings, run_dir=runs_root)
-    with llm_ctx as client:
-        for task in tasks:
-            prepare_task(task)
-            starter = run_script(task, task.starter, run_dir=runs_root / f"{task.name}-starter", timeout=args.timeout)
-            for repeat in range(args.repeats):
-                config = DeployConfig(strategy=args.strategy, fallback=not args.no_fallback, timeout=args.timeout,
-                                      seed=repeat)
-                result = deploy(task, config, new_run_dir(runs_root, task.name), bank, client, settings.tasks_dir)
-                beats = result.final_success and task.metric.better(result.test_metric, starter.test_metric)
-                rows.append({**result.to_dict(), "repeat": repeat, "random": starter.test_metric,
-                             "beats_random": beats, "paired_with": list(task.paired_with),
-                             "paired_reference": reference_score(task.paired_with[0]) if task.paired_with else None})
-                print(f"  {task.name} #{repeat}: one-pass={result.one_pass} final={result.final_success} "
-                      f"by={result.solved_by} test={result.test_metric}", flush=True)
+    for task in tasks:
+        prepare_task(task)
+        starter = run_script(task, task.starter, run_dir=runs_root / f"{task.name}-starter", policy=policy)
+        for repeat in range(args.repeats):
+            # Each repeat is its own trial: its own seed, so its own sample of the model.
+            config = DeployConfig(strategy=args.strategy, fallback=not args.no_fallback, seed=repeat, policy=policy)
+            run_dir = new_run_dir(runs_root, task.name)
+            with _model(settings, run_dir, repeat) as client:
+                result = deploy(task, config, run_dir, bank, client, settings.tasks_dir)
+            beats = result.final_success and task.metric.better(result.test_metric, starter.test_metric)
+            rows.append({**result.to_dict(), "repeat": repeat, "random": starter.test_metric,
+                         "beats_random": beats, "paired_with": list(task.paired_with),
+                         "paired_reference": reference_score(task.paired_with[0]) if task.paired_with else None})
+            print(f"  {task.name} #{repeat}: one-pass={result.one_pass} final={result.final_success} "
+                  f"by={result.solved_by} test={result.test_metric}", flush=True)
     print_summary(rows, args)
     out = args.out or REPO / "experiments" / "results" / f"deploy_suite-{args.model.replace(':', '_').replace('/', '_')}-{args.strategy}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=2, default=str))
     print(f"\nwritten {out}")
+
+
+def _model(settings: object, run_dir: Path, seed: int) -> contextlib.AbstractContextManager:
+    if settings.model == "none":
+        return contextlib.nullcontext(None)
+    from dsagent_cbr.llm import open_llm
+
+    return open_llm(settings, run_dir=run_dir, seed=seed)
 
 
 def fmt(v: object) -> str:

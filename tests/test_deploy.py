@@ -84,3 +84,37 @@ def test_a_script_that_runs_is_one_pass(settings, tmp_path):
     with ScriptedLLM([reply]) as server, open_llm(replace(settings, base_url=server.url), run_dir=tmp_path) as client:
         res = deploy(task, DeployConfig(), tmp_path / "o", bank, client, settings.tasks_dir)
     assert res.one_pass is True and res.solved_by == "llm" and res.final_success and res.test_metric is not None
+
+
+@pytest.mark.slow
+def test_repeats_are_independent_samples(settings, tmp_path):
+    """Two trials of the same deploy at temperature 0.7, cache on: two requests, two seeds."""
+    task = prepared("titanic-survival")
+    bank = open_bank(settings)
+    reply = f"```python\n{task.starter.read_text()}```"
+    with ScriptedLLM([reply, reply]) as server:
+        for seed in (1, 2):
+            with open_llm(replace(settings, base_url=server.url), run_dir=tmp_path / f"r{seed}", seed=seed) as client:
+                deploy(task, DeployConfig(seed=seed, fallback=False), tmp_path / f"r{seed}", bank, client,
+                       settings.tasks_dir)
+        assert len(server.requests) == 2
+        assert server.requests[0]["seed"] != server.requests[1]["seed"]
+        assert server.requests[0]["temperature"] == 0.7
+
+
+@pytest.mark.slow
+def test_a_dead_server_is_not_the_models_failure(settings, tmp_path):
+    """Nothing listens on the server's port: the run says so, exits non-zero, and counts no one-pass."""
+    task = prepared("titanic-survival")
+    env = {**os.environ, "CBR_HOME": str(tmp_path / "home"), "CBR_BASE_URL": "http://127.0.0.1:9/v1",
+           "CBR_API_KEY": "test", "CBR_MAX_RETRIES": "0"}
+    proc = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "deploy", str(task.root), "--model", "scripted",
+                           "--store", "faiss", "--runs-dir", str(tmp_path / "runs")], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 2 and "never reached" in proc.stderr and "Traceback" not in proc.stderr
+    saved = json.loads(next((tmp_path / "runs").glob("titanic-survival/*/result.json")).read_text())
+    assert saved["outcome"] == "infrastructure" and saved["one_pass"] is None and not saved["final_success"]
+    budget = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "deploy", str(task.root), "--model", "scripted",
+                             "--store", "faiss", "--runs-dir", str(tmp_path / "runs"), "--max-cost", "0"],
+                            env=env, capture_output=True, text=True, timeout=600)
+    assert budget.returncode == 2 and "budget" in budget.stderr and "Traceback" not in budget.stderr

@@ -192,3 +192,45 @@ def test_real_local_model_one_iteration(tmp_path):
     assert "| 1 |" in report
     if failures:
         assert "What the model got wrong" in report
+
+
+BOOSTED = script("    from sklearn.ensemble import GradientBoostingRegressor\n"
+                 "    return GradientBoostingRegressor(random_state=0).fit(X_train, y_train)", "    return model.predict(X)")
+# Validation flatters this one: its 1-nearest-neighbour model has seen the validation rows, so it scores
+# near 0 there and worse than the boosted model on the real test rows.
+LEAKY = script("    from sklearn.neighbors import KNeighborsRegressor\n"
+               "    return KNeighborsRegressor(n_neighbors=1).fit(pd.concat([X_train, X_valid]), "
+               "pd.concat([y_train, y_valid]))", "    return model.predict(X)")
+
+
+@pytest.mark.slow
+def test_validation_picks_and_no_test_score_reaches_a_prompt(settings, tmp_path):
+    task = prepared("concrete-strength")
+    bank = open_bank(settings)
+    replies = Script(
+        plan=["Decision: Gradient boosting.", "Decision: Nearest neighbour.", "Decision: Break it."],
+        program=[fenced(BOOSTED), fenced(LEAKY), fenced(BROKEN)],
+        debug=["I am not sure what went wrong.", fenced(LINEAR, "A typo.")],
+        log=["Experiment Summary: boosting.\nExperiment Result: improved."] * 3,
+    )
+    config = DevelopConfig(iterations=3, n_debug=2, rerank=False, cbr=False)
+    with ScriptedLLM(replies) as server:
+        from dataclasses import replace
+
+        with open_llm(replace(settings, base_url=server.url), run_dir=tmp_path / "run", seed=11) as client:
+            summary = develop_with_model(task, config, tmp_path / "run", bank, client)
+        prompts = "\n".join(m["content"] for r in server.requests for m in r["messages"])
+    journal = [json.loads(line) for line in (tmp_path / "run" / "journal.jsonl").read_text().splitlines()]
+    runs = {(r["iteration"], r["attempt"]): r["output"] for r in journal if r["role"] == "execute"}
+    boosted, leaky = runs[(1, 0)], runs[(2, 0)]
+    assert leaky["valid_metric"] < boosted["valid_metric"] and leaky["test_metric"] > boosted["test_metric"]
+    assert summary["best_iteration"] == 2 and summary["best_test"] == leaky["test_metric"]
+    assert (tmp_path / "run" / "best_solution.py").read_text() == LEAKY
+    assert [r["iteration"] for r in journal if r["role"] == "retain"] == [1, 2]
+    # The debugger's first reply held no code: the retry was a new request, not the cached failure.
+    assert replies.roles.count("debug") == 2 and runs[(3, 2)]["status"] == "ok"
+    tested = [r["test_metric"] for r in runs.values() if r["test_metric"] is not None]
+    assert len(tested) == 4  # the starter, boosting, nearest neighbour, the repaired script
+    for score in tested:
+        for shown in (repr(score), f"{score:.6g}", f"{score:.4f}"):
+            assert shown not in prompts, shown

@@ -35,7 +35,8 @@ def test_timeout_kills_the_whole_tree(concrete, tmp_path):
         import os, time
         if os.fork() == 0:
             if os.fork() == 0:
-                os.execvp("sleep", ["sleep", "300", {marker!r}])
+                open("grandchild-started", "w").close()
+                os.execvp("sleep", [{marker!r}, "300"])
             os._exit(0)
         time.sleep(300)
     """)
@@ -43,6 +44,7 @@ def test_timeout_kills_the_whole_tree(concrete, tmp_path):
     result = run_script(concrete, script, run_dir=tmp_path / "run", timeout=2)
     assert result.status == "timeout" and result.timed_out
     assert time.monotonic() - start < 30
+    assert (Path(result.workspace) / "grandchild-started").exists()
     time.sleep(0.5)
     assert not [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
 

@@ -36,6 +36,20 @@ def budget_line(policy: SandboxPolicy) -> str:
             f"{network}. Installed: {library_versions()}.")
 
 
+def reference_valid(task: Task) -> float | None:
+    """The validation score of the task's hand-written reference, where the project ships one (for the
+    report's reference line; never shown to a model)."""
+    import tomllib
+
+    from dsagent_cbr.config import PROJECT_ROOT
+
+    meta = PROJECT_ROOT / "casebank" / "solutions" / task.name / "meta.toml"
+    if task.root.parent != PROJECT_ROOT / "tasks" or not meta.is_file():
+        return None
+    value = tomllib.loads(meta.read_text(encoding="utf-8")).get("valid_score")
+    return float(value) if isinstance(value, int | float) else None
+
+
 def metric_line(task: Task) -> str:
     better = "higher is better" if task.direction == "maximize" else "lower is better"
     return f"{task.metric_name} ({better})"

@@ -16,7 +16,7 @@ from dsagent_cbr.agent import roles
 from dsagent_cbr.agent.candidates import solution_candidates
 from dsagent_cbr.agent.context import Context
 from dsagent_cbr.agent.journal import write_text_atomic
-from dsagent_cbr.agent.rundir import publish_outputs
+from dsagent_cbr.agent.rundir import IMPORTANCE, publish_outputs, write_summary
 from dsagent_cbr.agent.search import adapt_case
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.errors import CbrError
@@ -37,6 +37,7 @@ class DeployConfig:
     temperature: float = 0.7
     fallback: bool = True
     seed: int = 0
+    refit: bool = False
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
 
 
@@ -65,6 +66,8 @@ class DeployResult:
     run_dir: str = ""
     submission: str | None = None
     best_solution: str | None = None
+    refit: dict[str, Any] | None = None
+    attempts: list[dict[str, Any]] = field(default_factory=list)  # every script run, in order: the report's rows
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -86,10 +89,16 @@ def _starter_of(case: Case, tasks_dir: Path) -> str:
     return starter.read_text(encoding="utf-8") if starter.is_file() else "(starter not available)"
 
 
-def _run(task: Task, code: str, folder: Path, config: DeployConfig) -> RunResult:
+def _run(task: Task, code: str, folder: Path, config: DeployConfig, result: DeployResult, step: str,
+         case: str) -> RunResult:
     if folder.exists():
         shutil.rmtree(folder)
-    return run_script(task, code, run_dir=folder, policy=config.policy)
+    run = run_script(task, code, run_dir=folder, policy=config.policy)
+    result.attempts.append({"iteration": len(result.attempts) + 1, "case": case, "step": step, "status": run.status,
+                            "error": run.error, "valid": run.valid_metric, "test": run.test_metric,
+                            "wall_time": run.wall_time, "retained": False,
+                            "script": str(Path(folder.name) / "workspace" / "train.py")})
+    return run
 
 
 def deploy(task: Task, config: DeployConfig, run_dir: Path, bank: Any, model: roles.Model | None,
@@ -112,11 +121,44 @@ def deploy(task: Task, config: DeployConfig, run_dir: Path, bank: Any, model: ro
         result.valid_metric, result.test_metric = final.valid_metric, final.test_metric
         result.best_solution = str(run_dir / "best_solution.py")
         result.submission = str(run_dir / task.predictions) if task.predictions else None
+        if config.refit:
+            _refit(task, config, run_dir, result)
     if model is not None:
         usage = model.usage()
         result.tokens, result.cost_usd = usage.get("tokens", 0), usage.get("cost_usd", 0.0)
     write_text_atomic(run_dir / "result.json", json.dumps(result.to_dict(), indent=2, default=str))
+    write_summary(run_dir, f"cbr deploy: {task.name}", result.attempts, _summary(task, result))
     return result
+
+
+def _summary(task: Task, result: DeployResult) -> dict[str, Any]:
+    """result.json in the shape of develop's summary, for the report and the trackers."""
+    best = next((a["iteration"] for a in result.attempts if a["status"] == "ok"), None) if result.final_success else None
+    importance = Path(result.run_dir) / IMPORTANCE
+    return {"task": task.name, "model": result.model, "metric": task.metric_name, "direction": task.direction,
+            "iterations": len(result.attempts), "best_iteration": best, "best_valid": result.valid_metric,
+            "best_test": result.test_metric, "test_answers": result.test_answers, "selected_by": "first graded run",
+            "stopped": "completed" if result.outcome == "agent" else result.outcome, "outcome": result.outcome,
+            "one_pass": result.one_pass, "solved_by": result.solved_by, "run_dir": result.run_dir,
+            "best_solution": result.best_solution, "submission": result.submission, "refit": result.refit,
+            "tokens": result.tokens, "cost_usd": result.cost_usd, "model_errors": [],
+            "feature_importance": str(importance) if importance.is_file() else None}
+
+
+def _refit(task: Task, config: DeployConfig, run_dir: Path, result: DeployResult) -> None:
+    """--refit: the final script once more, trained on the validation rows too; its predictions are
+    the submission (its validation score means nothing then)."""
+    code = (run_dir / "best_solution.py").read_text(encoding="utf-8")
+    if "CBR_REFIT" not in code:
+        result.refit = {"status": "skipped", "why": "the script does not read CBR_REFIT"}
+        return
+    folder = run_dir / "refit"
+    if folder.exists():
+        shutil.rmtree(folder)
+    run = run_script(task, code, run_dir=folder, policy=config.policy, refit=True)
+    result.refit = {"status": run.status, "error": run.error, "test_after_refit": run.test_metric}
+    if run.ok:
+        publish_outputs(run_dir, task, code, Path(run.workspace))
 
 
 def _ask_model(task: Task, config: DeployConfig, run_dir: Path, model: roles.Model,
@@ -138,7 +180,8 @@ def _ask_model(task: Task, config: DeployConfig, run_dir: Path, model: roles.Mod
         result.outcome, result.llm_error = "infrastructure", str(exc)
         return None
     write_text_atomic(run_dir / "reply.md", reply.text)
-    first = _run(task, reply.parsed, run_dir / "llm-run", config)
+    example = examples[0][0].task_name if examples else "(no example)"
+    first = _run(task, reply.parsed, run_dir / "llm-run", config, result, "the model's script (one pass)", example)
     result.one_pass = first.ok
     if not first.ok:
         result.llm_error = f"{first.status}: {first.error}"
@@ -159,7 +202,8 @@ def _adapter_fallback(task: Task, config: DeployConfig, run_dir: Path, bank: Any
         if "error" in adapted:
             errors.append(f"{case.task_name}: {adapted['error']}")
             continue
-        run = _run(task, adapted["code"], run_dir / f"adapter-run-{i}", config)
+        run = _run(task, adapted["code"], run_dir / f"adapter-run-{i}", config, result,
+                   f"structural adapter on {case.task_name}", case.task_name)
         if run.ok:
             result.solved_by, result.adapter_notes = "adapter", [f"case {case.task_name} ({case.source_kind})",
                                                                  *adapted["notes"]]

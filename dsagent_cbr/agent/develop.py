@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dsagent_cbr.agent import roles
-from dsagent_cbr.agent.context import Context
+from dsagent_cbr.agent.context import Context, reference_valid
 from dsagent_cbr.agent.journal import Journal, write_text_atomic
-from dsagent_cbr.agent.rundir import publish_outputs, step_dir, write_summary
+from dsagent_cbr.agent.rundir import IMPORTANCE, publish_outputs, step_dir, write_summary
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.llm.ledger import BudgetExceeded
@@ -53,6 +53,7 @@ class DevelopConfig:
     cbr: bool = True
     program_retries: int = 2
     seed: int = 0
+    refit: bool = False
     policy: dict[str, Any] = field(default_factory=lambda: asdict(SandboxPolicy()))
 
     @property
@@ -65,7 +66,7 @@ class DevelopConfig:
 
 
 class Executor(Protocol):
-    def run(self, code: str, folder: Path) -> RunResult: ...
+    def run(self, code: str, folder: Path, refit: bool = False) -> RunResult: ...
 
 
 @dataclass
@@ -73,10 +74,10 @@ class SandboxExecutor:
     task: Task
     policy: SandboxPolicy
 
-    def run(self, code: str, folder: Path) -> RunResult:
+    def run(self, code: str, folder: Path, refit: bool = False) -> RunResult:
         if folder.exists():  # a run cut off mid-flight is redone from scratch
             shutil.rmtree(folder)
-        return run_script(self.task, code, run_dir=folder, policy=self.policy)
+        return run_script(self.task, code, run_dir=folder, policy=self.policy, refit=refit)
 
 
 class Bank(Protocol):
@@ -126,6 +127,7 @@ class DevelopRun:
         self.baseline: float | None = None
         self.simpler = False  # debugging gave up last time: ask the planner for a simpler step
         self.stopped = ""
+        self.refit: dict[str, Any] | None = None
         self.usage: dict[str, Any] = {}
 
     # -- journaled effects -------------------------------------------------------------------------
@@ -162,7 +164,14 @@ class DevelopRun:
 
     def say(self, t: int, role: str, attempt: int = 0) -> None:
         self.progress.update(iteration=t, total=self.config.iterations, role=role, attempt=attempt,
-                             best=self.best.valid if self.best else None, **self.usage)
+                             best=self.best.valid if self.best else None, tokens=self.usage.get("tokens"),
+                             cost=self.usage.get("cost_usd"))
+
+    def end(self, row: Iteration) -> dict[str, Any]:
+        """An iteration is over: one progress line, and the summary and report written once."""
+        self.progress.update(iteration=row.iteration, status=row.status, valid=row.valid,
+                             best_valid=self.best.valid if self.best else None, metric=self.task.metric_name)
+        return self.finish()
 
     # -- what the prompts are told -----------------------------------------------------------------
     def log_text(self) -> str:
@@ -229,6 +238,23 @@ class DevelopRun:
         finally:
             self.usage = model.usage() if model is not None else self.usage
 
+    def refit_best(self) -> None:
+        """--refit: the selected script once more, told to learn from the validation rows too; its
+        predictions become the submission. Its validation score means nothing then, and is not kept."""
+        if not (self.config.refit and self.best and self.best.script):
+            return
+        code = (self.run_dir / self.best.script).read_text(encoding="utf-8")
+        if "CBR_REFIT" not in code:
+            self.refit = {"status": "skipped", "why": "the selected script does not read CBR_REFIT"}
+            return
+        self.say(self.best.iteration, "refit")
+        folder = self.run_dir / "refit"
+        result = RunResult.from_dict(self.journal.step(0, "refit", lambda: self.executor.run(
+            code, folder / "exec", refit=True).to_dict()))
+        self.refit = {"status": result.status, "error": result.error, "test_after_refit": result.test_metric}
+        if result.ok:
+            publish_outputs(self.run_dir, self.task, code, Path(result.workspace))
+
     def discard_in_flight(self) -> None:
         """After an interrupt: the iteration in flight leaves no row and no folder; resume redoes it."""
         if self.rows and self.rows[-1].status == "not run":
@@ -244,10 +270,12 @@ class DevelopRun:
             "best_test": best.test if best else None, "test_answers": self.task.has_answers,
             "selected_by": "validation", "stopped": self.stopped or "completed", "run_dir": str(self.run_dir),
             "outcome": "infrastructure" if self.stopped.startswith("infrastructure") else "agent",
-            "model_errors": self.journal.errors(), "baselines": {"starter": self.baseline},
+            "model_errors": self.journal.errors(),
+            "baselines": {"starter": self.baseline, "reference": reference_valid(self.task)},
             "best_solution": str(self.run_dir / "best_solution.py") if best else None,
             "submission": str(self.run_dir / self.task.predictions) if best and self.task.predictions else None,
-            "sandbox": self.config.policy, **self.usage,
+            "sandbox": self.config.policy, "refit": self.refit, **self.usage,
+            "feature_importance": str(self.run_dir / IMPORTANCE) if (self.run_dir / IMPORTANCE).is_file() else None,
         }
         write_summary(self.run_dir, f"cbr develop: {self.task.name}", [asdict(r) for r in self.rows], summary)
         return summary
@@ -267,7 +295,8 @@ def develop_with_model(task: Task, config: DevelopConfig, run_dir: Path, bank: B
         for t in range(1, config.iterations + 1):
             _iteration(run, ctx, model, t, query)
             run.usage = model.usage()
-            run.finish()
+            run.end(run.rows[-1])
+        run.refit_best()
     return run.finish()
 
 

@@ -1,16 +1,23 @@
-"""A one-line live status for long runs (rich), silent when stdout is not a terminal."""
+"""Progress of a long run: a live one-line status (rich) on a terminal; off a terminal (CI, a log file, a pipe)
+one plain line per finished iteration on stderr, so that `--json` output on stdout stays clean.
+
+`update(**fields)` takes any of: iteration, total, role, attempt, best (or best_valid), tokens, cost, and,
+to say an iteration has finished, status (with valid and metric). Off a terminal only the updates that
+carry a status print, one `report.progress_line` each."""
 
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 
 class LiveProgress:
-    def __init__(self, title: str, enabled: bool | None = None) -> None:
+    def __init__(self, title: str, enabled: bool | None = None, total: int | None = None,
+                 stream: TextIO | None = None) -> None:
         self.title = title
         self.enabled = sys.stdout.isatty() if enabled is None else enabled
-        self.fields: dict[str, Any] = {}
+        self.fields: dict[str, Any] = {"total": total} if total else {}
+        self.stream = stream
         self._status = None
 
     def __enter__(self) -> LiveProgress:
@@ -27,13 +34,21 @@ class LiveProgress:
 
     def update(self, **fields: Any) -> None:
         self.fields.update({k: v for k, v in fields.items() if v is not None})
-        if self._status is None:
-            return
         f = self.fields
-        parts = [self.title, f"iteration {f.get('iteration', '-')}", f"{f.get('role', '')}"]
+        best = f.get("best_valid", f.get("best"))
+        if self._status is None:
+            if fields.get("status") is not None:
+                from dsagent_cbr.agent.report import progress_line
+
+                line = progress_line(f.get("iteration", 0), f.get("total"), f.get("role"), fields["status"],
+                                     fields.get("valid"), best, str(f.get("metric", "")))
+                print(line, file=self.stream or sys.stderr, flush=True)
+            return
+        parts = [self.title, f"iteration {f.get('iteration', '-')}" + (f"/{f['total']}" if f.get("total") else ""),
+                 f"{f.get('role', '')}"]
         if f.get("attempt"):
             parts.append(f"debug attempt {f['attempt']}")
-        parts.append(f"best {f['best']:.5g}" if isinstance(f.get("best"), float) else "best —")
+        parts.append(f"best {best:.5g}" if isinstance(best, float) else "best —")
         if "tokens" in f:
             parts.append(f"{f['tokens']} tokens, ${f.get('cost', 0.0):.4f}")
         self._status.update(" · ".join(parts))

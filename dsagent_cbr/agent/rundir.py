@@ -1,14 +1,15 @@
-"""Run folders: runs/<task>/<run-id>/ with its config, per-step files, report and plot."""
+"""Run folders: runs/<task>/<run-id>/ with its config and per-step folders (the report is report.py's)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import time
 from pathlib import Path
 from typing import Any
 
-from dsagent_cbr.agent.journal import write_text_atomic
+from dsagent_cbr.agent.journal import write_bytes_atomic, write_text_atomic
 from dsagent_cbr.errors import CbrError
 
 
@@ -30,29 +31,35 @@ def load_config(run_dir: Path) -> dict[str, Any]:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+def step_path(run_dir: Path, iteration: int, attempt: int = 0) -> Path:
+    """step-NN/ for an iteration's first run, step-NN/debug-K/ for its K-th debug attempt."""
+    return run_dir / (f"step-{iteration:02d}" + (f"/debug-{attempt}" if attempt else ""))
+
+
 def step_dir(run_dir: Path, iteration: int, attempt: int = 0) -> Path:
-    name = f"step-{iteration:02d}" + (f"/debug-{attempt}" if attempt else "")
-    path = run_dir / name
+    path = step_path(run_dir, iteration, attempt)
     path.mkdir(parents=True, exist_ok=True)
     return path
 
 
+IMPORTANCE = "feature_importance.json"
+
+
 def publish_outputs(run_dir: Path, task: Any, code: str, workspace: Path) -> None:
-    """The chosen solution where a user looks first: best_solution.py and the predictions file (the
-    submission to upload) at the run folder's root, each replaced atomically."""
+    """The chosen solution where a user looks first: best_solution.py, the predictions file (the
+    submission to upload) and the model's feature importances at the run folder's root, each replaced
+    atomically. What the script wrote is read as untrusted: regular files only, bounded."""
     from dsagent_cbr.tasks.grading import GradingError, read_untrusted
 
     write_text_atomic(run_dir / "best_solution.py", code)
-    name = task.predictions
-    if not name:
-        return
-    try:
-        data = read_untrusted(workspace, name)
-    except GradingError:
-        return
-    tmp = run_dir / f".{name}.tmp"
-    tmp.write_bytes(data)
-    tmp.replace(run_dir / name)
+    if task.predictions:
+        with contextlib.suppress(GradingError):
+            write_bytes_atomic(run_dir / task.predictions, read_untrusted(workspace, task.predictions))
+    (run_dir / IMPORTANCE).unlink(missing_ok=True)
+    with contextlib.suppress(GradingError, ValueError, AttributeError):
+        raw = json.loads(read_untrusted(workspace, "cbr_feature_importance.json", limit=1 << 20))
+        importance = {str(k)[:200]: float(v) for k, v in raw.items()}
+        write_text_atomic(run_dir / IMPORTANCE, json.dumps(importance, indent=1))
 
 
 def write_summary(run_dir: Path, title: str, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
@@ -61,52 +68,8 @@ def write_summary(run_dir: Path, title: str, rows: list[dict[str, Any]], summary
     write_report(run_dir, title, rows, summary)
 
 
-def fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value:.5g}"
-
-
 def write_report(run_dir: Path, title: str, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    """report.md with a table of iterations, and metrics.png with validation and test per iteration."""
-    lines = [f"# {title}", ""]
-    for key in ("task", "model", "metric", "best_iteration", "best_valid", "best_test", "stopped", "cost_usd",
-                "tokens"):
-        if key in summary:
-            lines.append(f"- **{key.replace('_', ' ')}**: {summary[key]}")
-    lines += ["", "| iter | case | step | status | debug | validation | test | retained |",
-              "|---:|---|---|---|---:|---:|---:|:---:|"]
-    for r in rows:
-        step = str(r.get("step", "")).replace("|", "/").replace("\n", " ")[:90]
-        lines.append(f"| {r['iteration']} | {r.get('case', '')} | {step} | {r.get('status', '')} | "
-                     f"{r.get('debug_attempts', 0)} | {fmt(r.get('valid'))} | {fmt(r.get('test'))} | "
-                     f"{'yes' if r.get('retained') else ''} |")
-    errors = summary.get("model_errors") or []
-    if errors:
-        lines += ["", "## What the model got wrong", ""] + [f"- iteration {e['iteration']}, {e['role']}: {e['error']}"
-                                                              for e in errors]
-    lines += ["", "![metrics per iteration](metrics.png)", ""]
-    write_text_atomic(run_dir / "report.md", "\n".join(lines))
-    _plot(run_dir / "metrics.png", rows, str(summary.get("metric", "")))
+    """The loop's entry point: report.md, report.html, metrics.png and rows.json (see agent/report.py)."""
+    from dsagent_cbr.agent.report import write_report as write
 
-
-def _plot(path: Path, rows: list[dict[str, Any]], metric: str) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 3.5))
-    for key, marker in (("valid", "o"), ("test", "s")):
-        points = [(r["iteration"], r[key]) for r in rows if r.get(key) is not None]
-        if points:
-            xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, marker=marker, label="validation" if key == "valid" else "test")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel(metric)
-    ax.set_title(f"{metric} per iteration")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend()
-    fig.tight_layout()
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    tmp.replace(path)
+    write(run_dir, title, rows, summary)

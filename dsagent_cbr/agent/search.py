@@ -32,21 +32,24 @@ def develop_without_model(task: Task, config: DevelopConfig, run_dir: Path, bank
         cases = [Case.from_dict(c) for c in run.journal.step(0, "retrieve", lambda: [
             {**c.to_dict(), "score": s} for c, s in solution_candidates(bank, task, config.iterations)])]
         for t in range(1, config.iterations + 1):
-            row = run.begin(t)
-            if t > len(cases):
-                row.status = "no case left"
-                continue
-            case = cases[t - 1]
-            row.case = row.step = case.task_name or case.id
-            run.say(t, "adapt")
-            adapted = run.journal.step(t, "adapt", lambda case=case: adapt_case(case, task))
-            if "error" in adapted:
-                row.status, row.error = "not adaptable", adapted["error"]
-                continue
-            result = run.execute(t, 0, adapted["code"])
-            row.log = (f"Adapted {row.case} ({'; '.join(adapted['notes']) or 'same task type'}): "
-                       f"{result.feedback().splitlines()[0]}")
-            run.log.append(row.log)
-            run.consider(row, adapted["code"], result, step_dir(run_dir, t), f"adapt {row.case}")
-            run.finish()
+            _iteration(run, t, cases[t - 1] if t <= len(cases) else None)
+            run.end(run.rows[-1])
+        run.refit_best()
     return run.finish()
+
+
+def _iteration(run: DevelopRun, t: int, case: Case | None) -> None:
+    row = run.begin(t)
+    if case is None:
+        row.status = "no case left"
+        return
+    row.case = row.step = case.task_name or case.id
+    run.say(t, "adapt")
+    adapted = run.journal.step(t, "adapt", lambda: adapt_case(case, run.task))
+    if "error" in adapted:
+        row.status, row.error = "not adaptable", adapted["error"]
+        return
+    result = run.execute(t, 0, adapted["code"])
+    row.log = f"Adapted {row.case} ({'; '.join(adapted['notes']) or 'same task type'}): {result.feedback().splitlines()[0]}"
+    run.log.append(row.log)
+    run.consider(row, adapted["code"], result, step_dir(run.run_dir, t), f"adapt {row.case}")

@@ -11,10 +11,13 @@ import click
 from dsagent_cbr.commands.options import (
     bank_options,
     json_option,
+    mlflow_option,
     model_option,
     policy_from,
+    refit_option,
     sandbox_options,
     seed_option,
+    track,
     trial_seed,
 )
 from dsagent_cbr.config import load_settings
@@ -36,11 +39,13 @@ from dsagent_cbr.errors import CbrError
 @click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run folders go.")
 @click.option("--max-cost", type=float, default=None, help="Refuse calls beyond this many dollars.")
 @click.option("--no-cache", is_flag=True, help="Do not answer from the response cache.")
+@refit_option
+@mlflow_option
 @json_option
 def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperature: float, fallback: bool,
            timeout: float, memory: float, disk: float, allow_network: bool, no_sandbox: bool, seed: int | None,
            store: str | None, bank_dir: Path | None, chroma_url: str | None, runs_dir: Path | None,
-           max_cost: float | None, no_cache: bool, as_json: bool) -> None:
+           max_cost: float | None, no_cache: bool, refit: bool, mlflow_uri: str | None, as_json: bool) -> None:
     """Solve TASK_DIR by adapting the most similar past (task, solution) pair in one shot."""
     from dsagent_cbr.agent.deploy import DeployConfig
     from dsagent_cbr.agent.deploy import deploy as run_deploy
@@ -55,7 +60,7 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     task = load_task(resolve_task_path(task_dir, settings.tasks_dir), require_data=True)
     policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
     config = DeployConfig(strategy=strategy, cases=cases, temperature=temperature, fallback=fallback,
-                          seed=trial_seed(seed), policy=policy)
+                          seed=trial_seed(seed), refit=refit, policy=policy)
     settings_model(settings)  # a missing key or server stops here, before a run folder exists
     require_sandbox(policy.isolate)
     bank = open_bank(settings)
@@ -67,6 +72,7 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
 
         with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
             result = run_deploy(task, config, run_dir, bank, client, settings.tasks_dir)
+    track(run_dir, mlflow_uri)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2, default=str))
     else:

@@ -13,10 +13,13 @@ from dsagent_cbr.commands.options import (
     bank_options,
     interrupt_on_sigterm,
     json_option,
+    mlflow_option,
     model_option,
     policy_from,
+    refit_option,
     sandbox_options,
     seed_option,
+    track,
     trial_seed,
 )
 from dsagent_cbr.config import load_settings
@@ -41,12 +44,14 @@ from dsagent_cbr.errors import CbrError
 @click.option("--max-cost", type=float, default=None, help="Stop cleanly when this many dollars are spent.")
 @click.option("--max-tokens", type=int, default=None, help="Stop cleanly when this many tokens are used.")
 @click.option("--no-cache", is_flag=True, help="Do not answer from the response cache.")
+@refit_option
+@mlflow_option
 @json_option
 def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_debug: int, temperature: float,
             no_rerank: bool, no_cbr: bool, timeout: float, memory: float, disk: float, allow_network: bool,
             no_sandbox: bool, seed: int | None, resume_dir: Path | None, store: str | None, bank_dir: Path | None,
             chroma_url: str | None, runs_dir: Path | None, max_cost: float | None, max_tokens: int | None,
-            no_cache: bool, as_json: bool) -> None:
+            no_cache: bool, refit: bool, mlflow_uri: str | None, as_json: bool) -> None:
     """Develop a solution for TASK_DIR with the CBR loop (retrieve, rerank, plan, program, debug, log, retain)."""
     from dsagent_cbr.agent.develop import DevelopConfig
     from dsagent_cbr.agent.rundir import load_config, new_run_dir, save_config
@@ -70,7 +75,8 @@ def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_
         settings_model(settings)  # a missing key or server stops here, before a run folder exists
         policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
         config = DevelopConfig(iterations=iterations, k=k, n_debug=n_debug, temperature=temperature,
-                               rerank=not no_rerank, cbr=not no_cbr, seed=trial_seed(seed), policy=asdict(policy))
+                               rerank=not no_rerank, cbr=not no_cbr, seed=trial_seed(seed), refit=refit,
+                               policy=asdict(policy))
         run_dir = new_run_dir(settings.runs_dir, task.name)
         save_config(run_dir, {"task_dir": str(task.root), "develop": asdict(config),
                               "settings": {"model": settings.model, "store": settings.store,
@@ -78,7 +84,11 @@ def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_
                                            "runs_dir": str(settings.runs_dir)}})
     require_sandbox(config.sandbox.isolate)
     interrupt_on_sigterm()
-    summary = run_develop(task, config, run_dir, settings)
+    try:
+        summary = run_develop(task, config, run_dir, settings)
+    finally:
+        if (run_dir / "summary.json").is_file():  # interrupted runs are tracked too, as killed
+            track(run_dir, mlflow_uri)
     if as_json:
         click.echo(json.dumps(summary, indent=2, default=str))
     else:
@@ -113,7 +123,7 @@ def run_develop(task: Any, config: Any, run_dir: Path, settings: Any) -> dict[st
     from dsagent_cbr.bank import open_bank
 
     bank = open_bank(settings)
-    with LiveProgress(f"developing {task.name}") as progress:
+    with LiveProgress(f"developing {task.name}", total=config.iterations) as progress:
         if settings.model == "none":
             return develop_without_model(task, config, run_dir, bank, progress=progress)
         from dsagent_cbr.llm import open_llm

@@ -28,7 +28,7 @@ def tasks() -> None:
 
 @tasks.command("list")
 @tasks_dir_option
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 def list_tasks(tasks_dir: Path | None, as_json: bool) -> None:
     """List the tasks with their stage, modality and metric."""
     from rich.console import Console
@@ -74,9 +74,13 @@ def validate(paths: tuple[str, ...], tasks_dir: Path | None, no_data: bool) -> N
 @tasks.command("show")
 @click.argument("task")
 @tasks_dir_option
-def show(task: str, tasks_dir: Path | None) -> None:
+@json_option
+def show(task: str, tasks_dir: Path | None, as_json: bool) -> None:
     """Show one task: its settings and description."""
     t = load_task(resolve_task_path(task, _tasks_dir(tasks_dir)))
+    if as_json:
+        click.echo(json.dumps({**t.summary(), "public": list(t.public_files), "description": t.description}, indent=2))
+        return
     for key, value in t.summary().items():
         click.echo(f"{key:>12}: {value}")
     click.echo(f"{'public':>12}: {', '.join(t.public_files)}")

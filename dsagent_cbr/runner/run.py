@@ -9,6 +9,8 @@ import shutil
 import sys
 import tempfile
 from dataclasses import replace
+from functools import cache
+from importlib import resources
 from pathlib import Path
 
 from dsagent_cbr.runner.result import RunResult, head_tail, parse_validation_metric
@@ -76,19 +78,26 @@ def _read(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
 
 
+@cache
+def _bootstrap() -> str:
+    return resources.files("dsagent_cbr.runner").joinpath("bootstrap.py").read_text(encoding="utf-8")
+
+
 def run_script(task: Task, script: str | Path, *, run_dir: Path | None = None, timeout: float | None = None,
-               memory_mb: float | None = None, policy: SandboxPolicy | None = None) -> RunResult:
+               memory_mb: float | None = None, policy: SandboxPolicy | None = None, refit: bool = False) -> RunResult:
     """Execute `script` (a path or the code itself) on `task` and grade it. Never raises for the
     script's own failures: they come back as a RunResult with a status and an error line. Raises
-    SandboxUnavailable when we cannot sandbox it: that is our failure, not the script's."""
+    SandboxUnavailable when we cannot sandbox it: that is our failure, not the script's. With `refit`
+    the script is told (CBR_REFIT=1) to train its final model on the validation rows too."""
     policy = policy or SandboxPolicy(timeout=DEFAULT_TIMEOUT, memory_mb=DEFAULT_MEMORY_MB)
     policy = replace(policy, **{k: v for k, v in (("timeout", timeout), ("memory_mb", memory_mb)) if v is not None})
     code = Path(script).read_text(encoding="utf-8") if isinstance(script, Path) else script
     run_dir = Path(tempfile.mkdtemp(prefix=f"cbr-{task.name}-")) if run_dir is None else run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     workspace = make_workspace(task, code, run_dir / "workspace")
-    outcome = run_sandboxed([sys.executable, "train.py"], workspace=workspace, stdout_path=run_dir / "stdout.txt",
-                            stderr_path=run_dir / "stderr.txt", policy=policy)
+    outcome = run_sandboxed([sys.executable, "-c", _bootstrap()], workspace=workspace,
+                            stdout_path=run_dir / "stdout.txt", stderr_path=run_dir / "stderr.txt", policy=policy,
+                            environment={"CBR_REFIT": "1"} if refit else None)
     stdout, stderr = _read(run_dir / "stdout.txt"), _read(run_dir / "stderr.txt")
     if outcome.isolated and outcome.exit_code != 0 and stderr.startswith("bwrap: "):
         raise SandboxUnavailable(f"The sandbox failed to start the script: {_last_line(stderr)}")

@@ -259,8 +259,10 @@ def _cgroup(policy: SandboxPolicy) -> Iterator[_MemoryCgroup | None]:
 
 
 def run_sandboxed(command: list[str], *, workspace: Path, stdout_path: Path, stderr_path: Path,
-                  policy: SandboxPolicy, max_output_bytes: int = 64 * 1024 * 1024) -> ProcessOutcome:
-    """Run `command` (paths relative to the workspace) and watch it until it ends or breaks a limit."""
+                  policy: SandboxPolicy, max_output_bytes: int = 64 * 1024 * 1024,
+                  environment: dict[str, str] | None = None) -> ProcessOutcome:
+    """Run `command` (paths relative to the workspace) and watch it until it ends or breaks a limit.
+    `environment` adds variables of ours (never the caller's own environment)."""
     require_sandbox(policy.isolate)
     if policy.isolate:
         argv, cwd = bwrap_argv(command, workspace, policy), None
@@ -268,6 +270,7 @@ def run_sandboxed(command: list[str], *, workspace: Path, stdout_path: Path, std
     else:
         argv, cwd = command, workspace
         env = child_environment(policy.cores, str(workspace))
+    env.update(environment or {})
     fsize, tmpfs_bytes = int(policy.disk_mb * 2**20), int(policy.memory_mb * 2**20)
     with _cgroup(policy) as group:
 
@@ -284,28 +287,34 @@ def run_sandboxed(command: list[str], *, workspace: Path, stdout_path: Path, std
         root = psutil.Process(proc.pid)
         timed_out = memory_exceeded = output_exceeded = disk_exceeded = False
         peak_mb, members, next_disk_check = 0.0, [root], start + DISK_POLL_SECONDS
-        while True:
-            done_pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-            if done_pid == proc.pid:
-                break
-            members = _tree(root) or members
-            used_mb = _rss_mb(members) + (_tmpfs_mb(members, tmpfs_bytes) if policy.isolate else 0.0)
-            peak_mb = max(peak_mb, used_mb)
-            now = time.monotonic()
-            if now - start > policy.timeout:
-                timed_out = True
-            elif used_mb > policy.memory_mb:
-                memory_exceeded = True
-            elif stdout_path.stat().st_size + stderr_path.stat().st_size > max_output_bytes:
-                output_exceeded = True
-            elif now >= next_disk_check:
-                next_disk_check = now + DISK_POLL_SECONDS
-                disk_exceeded = _size_mb(workspace) > policy.disk_mb
-            if timed_out or memory_exceeded or output_exceeded or disk_exceeded:
-                _kill(members)
-                _, status, rusage = os.wait4(proc.pid, 0)
-                break
-            time.sleep(POLL_SECONDS)
+        try:
+            while True:
+                done_pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
+                if done_pid == proc.pid:
+                    break
+                members = _tree(root) or members
+                used_mb = _rss_mb(members) + (_tmpfs_mb(members, tmpfs_bytes) if policy.isolate else 0.0)
+                peak_mb = max(peak_mb, used_mb)
+                now = time.monotonic()
+                if now - start > policy.timeout:
+                    timed_out = True
+                elif used_mb > policy.memory_mb:
+                    memory_exceeded = True
+                elif stdout_path.stat().st_size + stderr_path.stat().st_size > max_output_bytes:
+                    output_exceeded = True
+                elif now >= next_disk_check:
+                    next_disk_check = now + DISK_POLL_SECONDS
+                    disk_exceeded = _size_mb(workspace) > policy.disk_mb
+                if timed_out or memory_exceeded or output_exceeded or disk_exceeded:
+                    _kill(members)
+                    _, status, rusage = os.wait4(proc.pid, 0)
+                    break
+                time.sleep(POLL_SECONDS)
+        except BaseException:  # Ctrl-C or an error of ours: the child never outlives the run
+            _kill(_tree(root) or members)
+            with contextlib.suppress(ChildProcessError):
+                os.wait4(proc.pid, 0)
+            raise
         wall = time.monotonic() - start
         # Whatever the child left behind (a daemonised grandchild, say) goes with it.
         _kill([p for p in members[1:] if p.is_running()])

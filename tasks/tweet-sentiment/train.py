@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
@@ -31,6 +33,8 @@ if __name__ == "__main__":
     model = train_model(X_train, y_train, X_valid, y_valid)
     score = mcrmse(y_valid, predict(model, X_valid))
     print(f"Validation mcrmse: {score:.6f}")
+    if os.environ.get("CBR_REFIT"):  # cbr --refit: the submitted model also learns from the validation rows
+        model = train_model(X, y, X_valid, y_valid)
 
     test = pd.read_csv("test.csv")
     submission = pd.DataFrame(np.asarray(predict(model, test[TEXT])), columns=TARGETS)

@@ -1,0 +1,283 @@
+"""The report of a run: a leaderboard, the metric per iteration and feature importance, as Markdown and as
+one self-contained HTML page (images inlined as PNG data URIs, no network).
+
+Contract, for the loops that call it:
+
+`write_report(run_dir, title, rows, summary)` writes, each atomically (temp name, then rename), in run_dir:
+`rows.json` (the rows as given, each with its `model` family and `params` added; tracking.py reads it),
+`metrics.png`, `importance.png` (when feature importance is given), `report.md` and `report.html`.
+It reads nothing but the scripts named by the rows and the feature-importance file, so it may be called
+after every iteration.
+- rows: one dict per iteration (or deploy candidate). Keys, all but `iteration` optional:
+  iteration (int); candidate (str, shown instead of the iteration number, e.g. "llm", "adapter");
+  case; step (the plan's decision); status ("ok" or a failure: error, timeout, memory_limit, output_limit,
+  grading_error, no plan, ...); error (one line or None); debug_attempts; valid; test (None when the task
+  has no answers); wall_time (seconds); retained (bool); script (the iteration's final script, relative
+  to run_dir; when absent the last script found in step-NN/ is read).
+- summary: task, model, metric, direction (minimize | maximize), best_iteration, best_valid, best_test
+  (the test score of the validation-selected script), stopped, cost_usd, tokens; optional `baselines`
+  {"starter": float | None, "reference": float | None} (validation scores, drawn as lines),
+  `feature_importance` (path of a JSON {feature: importance}, absolute or relative to run_dir; the top 20
+  are drawn) and `model_errors` (journal error records: iteration, output).
+Only rows with status "ok" and a validation score are ranked, by validation in the metric's direction;
+the test score is shown, never used to rank.
+
+`progress_line(iteration, total, role, status, valid, best_valid, metric)` is the one plain line printed
+per finished iteration when stdout is not a terminal (see progress.py)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import math
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dsagent_cbr.agent.journal import write_bytes_atomic, write_text_atomic
+from dsagent_cbr.agent.model_family import UNKNOWN, describe_model
+from dsagent_cbr.agent.rundir import step_path
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+ROW_DEFAULTS: dict[str, Any] = {
+    "candidate": None, "case": "", "step": "", "status": "not run", "error": None, "debug_attempts": 0,
+    "valid": None, "test": None, "wall_time": None, "retained": False, "script": None,
+}
+TOP_FEATURES = 20
+
+
+def fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.5g}"
+
+
+def fmt_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def _one_line(text: Any, limit: int) -> str:
+    line = " ".join(str(text or "").split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+def ranked(row: dict[str, Any]) -> bool:
+    valid = row.get("valid")
+    return row.get("status") == "ok" and isinstance(valid, int | float) and math.isfinite(valid)
+
+
+def leaderboard(rows: list[dict[str, Any]], direction: str) -> list[dict[str, Any]]:
+    """Ranked rows by validation score, best first (stable on ties), then the failed ones in order."""
+    if direction not in ("minimize", "maximize"):
+        raise ValueError(f"direction must be minimize or maximize, not {direction!r}")
+    good = sorted((r for r in rows if ranked(r)), key=lambda r: r["valid"], reverse=direction == "maximize")
+    return good + [r for r in rows if not ranked(r)]
+
+
+def _script_of(run_dir: Path, row: dict[str, Any]) -> Path | None:
+    if row["script"]:
+        return run_dir / row["script"]
+    for attempt in range(int(row["debug_attempts"] or 0), -1, -1):
+        path = step_path(run_dir, int(row["iteration"]), attempt) / "script.py"
+        if path.is_file():
+            return path
+    return None
+
+
+def _complete(run_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
+    """A row with every key, and the model family and parameters of its script."""
+    row = {**ROW_DEFAULTS, **row}
+    script = _script_of(run_dir, row)
+    try:
+        info = describe_model(script.read_text(encoding="utf-8")) if script else None
+    except OSError:
+        info = None
+    row["model"], row["params"] = (info.family, info.params) if info else (UNKNOWN, "")
+    if script and not row["script"] and script.is_relative_to(run_dir):
+        row["script"] = str(script.relative_to(run_dir))
+    return row
+
+
+# --- figures ---------------------------------------------------------------------------------------------
+
+def build_metrics_figure(rows: list[dict[str, Any]], metric: str, direction: str,
+                         baselines: dict[str, float | None] | None = None) -> Figure:
+    """Validation (and test, when graded) per iteration; failed iterations as red crosses on the axis;
+    starter and reference validation scores as lines. Integer iterations on the x axis."""
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    fig = Figure(figsize=(10, 4), dpi=100)
+    ax = fig.add_subplot()
+    good = [r for r in rows if ranked(r)]
+    if good:
+        ax.plot([r["iteration"] for r in good], [r["valid"] for r in good], "o-", color="#1f77b4",
+                label="validation", zorder=3)
+        tested = [r for r in good if r.get("test") is not None]
+        if tested:
+            ax.plot([r["iteration"] for r in tested], [r["test"] for r in tested], "s--", color="#ff7f0e",
+                    alpha=0.8, label="test (reported, not used to select)")
+        best = leaderboard(good, direction)[0]
+        ax.plot([best["iteration"]], [best["valid"]], "*", color="#f2c14e", markersize=20, zorder=2,
+                label=f"best validation (iteration {best['iteration']})")
+    scores = [r[k] for r in good for k in ("valid", "test") if r.get(k) is not None]
+    off_scale = []
+    for name, style, colour in (("starter", ":", "#555"), ("reference", "-.", "#2ca02c")):
+        value = (baselines or {}).get(name)
+        if value is None:
+            continue
+        label = f"{name} validation {fmt(value)}"
+        # a random starter is often far off: name it above the plot rather than squash the iterations flat
+        low, high = (min(scores), max(scores)) if scores else (value, value)
+        reach = 2 * max(high - low, 0.1 * abs(high))
+        if not low - reach <= value <= high + reach:
+            off_scale.append(f"{'↑' if value > high else '↓'} {label} (off the scale)")
+        else:
+            ax.axhline(value, linestyle=style, color=colour, label=label)
+    if off_scale:
+        ax.set_title("   ".join(off_scale), loc="left", fontsize=8, color="#555")
+    failed = [r["iteration"] for r in rows if not ranked(r)]
+    if failed:  # on the x axis whatever the y range: x in data units, y in axes units
+        ax.plot(failed, [0.0] * len(failed), "x", color="#d62728", markersize=10, mew=2.5,
+                transform=ax.get_xaxis_transform(), clip_on=False, label="failed (no validation score)")
+    if not good:
+        ax.text(0.5, 0.5, "no iteration produced a validation score", transform=ax.transAxes,
+                ha="center", va="center", color="#777")
+    iterations = sorted({int(r["iteration"]) for r in rows})
+    if iterations:
+        ax.set_xlim(iterations[0] - 0.5, iterations[-1] + 0.5)
+        if len(iterations) <= 25:
+            ax.set_xticks(iterations)
+        else:
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.margins(y=0.15)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel(f"{metric} ({'lower' if direction == 'minimize' else 'higher'} is better)")
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="best", framealpha=0.85)
+    fig.tight_layout()
+    return fig
+
+
+def build_importance_figure(importance: dict[str, float], top: int = TOP_FEATURES) -> Figure:
+    """Horizontal bars of the `top` features by absolute importance, the largest at the top."""
+    from matplotlib.figure import Figure
+
+    items = sorted(importance.items(), key=lambda kv: abs(kv[1]), reverse=True)[:top][::-1]
+    fig = Figure(figsize=(10, 0.8 + 0.28 * max(len(items), 1)), dpi=100)
+    ax = fig.add_subplot()
+    ax.barh([_one_line(k, 40) for k, _ in items], [v for _, v in items], color="#4c72b0")
+    ax.set_xlabel("importance")
+    ax.tick_params(axis="y", labelsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _png(fig: Figure) -> bytes:
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=110)  # a little wider than the HTML page's column: scaled down, sharp
+    return buffer.getvalue()
+
+
+def _read_importance(run_dir: Path, name: Any) -> tuple[dict[str, float] | None, str | None]:
+    """The importance mapping, or None and why it could not be read."""
+    if not name:
+        return None, None
+    path = Path(name) if Path(name).is_absolute() else run_dir / name
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        values = {str(k): float(v) for k, v in data.items()}
+    except (OSError, ValueError, TypeError, AttributeError) as exc:
+        return None, f"feature importance in {path} could not be read ({type(exc).__name__})"
+    return (values, None) if values else (None, f"feature importance in {path} is empty")
+
+
+# --- the report ----------------------------------------------------------------------------------------
+
+@cache
+def _templates() -> Any:
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+
+    return Environment(loader=PackageLoader("dsagent_cbr.agent", "templates"), undefined=StrictUndefined,
+                       autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True,
+                       keep_trailing_newline=True)
+
+
+def _status(row: dict[str, Any]) -> str:
+    if row["status"] == "ok" or not row["error"]:
+        return str(row["status"])
+    return f"{row['status']}: {_one_line(row['error'], 110)}"
+
+
+def _view(title: str, rows: list[dict[str, Any]], summary: dict[str, Any], importance_note: str | None,
+          images: dict[str, bytes]) -> dict[str, Any]:
+    """Everything both templates show, as display strings."""
+    direction = summary["direction"]
+    board = leaderboard(rows, direction)
+    n_ranked = sum(ranked(r) for r in rows)
+    has_test = any(r["test"] is not None for r in rows)
+    best = summary.get("best_iteration")
+    facts = [("task", summary.get("task", "")), ("model", summary.get("model", "")),
+             ("metric", f"{summary.get('metric', '')} ({'lower' if direction == 'minimize' else 'higher'} is better)"),
+             ("iterations", f"{len(rows)} ({n_ranked} with a validation score, {len(rows) - n_ranked} failed)")]
+    if best is not None:
+        selected = f"iteration {best}: validation {fmt(summary.get('best_valid'))}"
+        if summary.get("best_test") is not None:
+            selected += f", test {fmt(summary.get('best_test'))}"
+        facts.append(("selected", selected))
+    else:
+        facts.append(("selected", "none (no iteration succeeded)"))
+    baselines = summary.get("baselines") or {}
+    given = [f"{k} {fmt(v)}" for k, v in baselines.items() if v is not None]
+    if given:
+        facts.append(("baselines (validation)", ", ".join(given)))
+    facts.append(("stopped", summary.get("stopped", "")))
+    if summary.get("cost_usd") is not None:
+        facts.append(("cost", f"${float(summary['cost_usd']):.4f} for {summary.get('tokens', 0)} tokens"))
+    label = "candidate" if rows and all(r["candidate"] for r in rows) else "iteration"
+    rank = {id(r): n for n, r in enumerate(board[:n_ranked], 1)}
+    leader = [{"rank": rank.get(id(r), "—"), "label": r["candidate"] or r["iteration"], "model": r["model"],
+               "params": r["params"] or "—", "valid": fmt(r["valid"]), "test": fmt(r["test"]),
+               "wall_time": fmt_seconds(r["wall_time"]), "status": _status(r), "ok": ranked(r),
+               "best": best is not None and r["iteration"] == best, "script": r["script"] or ""}
+              for r in board]
+    iterations = [{"label": r["candidate"] or r["iteration"], "case": _one_line(r["case"], 60),
+                   "step": _one_line(r["step"], 160), "status": r["status"], "debug": r["debug_attempts"],
+                   "valid": fmt(r["valid"]), "test": fmt(r["test"]), "retained": "yes" if r["retained"] else "",
+                   "ok": ranked(r)} for r in rows]
+    errors = [{"iteration": e.get("iteration"), "output": _one_line(e.get("output"), 300)}
+              for e in summary.get("model_errors") or []]
+    return {"title": title, "facts": facts, "metric": summary.get("metric", ""), "direction": direction,
+            "label": label, "leaderboard": leader, "iterations": iterations, "has_test": has_test,
+            "errors": errors, "importance_note": importance_note, "top_features": TOP_FEATURES,
+            "best_solution": "best_solution.py" if best is not None else None,
+            "images": {name: base64.b64encode(data).decode("ascii") for name, data in images.items()}}
+
+
+def write_report(run_dir: Path, title: str, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
+    run_dir = Path(run_dir)
+    rows = [_complete(run_dir, r) for r in rows]
+    write_text_atomic(run_dir / "rows.json", json.dumps(rows, indent=2, default=str))
+    metric, direction = str(summary.get("metric", "")), summary["direction"]
+    images = {"metrics.png": _png(build_metrics_figure(rows, metric, direction, summary.get("baselines")))}
+    importance, note = _read_importance(run_dir, summary.get("feature_importance"))
+    if importance:
+        images["importance.png"] = _png(build_importance_figure(importance))
+    for name, data in images.items():
+        write_bytes_atomic(run_dir / name, data)
+    view = _view(title, rows, summary, note, images)
+    for name in ("report.md", "report.html"):
+        write_text_atomic(run_dir / name, _templates().get_template(name).render(**view))
+
+
+def progress_line(iteration: int, total: int | None, role: str | None, status: str | None,
+                  valid: float | None, best_valid: float | None, metric: str) -> str:
+    """One plain line for a finished iteration, e.g.
+    'iteration 3/8 (execute): ok, validation rmse 5.1234, best 4.9876'."""
+    head = f"iteration {iteration}" + (f"/{total}" if total else "") + (f" ({role})" if role else "")
+    return f"{head}: {status or 'done'}, validation {metric} {fmt(valid)}, best {fmt(best_valid)}"

@@ -1,0 +1,186 @@
+"""The run report: leaderboard order, model families read from scripts, the plot's axes, self-contained HTML."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from dsagent_cbr.agent.model_family import describe_model
+from dsagent_cbr.agent.progress import LiveProgress
+from dsagent_cbr.agent.report import build_metrics_figure, leaderboard, progress_line, write_report
+
+REPO = Path(__file__).resolve().parents[1]
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def row(iteration, valid=None, status="ok", **extra):
+    return {"iteration": iteration, "valid": valid, "status": status, **extra}
+
+
+@pytest.mark.parametrize(("direction", "expected"), [("minimize", [3, 1, 4, 5, 2]), ("maximize", [4, 5, 1, 3, 2])])
+def test_leaderboard_ranks_by_validation_in_the_metrics_direction(direction, expected):
+    rows = [row(1, 0.5), row(2, None, "error", error="boom"), row(3, 0.2), row(4, 0.9), row(5, 0.9)]
+    # a failed run keeps no rank even if it printed a validation score before failing
+    rows.append(row(6, 0.01, "grading_error"))
+    assert [r["iteration"] for r in leaderboard(rows, direction)] == expected + [6]
+
+
+@pytest.mark.parametrize(("code", "family", "params"), [
+    ("from lightgbm import LGBMRegressor\nm = LGBMRegressor(n_estimators=500, learning_rate=0.05)",
+     "LightGBM", "n_estimators=500, learning_rate=0.05"),
+    ("import xgboost as xgb\nm = xgb.XGBClassifier(max_depth=6, eta=0.1, n_jobs=2, random_state=0)",
+     "XGBoost", "max_depth=6, eta=0.1"),  # n_jobs and random_state say nothing about the model
+    ("from catboost import CatBoostRegressor\nm = CatBoostRegressor(depth=8, verbose=0)", "CatBoost", "depth=8"),
+    ("import lightgbm as lgb\nP = {'objective': 'binary', 'num_leaves': 31}\nb = lgb.train(P, data)",
+     "LightGBM", "objective='binary', num_leaves=31"),
+    ("from sklearn.ensemble import RandomForestClassifier\nPARAMS = dict(n_estimators=300, max_depth=None)\n"
+     "m = RandomForestClassifier(**PARAMS)", "Random forest", "n_estimators=300, max_depth=None"),
+    ("from sklearn.pipeline import make_pipeline\nm = make_pipeline(TfidfVectorizer(), LogisticRegression(C=4.0))",
+     "Logistic regression (on TF-IDF)", "C=4.0"),
+    ("m = StackingRegressor([('a', LGBMRegressor()), ('r', Ridge(alpha=1.0))], final_estimator=Ridge())",
+     "LightGBM + Ridge (stacking)", ""),
+    ("import torch\nfrom torch import nn\nclass Net(nn.Module):\n    def __init__(self):\n"
+     "        super().__init__()\n        self.rnn = nn.LSTM(3, 16)\n        self.out = nn.Linear(16, 1)\n"
+     "opt = torch.optim.Adam(net.parameters(), lr=1e-3)", "PyTorch", "layers: LSTM, Linear; Adam lr=0.001"),
+    ("from tensorflow import keras\nm = keras.Sequential([keras.layers.Dense(32), keras.layers.Dense(1)])",
+     "Keras", "layers: Dense"),
+    ("from statsmodels.tsa.arima.model import ARIMA\nfit = ARIMA(y, order=(2, 1, 0)).fit()",
+     "statsmodels ARIMA", "order=(2, 1, 0)"),
+    ("from sktime.classification.kernel_based import RocketClassifier\nm = RocketClassifier(num_kernels=500)",
+     "ROCKET", "num_kernels=500"),
+    ("import numpy as np\npred = np.full(10, 3.0)", "unknown", ""),
+    ("def broken(:\n", "unknown", ""),
+])
+def test_model_family_and_key_parameters_from_the_script(code, family, params):
+    info = describe_model(code)
+    assert (info.family, info.params) == (family, params)
+
+
+def test_model_family_of_real_scripts():
+    starter = describe_model((REPO / "tasks/concrete-strength/train.py").read_text())
+    solution = describe_model((REPO / "casebank/solutions/concrete-strength/solution.py").read_text())
+    assert starter.family == "unknown"  # the starter guesses at random
+    assert solution.family == "LightGBM" and "learning_rate=0.05" in solution.params  # from **PARAMS
+
+
+def test_plot_has_integer_iterations_failed_marks_and_baselines():
+    rows = [row(1, 5.1, test=4.9), row(2, None, "error"), row(3, 4.2, test=4.0)]
+    fig = build_metrics_figure(rows, "rmse", "minimize", {"starter": 6.0, "reference": 4.5})
+    ax = fig.axes[0]
+    assert list(ax.get_xticks()) == [1, 2, 3]
+    lines = {line.get_label(): line for line in ax.get_lines()}
+    failed = lines["failed (no validation score)"]
+    assert list(failed.get_xdata()) == [2]
+    assert list(lines["validation"].get_xdata()) == [1, 3]
+    assert list(lines["test (reported, not used to select)"].get_ydata()) == [4.9, 4.0]
+    assert lines["starter validation 6"].get_ydata()[0] == 6.0
+    assert lines["reference validation 4.5"].get_ydata()[0] == 4.5
+    assert "best validation (iteration 3)" in lines  # lower is better
+    # a starter far off the iterations' scores is named at the edge, not drawn there to flatten them
+    far = build_metrics_figure(rows, "rmse", "minimize", {"starter": 32.0}).axes[0]
+    assert "starter validation 32" not in {line.get_label() for line in far.get_lines()}
+    assert far.get_title(loc="left") == "↑ starter validation 32 (off the scale)"
+
+    one = build_metrics_figure([row(1, 0.97)], "accuracy", "maximize").axes[0]
+    assert list(one.get_xticks()) == [1]  # not 0.96 .. 1.04
+    many = build_metrics_figure([row(t, 1.0 / t) for t in range(1, 41)], "mae", "minimize").axes[0]
+    ticks = [t for t in many.get_xticks() if 1 <= t <= 40]
+    assert ticks and all(float(t).is_integer() for t in ticks)
+
+
+SCRIPT = """import lightgbm as lgb
+PARAMS = dict(n_estimators=400, learning_rate=0.03, num_leaves=15, random_state=0)
+model = lgb.LGBMRegressor(**PARAMS)
+"""
+
+
+def _run_folder(tmp_path: Path) -> tuple[Path, list[dict], dict]:
+    run = tmp_path / "run"
+    (run / "step-01").mkdir(parents=True)
+    (run / "step-01/script.py").write_text("from sklearn.linear_model import Ridge\nm = Ridge(alpha=3.0)\n")
+    (run / "step-03/debug-1").mkdir(parents=True)
+    (run / "step-03/debug-1/script.py").write_text(SCRIPT)
+    (run / "importance.json").write_text(json.dumps({f"feature_{i}": float(i) for i in range(30)}))
+    rows = [  # iteration 1 names no script: its step folder has it; iteration 3's final script is a debug one
+        {"iteration": 1, "case": "diamonds-price", "step": "adapt diamonds-price", "status": "ok", "valid": 6.2,
+         "test": 6.0, "wall_time": 2.5, "retained": True},
+        {"iteration": 2, "case": "pbc-status", "step": "use <script>alert(1)</script> | pipes", "status": "error",
+         "error": "ValueError: Unknown label type: continuous", "debug_attempts": 0, "wall_time": 1.0},
+        {"iteration": 3, "case": "mlc-churn", "step": "tune LightGBM", "status": "ok", "valid": 4.4, "test": 4.1,
+         "wall_time": 130.0, "debug_attempts": 1, "script": "step-03/debug-1/script.py", "retained": True},
+    ]
+    summary = {"task": "concrete-strength", "model": "none", "metric": "rmse", "direction": "minimize",
+               "best_iteration": 3, "best_valid": 4.4, "best_test": 4.1, "stopped": "completed",
+               "baselines": {"starter": 16.3, "reference": 4.6}, "feature_importance": "importance.json",
+               "model_errors": [{"iteration": 2, "output": "execute: ValueError: Unknown label type"}]}
+    return run, rows, summary
+
+
+def test_write_report_markdown_html_and_rows(tmp_path):
+    run, rows, summary = _run_folder(tmp_path)
+    write_report(run, "cbr develop: concrete-strength", rows, summary)
+    assert {"report.md", "report.html", "metrics.png", "importance.png", "rows.json"} <= {p.name for p in run.iterdir()}
+    assert not list(run.glob("*.tmp*"))  # atomic writes leave no temp files
+    assert (run / "metrics.png").read_bytes().startswith(PNG)
+
+    md = (run / "report.md").read_text()
+    board = md.split("## Leaderboard")[1].split("##")[0]
+    table = [line for line in board.splitlines() if re.match(r"\| (\d+|—) \|", line)]
+    assert [line.split("|")[2].strip() for line in table] == ["3 ★", "1", "2"]  # 4.4 < 6.2 < failed
+    assert "LightGBM" in table[0] and "n_estimators=400, learning_rate=0.03, num_leaves=15" in table[0]
+    assert "random_state" not in table[0]
+    assert "Ridge" in table[1] and "alpha=3.0" in table[1]
+    assert "error: ValueError: Unknown label type: continuous" in table[2]
+    assert "2.2 min" in table[0] and "2.5 s" in table[1]
+    assert "\\| pipes" in md  # a pipe in a cell does not break the table
+    assert "starter 16.3, reference 4.6" in md and "iteration 3: validation 4.4, test 4.1" in md
+
+    saved = json.loads((run / "rows.json").read_text())
+    assert [r["model"] for r in saved] == ["Ridge", "unknown", "LightGBM"]
+    assert saved[0]["script"] == "step-01/script.py"
+
+
+def test_html_report_is_self_contained_and_escaped(tmp_path):
+    run, rows, summary = _run_folder(tmp_path)
+    write_report(run, "cbr develop: concrete-strength", rows, summary)
+    html = (run / "report.html").read_text()
+    assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html, re.IGNORECASE)
+    assert "<link" not in html and "<script" not in html  # the plan's text is shown escaped
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    images = re.findall(r'<img [^>]*src="([^"]+)"', html)
+    assert len(images) == 2  # the metric plot and the feature importance
+    for src in images:
+        assert src.startswith("data:image/png;base64,")
+        assert base64.b64decode(src.split(",", 1)[1]).startswith(PNG)
+    assert html.index("LightGBM") < html.index("Ridge")  # leaderboard order
+
+
+def test_report_without_scores_or_importance(tmp_path):
+    rows = [row(1, None, "no plan"), row(2, None, "timeout", error="exceeded 600 s")]
+    summary = {"task": "t", "model": "m", "metric": "accuracy", "direction": "maximize", "best_iteration": None,
+               "best_valid": None, "best_test": None, "stopped": "completed", "feature_importance": "missing.json"}
+    write_report(tmp_path, "t", rows, summary)
+    md = (tmp_path / "report.md").read_text()
+    assert "none (no iteration succeeded)" in md and "timeout: exceeded 600 s" in md
+    assert "could not be read" in md and not (tmp_path / "importance.png").exists()
+    assert "| test |" not in md  # no answers, no test column
+
+
+def test_progress_line_and_one_line_per_finished_iteration_off_a_terminal():
+    assert progress_line(3, 8, "execute", "ok", 5.12345, 4.9, "rmse") == \
+        "iteration 3/8 (execute): ok, validation rmse 5.1235, best 4.9"
+    assert progress_line(1, None, None, "error", None, None, "auc") == "iteration 1: error, validation auc —, best —"
+    out = io.StringIO()
+    with LiveProgress("developing", enabled=False, total=2, stream=out) as progress:
+        progress.update(iteration=1, role="plan", metric="rmse")
+        progress.update(iteration=1, role="execute")
+        progress.update(iteration=1, status="ok", valid=5.0, best_valid=5.0)
+        progress.update(iteration=2, role="execute")
+        progress.update(iteration=2, status="error", valid=None)
+    assert out.getvalue().splitlines() == ["iteration 1/2 (execute): ok, validation rmse 5, best 5",
+                                           "iteration 2/2 (execute): error, validation rmse —, best 5"]

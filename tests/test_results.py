@@ -1,0 +1,123 @@
+"""What a user gets back, through the real `cbr` command: compatible solutions only, exit codes and
+statuses that tell the truth, the shipped files at the run folder's root, --refit and --mlflow."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import prepared
+
+CBR = [sys.executable, "-m", "dsagent_cbr.cli"]
+
+
+def cbr(*args: str, home: Path, timeout: float = 900, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "CBR_HOME": str(home)}
+    return subprocess.run([*CBR, *args], capture_output=True, text=True, env=env, timeout=timeout, cwd=cwd)
+
+
+def run_folder(runs: Path, task: str) -> Path:
+    found = sorted((runs / task).iterdir())
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.mark.slow
+def test_deploy_adapts_a_classifier_even_when_the_nearest_text_is_a_regression(tmp_path):
+    """rotten-tomatoes is binary; by text alone its nearest solution is movie-snippets' regression."""
+    task = prepared("rotten-tomatoes")
+    proc = cbr("deploy", str(task.root), "--model", "none", "--store", "faiss", "--runs-dir", str(tmp_path / "runs"),
+               "--json", home=tmp_path / "home")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(proc.stdout)
+    assert result["final_success"] and result["solved_by"] == "adapter"
+    assert "movie-snippets-sentiment" not in " ".join(result["adapter_notes"])
+    assert any(a["case"] == "bbc-news" for a in result["attempts"]) and result["test_metric"] > 0.6
+    folder = Path(result["run_dir"])
+    assert (folder / "best_solution.py").is_file() and (folder / "submission.csv").is_file()
+    assert "best solution" in (folder / "report.md").read_text().lower()
+
+
+@pytest.mark.slow
+def test_develop_without_a_model_runs_no_classification_case_on_a_regression_task(tmp_path):
+    task = prepared("concrete-strength")
+    proc = cbr("develop", str(task.root), "--model", "none", "-T", "8", "--store", "faiss", "--runs-dir",
+               str(tmp_path / "runs"), "--json", home=tmp_path / "home")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    folder = run_folder(tmp_path / "runs", "concrete-strength")
+    journal = [json.loads(line) for line in (folder / "journal.jsonl").read_text().splitlines()]
+    candidates = next(r["output"] for r in journal if r["role"] == "retrieve")
+    assert candidates and {c["task_type"] for c in candidates} == {"regression"}
+    rows = json.loads((folder / "rows.json").read_text())
+    assert [r["status"] for r in rows][len(candidates):] == ["no case left"] * (8 - len(candidates))
+    assert all(r["status"] == "ok" for r in rows[: len(candidates)])
+
+
+@pytest.mark.slow
+def test_exit_codes_tell_the_truth(tmp_path):
+    task = prepared("smoke-ban")
+    home, runs = tmp_path / "home", str(tmp_path / "runs")
+    unknown = cbr("deploy", str(task.root), "--model", "nonee", "--runs-dir", runs, home=home)
+    assert unknown.returncode == 2 and "Unknown model 'nonee'" in unknown.stderr and not Path(runs).exists()
+    failed = cbr("deploy", str(task.root), "--model", "none", "--store", "faiss", "--runs-dir", runs, "--timeout",
+                 "0.2", "--json", home=home)
+    result = json.loads(failed.stdout)
+    assert failed.returncode == 1 and not result["final_success"] and result["outcome"] == "agent"
+    assert {a["status"] for a in result["attempts"]} == {"timeout"}
+
+
+@pytest.mark.slow
+def test_ctrl_c_is_recorded_as_interrupted_and_resume_finishes(tmp_path):
+    task = prepared("concrete-strength")
+    env = {**os.environ, "CBR_HOME": str(tmp_path / "home")}
+    proc = subprocess.Popen([*CBR, "develop", str(task.root), "--model", "none", "-T", "3", "--store", "faiss",
+                             "--runs-dir", str(tmp_path / "runs")], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:  # iteration 1's adapted script is running
+        if list((tmp_path / "runs").glob("concrete-strength/*/step-01/exec/workspace/train.py")):
+            break
+        time.sleep(0.1)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err[-2000:]
+    folder = run_folder(tmp_path / "runs", "concrete-strength")
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["stopped"] == "interrupted" and summary["iterations"] == 0
+    assert not (folder / "step-01").exists()  # the step in flight left nothing half-written
+    resumed = subprocess.run([*CBR, "develop", "--resume", str(folder), "--json"], env=env, capture_output=True,
+                             text=True, timeout=900)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    summary = json.loads(resumed.stdout)
+    assert summary["stopped"] == "completed" and summary["iterations"] == 3 and summary["best_iteration"] == 1
+
+
+@pytest.mark.slow
+def test_refit_and_mlflow(tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    task = prepared("concrete-strength")
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    proc = cbr("develop", str(task.root), "--model", "none", "-T", "1", "--store", "faiss", "--runs-dir",
+               str(tmp_path / "runs"), "--refit", "--mlflow", uri, "--json", home=tmp_path / "home", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout)
+    folder = Path(summary["run_dir"])
+    assert summary["refit"]["status"] == "ok"
+    refit = pd.read_csv(folder / "submission.csv")
+    unrefit = pd.read_csv(folder / "step-01" / "exec" / "workspace" / "submission.csv")
+    assert list(refit["id"]) == list(unrefit["id"]) and not refit.equals(unrefit)
+    importance = json.loads((folder / "feature_importance.json").read_text())
+    assert "cement" in importance and all(isinstance(v, float) for v in importance.values())
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("cbr/concrete-strength").experiment_id])
+    history = client.get_metric_history(runs[0].info.run_id, "valid_rmse")
+    assert [m.value for m in history] == [summary["best_valid"]]
