@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from support.task_copies import build
+from support.task_copies import build, dsagent_folder
 
 from dsagent_cbr.tasks.datacard import MAX_COLUMNS, data_card
 from dsagent_cbr.tasks.loader import load_task
@@ -179,13 +179,12 @@ def test_data_card_of_a_wide_table_is_bounded(tmp_path):
 
 def test_data_card_of_array_and_dsagent_tasks(concrete, tmp_path):
     from conftest import prepared
-    from test_tasks_loader import _dsagent_folder
 
     card = data_card(prepared("basic-motions"))
     assert "| `X_train.npy` | (40, 6, 100) | float64 |" in card
     assert '"Walking" 10 (25.0%)' in card
 
-    task = load_task(_dsagent_folder(concrete, tmp_path / "concrete-dsagent"))
+    task = load_task(dsagent_folder(concrete, tmp_path / "concrete-dsagent"))
     card = data_card(task)
     assert "Target: `compressive_strength`" in card and "Distribution of `compressive_strength` in `train.csv`" in card
     assert "`test.csv` has the columns of `train.csv` without `compressive_strength`" in card  # labels unseen

@@ -1,7 +1,7 @@
 """The starter train.py of a csv task, written to the shared skeleton (docs/task-format.md): constants
 naming the columns, train_model/predict with a random guess, then the fixed part (load, 20% validation
-split with seed 42, `Validation <metric>: <value>`, submission.csv in sample_submission's columns and
-test.csv's row order). The constant names (TARGET/TARGETS, ID, TEXT, CLASSES, POSITIVE) are the ones
+split with seed 42, `Validation <metric>: <value>`, the refit on all rows under CBR_REFIT, submission.csv
+in sample_submission's columns and test.csv's row order). The constant names (TARGET/TARGETS, ID, TEXT, CLASSES, POSITIVE) are the ones
 the task suite's starters use, so past solutions transplant onto these starters unchanged."""
 
 from __future__ import annotations
@@ -86,8 +86,8 @@ def starter_script(spec: StarterSpec) -> str:
     else:
         todo = _PREDICT_TODO[spec.metric]
     target_name = "TARGETS" if multi else "TARGET"
-    lines = ["import numpy as np", "import pandas as pd", *imports, "from sklearn.model_selection import train_test_split",
-             ""]
+    lines = ["import os", "", "import numpy as np", "import pandas as pd", *imports,
+             "from sklearn.model_selection import train_test_split", ""]
     if spec.text_column:
         lines.append(f"TEXT = {_literal(spec.text_column)}")
     lines.append(f"TARGETS = {_literal(spec.targets)}" if multi else f"TARGET = {_literal(spec.targets[0])}")
@@ -121,6 +121,8 @@ def starter_script(spec: StarterSpec) -> str:
               "    model = train_model(X_train, y_train, X_valid, y_valid)",
               f"    score = {score}",
               f'    print(f"Validation {spec.metric}: {{score:.6f}}")',
+              '    if os.environ.get("CBR_REFIT"):  # cbr --refit: the submitted model also learns from the validation rows',
+              "        model = train_model(X, y, X_valid, y_valid)",
               "",
               '    test = pd.read_csv("test.csv")']
     if multi or spec.metric == "logloss":
