@@ -20,6 +20,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "deploy": ("dsagent_cbr.commands.deploy_cmd", "deploy", "Adapt the nearest past solution to a task."),
     "ingest": ("dsagent_cbr.commands.ingest_cmd", "ingest", "Ingest a writeup or notebook file or URL."),
     "ingest-kaggle": ("dsagent_cbr.commands.ingest_cmd", "ingest_kaggle", "Crawl a Kaggle competition's insights."),
+    "predict": ("dsagent_cbr.commands.predict_cmd", "predict", "Re-run a run's solution on new rows."),
     "serve-local": ("dsagent_cbr.commands.llm_cmd", "serve_local", "Serve a local GGUF model (llama.cpp)."),
 }
 

