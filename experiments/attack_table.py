@@ -47,6 +47,8 @@ def outside_changed(world: dict) -> list[str]:
     for path in (world["bank_dir"] / "cases.jsonl", world["task"].root / "description.md"):
         if not path.exists():
             changed.append(f"deleted {path.name}")
+    # put the task back as it was, so that the next attack meets the same world
+    subprocess.run(["git", "-C", str(world["task"].root), "checkout", "--", "description.md"], capture_output=True)
     return changed
 
 

@@ -21,7 +21,7 @@ from dsagent_cbr.bank import open_bank
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.llm import open_llm
 
-HEAD = "import numpy as np\nimport pandas as pd\nfrom sklearn.metrics import mean_squared_error\nfrom sklearn.model_selection import train_test_split\n"
+HEAD = "import os\nimport numpy as np\nimport pandas as pd\nfrom sklearn.metrics import mean_squared_error\nfrom sklearn.model_selection import train_test_split\n"
 MAIN = REPO.joinpath("tasks", "concrete-strength", "train.py").read_text().split('if __name__ == "__main__":')[1]
 TAIL = 'TARGET = "compressive_strength"\nID = "id"\n\n' + 'if __name__ == "__main__":' + MAIN
 

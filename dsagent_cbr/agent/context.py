@@ -55,9 +55,13 @@ def metric_line(task: Task) -> str:
     return f"{task.metric_name} ({better})"
 
 
+CARD_HEADING = "## Data card"
+
+
 @dataclass(frozen=True)
 class Context:
     task: Task
+    description: str  # the task's words, without the data card a created task's description ends with
     data_card: str
     budget: str
     metric: str
@@ -66,4 +70,6 @@ class Context:
     def of(cls, task: Task, policy: SandboxPolicy) -> Context:
         from dsagent_cbr.tasks.datacard import data_card
 
-        return cls(task, data_card(task), budget_line(policy), metric_line(task))
+        description = task.description.split(f"\n{CARD_HEADING}", 1)[0].rstrip()
+        card = data_card(task).removeprefix(CARD_HEADING).strip()
+        return cls(task, description, card, budget_line(policy), metric_line(task))

@@ -53,14 +53,14 @@ def rerank(model: Model, ctx: Context, log: str, cases: list[Case], temperature:
     """Indices into `cases`, most useful first (the model answers '[2] > [1] > [3]')."""
     listing = "\n".join(f"[{i}] {summary(c)}" for i, c in enumerate(cases, 1))
     reply = _ask(model, "rerank", temperature, lambda text: parsing.parse_ranking(text, len(cases)),
-                 task=ctx.task.description, log=log, cases=listing, n=len(cases))
+                 task=ctx.description, log=log, cases=listing, n=len(cases))
     return [i - 1 for i in reply.parsed]
 
 
 def plan(model: Model, ctx: Context, log: str, best: str, script: str, case: Case | None, simpler: bool,
          temperature: float) -> dict[str, str]:
     case_text = case.text[:CASE_CHARS] if case else "(no case: plan from your own knowledge)"
-    reply = _ask(model, "plan", temperature, parsing.parse_plan, task=ctx.task.description,
+    reply = _ask(model, "plan", temperature, parsing.parse_plan, task=ctx.description,
                  data_card=ctx.data_card, metric=ctx.metric, best=best, log=log, script=script, case=case_text,
                  simpler=simpler)
     return {"decision": reply.parsed["decision"], "raw": reply.text}
@@ -104,6 +104,6 @@ def adapt_messages(ctx: Context, examples: list[tuple[str, str, str]]) -> list[d
     shown = "\n\n".join(
         f"## Example task {i}\n{desc}\n\n### Its starter train.py\n```python\n{starter}\n```\n\n"
         f"### Its solution\n```python\n{solution}\n```" for i, (desc, starter, solution) in enumerate(examples, 1))
-    content = render("adapt", examples=shown or "(no example)", task=ctx.task.description, data_card=ctx.data_card,
+    content = render("adapt", examples=shown or "(no example)", task=ctx.description, data_card=ctx.data_card,
                      metric=ctx.metric, budget=ctx.budget, starter=ctx.task.starter.read_text(encoding="utf-8"))
     return [{"role": "user", "content": content}]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     """Solve TASK_DIR by adapting the most similar past (task, solution) pair in one shot."""
     from dsagent_cbr.agent.deploy import DeployConfig
     from dsagent_cbr.agent.deploy import deploy as run_deploy
-    from dsagent_cbr.agent.rundir import new_run_dir
+    from dsagent_cbr.agent.rundir import new_run_dir, save_config
     from dsagent_cbr.bank import open_bank
     from dsagent_cbr.llm.models import settings_model
     from dsagent_cbr.runner.sandbox import require_sandbox
@@ -65,6 +66,8 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     require_sandbox(policy.isolate)
     bank = open_bank(settings)
     run_dir = new_run_dir(settings.runs_dir, task.name)
+    save_config(run_dir, {"task_dir": str(task.root), "deploy": {**asdict(config), "policy": policy.describe()},
+                          "settings": {"model": settings.model, "store": settings.store}})
     if settings.model == "none":
         result = run_deploy(task, config, run_dir, bank, None, settings.tasks_dir)
     else:

@@ -1,12 +1,13 @@
 """`cbr predict RUN_DIR NEW.csv [-o OUT.csv]`: re-run a run's solution in the sandbox on new rows.
 
-The solution (best_solution.py of a develop run, solution.py of a deploy run) runs on a copy of the
+The solution (best_solution.py at the run folder's root; solution.py in older deploy runs) runs on a copy of the
 task whose test file is NEW.csv: the same public training files, no answers. The predictions come back
 in the submission format (the id column, then the target or class columns), one row per row of
 NEW.csv, in its order."""
 
 from __future__ import annotations
 
+import io
 import json
 import tempfile
 import time
@@ -16,8 +17,11 @@ from typing import Any
 
 import click
 
+from dsagent_cbr.commands.options import policy_from, sandbox_options
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.tasks.grading import read_untrusted
 
 SOLUTION_FILES = ("best_solution.py", "solution.py")
 SAMPLE_FILE = "sample_submission.csv"
@@ -76,7 +80,7 @@ def _new_rows(task: Any, new_csv: Path, notes: list[str]) -> Any:
 
 
 def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_dir: str | None = None,
-                 timeout: float = 600.0, memory_mb: float = 8192.0) -> tuple[Path, list[str]]:
+                 policy: SandboxPolicy | None = None) -> tuple[Path, list[str]]:
     """Write the run's predictions for NEW.csv; returns (output path, notes)."""
     import pandas as pd
 
@@ -104,13 +108,11 @@ def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_
             pd.DataFrame({task.id_column: new[task.id_column], **{c: 0 for c in columns}}).to_csv(
                 public / SAMPLE_FILE, index=False)
         copy = replace(task, public_dir=public, answers=None)
-        result = run_script(copy, script, run_dir=folder, timeout=timeout, memory_mb=memory_mb)
+        result = run_script(copy, script, run_dir=folder, policy=policy)
     if not result.ok:
         raise CbrError(f"The solution failed on {new_csv.name} ({result.status}): {result.error}")
-    produced = Path(result.workspace) / (task.predictions or "submission.csv")
-    if not produced.is_file():
-        raise CbrError(f"The solution wrote no {produced.name} for {new_csv.name}.")
-    sub = pd.read_csv(produced)
+    produced = Path(task.predictions or "submission.csv")
+    sub = pd.read_csv(io.BytesIO(read_untrusted(Path(result.workspace), produced.name)))
     idc = task.id_column
     lacking = [c for c in [idc, *columns] if c not in sub.columns]
     if lacking:
@@ -134,12 +136,12 @@ def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_
 @click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Where to write the predictions (default: RUN_DIR/predict-<time>/submission.csv).")
 @click.option("--task", "task_dir", default=None, help="The run's task folder, if the run folder does not say.")
-@click.option("--timeout", type=float, default=600.0, show_default=True, help="Time limit of the run (s).")
-@click.option("--memory", type=float, default=8192.0, show_default=True, help="Memory limit of the run (MB).")
-def predict(run_dir: Path, new_csv: Path, out: Path | None, task_dir: str | None, timeout: float,
-            memory: float) -> None:
+@sandbox_options
+def predict(run_dir: Path, new_csv: Path, out: Path | None, task_dir: str | None, timeout: float, memory: float,
+            disk: float, allow_network: bool, no_sandbox: bool) -> None:
     """Re-run RUN_DIR's solution in the sandbox with NEW_CSV as the test file; write its predictions."""
-    path, notes = predict_rows(run_dir, new_csv, out, task_dir=task_dir, timeout=timeout, memory_mb=memory)
+    path, notes = predict_rows(run_dir, new_csv, out, task_dir=task_dir,
+                               policy=policy_from(timeout, memory, disk, allow_network, no_sandbox))
     for note in notes:
         click.echo(f"note:        {note}")
     click.echo(f"predictions: {path}")
