@@ -18,9 +18,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 
-from test_sandbox_attacks import MARKER, SECRET, Listener, attacks  # noqa: E402
-
 import psutil  # noqa: E402
+from test_sandbox_attacks import MARKER, SECRET, Listener, attacks  # noqa: E402
 
 
 def run_attack(root: Path, task: Path, script: Path, out: Path, env: dict[str, str], new: bool) -> dict:
