@@ -9,25 +9,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import psutil  # noqa: E402
+from earlier_commit import REPO, cbr, checkout, prepare  # noqa: E402
 from test_sandbox_attacks import MARKER, SECRET, Listener, attacks  # noqa: E402
 
 
 def run_attack(root: Path, task: Path, script: Path, out: Path, env: dict[str, str], new: bool) -> dict:
     limits = ["--memory", "200"] + (["--disk", "200"] if new else [])
-    cmd = [sys.executable, "-m", "dsagent_cbr.cli", "run", str(task), str(script), "--out", str(out), *limits,
-           "--timeout", "120"]
-    proc = subprocess.run(cmd, cwd=root, env={**env, "PYTHONPATH": str(root)}, capture_output=True, text=True,
-                          timeout=600)
+    proc = cbr(root, "run", str(task), str(script), "--out", str(out), *limits, "--timeout", "120", env=env,
+               timeout=600)
     result = json.loads((out / "result.json").read_text()) if (out / "result.json").is_file() else {}
     leaked = SECRET in proc.stdout + proc.stderr + result.get("stdout", "") + result.get("stderr", "")
     survivors = [p for p in psutil.process_iter(["cmdline"]) if MARKER in " ".join(p.info["cmdline"] or [])]
@@ -56,19 +52,12 @@ def main() -> None:
     parser.add_argument("--before", default="d8da0f4")
     parser.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "attack_table.json")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="attack-table-"))
-    before = work / "before"
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(before), args.before], check=True,
-                   capture_output=True)
     listener = Listener()
     rows = []
-    try:
+    with checkout(args.before, "attack-table-") as (before, work):
         from dsagent_cbr.tasks.loader import load_task
 
-        for root in (before, REPO):
-            for name in ("concrete-strength", "smoke-ban"):
-                subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "tasks", "prepare", name], cwd=root,
-                               env={**os.environ, "PYTHONPATH": str(root)}, check=True, capture_output=True)
+        prepare((before, REPO), ["concrete-strength", "smoke-ban"])
         home = work / "home"
         (home / ".kaggle").mkdir(parents=True)
         (home / ".kaggle" / "kaggle.json").write_text(json.dumps({"username": "u", "key": SECRET}))
@@ -90,10 +79,7 @@ def main() -> None:
                 outcome["changed_outside"] = outside_changed(world)
                 rows.append({"attack": name, "version": version, **outcome})
                 print(f"{version:6} {name:28} {outcome}", flush=True)
-    finally:
-        listener.close()
-        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(before)], capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)
+    listener.close()
     print(f"\nattacks through `cbr run`, before = {args.before}, after = working tree\n")
     print("| attack | before | after |\n|---|---|---|")
     for name in dict.fromkeys(r["attack"] for r in rows):

@@ -14,16 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
 import urllib.request
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
+from earlier_commit import REPO, cbr, checkout, prepare  # noqa: E402
 from support.scripted_llm import ScriptedLLM  # noqa: E402  (the test suite's recording server)
 
 PLAN = ("Reflection: a random guess so far.\nReasoning: the case trains gradient boosting.\nThought: fit a model.\n"
@@ -48,15 +45,12 @@ def role_of(messages: list[dict]) -> str:
 
 
 def run_version(name: str, root: Path, task: str, server: ScriptedLLM, home: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(root), "CBR_HOME": str(home), "CBR_BASE_URL": server.url,
-           "CBR_API_KEY": "test"}
+    env = {**os.environ, "CBR_HOME": str(home), "CBR_BASE_URL": server.url, "CBR_API_KEY": "test"}
     folder = root / "tasks" / task
     for args in (["develop", str(folder), "-T", "1", "--n-debug", "1"], ["deploy", str(folder)]):
         server.requests.append({"version": name, "command": args[0]})
-        cmd = [sys.executable, "-m", "dsagent_cbr.cli", *args, "--model", "scripted", "--store", "faiss",
-               "--runs-dir", str(home / "runs"), "--no-cache"]
-        # cwd=root: `python -m` puts the current folder first on sys.path, ahead of PYTHONPATH
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=1800, cwd=root)
+        proc = cbr(root, *args, "--model", "scripted", "--store", "faiss", "--runs-dir", str(home / "runs"),
+                   "--no-cache", env=env)
         if proc.returncode not in (0, 1):
             raise SystemExit(f"{name} {args[0]} failed:\n{proc.stderr[-3000:]}")
 
@@ -83,14 +77,8 @@ def main() -> None:
     parser.add_argument("--task", default="concrete-strength")
     parser.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "prompt_tokens.json")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="prompt-tokens-"))
-    before = work / "before"
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(before), args.before], check=True,
-                   capture_output=True)
-    try:
-        for root in (before, REPO):
-            subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "tasks", "prepare", args.task],
-                           env={**os.environ, "PYTHONPATH": str(root)}, cwd=root, check=True, capture_output=True)
+    with checkout(args.before, "prompt-tokens-") as (before, work):
+        prepare((before, REPO), [args.task])
         starter = (REPO / "tasks" / args.task / "train.py").read_text()
         script = f"```python\n{linear_script(starter)}```"
 
@@ -116,9 +104,6 @@ def main() -> None:
                 cell["tokens"] += count(base, text)
         finally:
             manager.__exit__(None, None, None)
-    finally:
-        subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(before)], capture_output=True)
-        shutil.rmtree(work, ignore_errors=True)
     print(f"prompt tokens (SmolLM2 tokenizer), task {args.task}, before = {args.before}, after = working tree\n")
     print("| call | before | after | after / before |\n|---|---:|---:|---:|")
     totals = {"before": 0, "after": 0}
