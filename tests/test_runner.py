@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -120,3 +123,15 @@ def test_grading_rejects_nan_and_missing_ids(concrete, tmp_path):
     result = run_script(concrete, script.replace("nan", "float('nan')"), run_dir=tmp_path / "b")
     assert result.status == "grading_error" and "NaN" in (result.error or "")
     assert os.path.isdir(result.workspace)
+
+
+def test_without_bubblewrap_scripts_run_only_when_the_user_says_so(concrete, tmp_path):
+    env = {**os.environ, "PATH": str(tmp_path / "no-bwrap-here")}
+    cmd = [sys.executable, "-m", "dsagent_cbr.cli", "run", str(concrete.root), str(concrete.starter), "--json"]
+    refused = subprocess.run([*cmd, "--out", str(tmp_path / "a")], env=env, capture_output=True, text=True)
+    assert refused.returncode == 3 and "bubblewrap (bwrap) is not installed" in refused.stderr
+    assert "--no-sandbox" in refused.stderr and not (tmp_path / "a").exists()
+    allowed = subprocess.run([*cmd, "--out", str(tmp_path / "b"), "--no-sandbox"], env=env, capture_output=True,
+                             text=True)
+    result = json.loads(allowed.stdout)
+    assert allowed.returncode == 0 and result["status"] == "ok" and result["isolated"] is False

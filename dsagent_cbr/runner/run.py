@@ -14,7 +14,13 @@ from importlib import resources
 from pathlib import Path
 
 from dsagent_cbr.runner.result import RunResult, head_tail, parse_validation_metric
-from dsagent_cbr.runner.sandbox import ProcessOutcome, SandboxPolicy, SandboxUnavailable, run_sandboxed
+from dsagent_cbr.runner.sandbox import (
+    ProcessOutcome,
+    SandboxPolicy,
+    SandboxUnavailable,
+    require_sandbox,
+    run_sandboxed,
+)
 from dsagent_cbr.tasks import dsagent_layout
 from dsagent_cbr.tasks.grading import GradingError, grade, read_untrusted
 from dsagent_cbr.tasks.model import Task
@@ -91,6 +97,7 @@ def run_script(task: Task, script: str | Path, *, run_dir: Path | None = None, t
     the script is told (CBR_REFIT=1) to train its final model on the validation rows too."""
     policy = policy or SandboxPolicy(timeout=DEFAULT_TIMEOUT, memory_mb=DEFAULT_MEMORY_MB)
     policy = replace(policy, **{k: v for k, v in (("timeout", timeout), ("memory_mb", memory_mb)) if v is not None})
+    require_sandbox(policy.isolate)  # before anything is written: no half-made run folder
     code = Path(script).read_text(encoding="utf-8") if isinstance(script, Path) else script
     run_dir = Path(tempfile.mkdtemp(prefix=f"cbr-{task.name}-")) if run_dir is None else run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
