@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.bank_seed import SEED_TOPICS, small_casebank
 
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.bank.casefiles import load_import_folder
@@ -224,18 +225,7 @@ def test_embedding_cache_avoids_reembedding(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_seed_bank_builds_once_and_follows_edits(tmp_path: Path) -> None:
-    seed = tmp_path / "casebank"
-    (seed / "insights" / "tabular").mkdir(parents=True)
-    for i in range(3):
-        (seed / "insights" / "tabular" / f"c{i}.md").write_text(
-            f'+++\ntitle = "case {i}"\ncompetition = "comp-{i}"\nkind = "writeup"\n+++\nUse model {i} wisely.\n',
-            encoding="utf-8")
-    sol = seed / "solutions" / "toy"
-    sol.mkdir(parents=True)
-    (sol / "task.md").write_text("Predict y from x.", encoding="utf-8")
-    (sol / "solution.py").write_text("def train_model(*a):\n    return None\n", encoding="utf-8")
-    (sol / "meta.toml").write_text('task = "toy"\nmodality = "tabular"\nmetric = "rmse"\ntest_score = 1.5\n',
-                                   encoding="utf-8")
+    seed = small_casebank(tmp_path)
     (seed / "solutions" / "half-written").mkdir()
     settings = load_settings(bank_dir=tmp_path / "bank", store="faiss", casebank_dir=seed)
     bank = open_bank(settings)
@@ -245,12 +235,12 @@ def test_seed_bank_builds_once_and_follows_edits(tmp_path: Path) -> None:
     assert toy.task_name == "toy" and toy.test_score == 1.5 and toy.modality == "tabular"
     again = open_bank(settings)
     assert again.embedder.stats.computed == 0 and again.embedder.stats.cached == 0  # fingerprint unchanged
-    (seed / "insights" / "tabular" / "c1.md").write_text(
-        '+++\ntitle = "case 1"\nmodality = "tabular"\n+++\nUse model 1 very wisely.\n', encoding="utf-8")
+    (seed / "insights" / "tabular" / "seed-1.md").write_text(
+        '+++\ntitle = "seed 1"\nmodality = "tabular"\n+++\nUse LightGBM very wisely.\n', encoding="utf-8")
     edited = open_bank(settings)
     assert edited.embedder.stats.computed == 1  # only the edited case went through the model
     texts = sorted(c.text for c in edited.list("insight"))
-    assert texts == ["Use model 0 wisely.", "Use model 1 very wisely.", "Use model 2 wisely."]
+    assert texts == sorted([f"Use {SEED_TOPICS[0]}.", "Use LightGBM very wisely.", f"Use {SEED_TOPICS[2]}."])
     edited.remove([toy.id])  # a seed case the user removes stays removed when the bank is opened again
     assert open_bank(settings).list("solution") == []
 

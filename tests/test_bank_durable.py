@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.bank_seed import small_casebank
 
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.bank.cases import Case
@@ -25,24 +26,6 @@ from dsagent_cbr.config import load_settings
 REPO = Path(__file__).resolve().parents[1]
 TOPICS = ["target encoding", "lag features", "stacking", "pseudo labels", "early stopping", "focal loss",
           "rolling means", "mixup", "quantile loss", "test-time augmentation", "k-fold blending", "dropout"]
-
-
-def small_casebank(root: Path) -> Path:
-    """Three seed insights and one seed solution."""
-    seed = root / "casebank"
-    (seed / "insights" / "tabular").mkdir(parents=True)
-    for i, topic in enumerate(["CatBoost on categorical columns", "LightGBM with monotone constraints",
-                               "ridge regression on log targets"]):
-        (seed / "insights" / "tabular" / f"seed-{i}.md").write_text(
-            f'+++\ntitle = "seed {i}"\ncompetition = "seed-comp-{i}"\nkind = "writeup"\n+++\nUse {topic}.\n',
-            encoding="utf-8")
-    sol = seed / "solutions" / "toy"
-    sol.mkdir(parents=True)
-    (sol / "task.md").write_text("Predict y from x in a small table.", encoding="utf-8")
-    (sol / "solution.py").write_text("def train_model(*a):\n    return None\n", encoding="utf-8")
-    (sol / "meta.toml").write_text('task = "toy"\nmodality = "tabular"\ntask_type = "regression"\n'
-                                   'metric = "rmse"\ntest_score = 1.5\n', encoding="utf-8")
-    return seed
 
 
 def user_folder(root: Path, n: int, name: str = "user") -> Path:
@@ -216,6 +199,13 @@ def test_writer_killed_between_journal_and_index_is_caught_up(tmp_path: Path,
     ids = contents(bank_dir, seed, "faiss")
     assert kept.id not in ids["insight"] and lost.id in ids["insight"] and len(ids["solution"]) == 1
     assert kept.text not in (bank_dir / "journal.jsonl").read_text()
+    # a journal cut back by hand to its header: the index's user cases are written to it again
+    journal = bank_dir / "journal.jsonl"
+    journal.write_text(journal.read_text().splitlines()[0] + "\n")
+    capsys.readouterr()
+    open_bank(settings).close()
+    assert "1 case(s) the index holds were written to it again" in capsys.readouterr().err
+    assert user_ids(bank_dir) == {lost.id}
 
 
 @pytest.mark.slow

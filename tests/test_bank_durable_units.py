@@ -183,3 +183,17 @@ def test_first_generation_is_the_old_layout(tmp_path: Path) -> None:
     assert place.current() == "faiss" and place.slots() == ["faiss"]
     assert re.fullmatch(r"faiss\.g1-[0-9a-f]{6}", place.new_slot())
     assert place.new_slot() != place.new_slot()  # a rolled-back generation's name never comes back
+
+
+@pytest.mark.parametrize("name", ["records.jsonl", "vectors.npy"])
+def test_truncated_faiss_file_is_named_with_the_fix(tmp_path: Path, name: str) -> None:
+    from dsagent_cbr.errors import CbrError
+
+    place = FolderPlace(tmp_path, "faiss", chroma=False)
+    _faiss_slot(place, "faiss.g1-aa", ["a", "b", "c"], complete=True)
+    target = tmp_path / "faiss.g1-aa" / "insight" / name
+    target.write_bytes(target.read_bytes()[: target.stat().st_size // 2])
+    with pytest.raises(CbrError) as caught:
+        place.open("faiss.g1-aa").ids("insight")
+    message = str(caught.value)
+    assert str(target) in message and "`cbr bank rebuild`" in message and "\n" not in message

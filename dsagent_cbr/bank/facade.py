@@ -165,7 +165,10 @@ class CaseBank:
         applied = int(self.store.get_meta().get(self._journal_key(), "-1"))
         if applied == size:
             return
-        start = applied if 0 <= applied < size else 0
+        if applied > size:
+            self._rerecord()
+            return
+        start = max(applied, 0)
         state = JournalState()
         reseed = False
         for _, op in self.journal.ops(start):
@@ -186,15 +189,29 @@ class CaseBank:
             notice(f"The bank's index was behind its journal ({self.journal.path}): indexed {len(missing)} "
                    f"case(s) and removed {len(gone)} to match it.")
 
+    def _store_user_cases(self, seed_now: list[Case]) -> list[Case]:
+        """Cases in the index that did not come from the seed files."""
+        seed_ids = set(json.loads(self.store.get_meta().get("seed_ids", "[]"))) | {c.id for c in seed_now}
+        return [c for kind in KINDS for c in self.list(kind) if c.id not in seed_ids
+                and not str(c.extra.get("origin", "")).startswith("casebank/")]
+
+    def _rerecord(self) -> None:
+        """The journal is shorter than the index last saw it (cut or edited by hand): the index's user
+        cases that it no longer mentions are written to it again."""
+        state = self.journal.state()
+        seed_now = self._load_seed().cases if self.casebank_dir else []
+        lost = [c for c in self._store_user_cases(seed_now) if c.id not in state.cases and c.id not in state.removed]
+        size = self.journal.append([{"op": "add", "case": c.to_dict()} for c in lost]) if lost else self.journal.size()
+        self._mark_applied(size)
+        notice(f"The bank's journal {self.journal.path} is shorter than when the index last read it; "
+               f"{len(lost)} case(s) the index holds were written to it again.")
+
     def _start_journal(self) -> None:
         """A bank without a journal: a new one, or one made before journals. Its user cases (those not
         from the seed files) are written to a new journal, so that from now on they survive anything
         that happens to the index."""
-        seed_ids = set(json.loads(self.store.get_meta().get("seed_ids", "[]")))
         seed_now = self._load_seed().cases if self.casebank_dir else []
-        seed_ids |= {c.id for c in seed_now}
-        user = [c for kind in KINDS for c in self.list(kind) if c.id not in seed_ids
-                and not str(c.extra.get("origin", "")).startswith("casebank/")]
+        user = self._store_user_cases(seed_now)
         ops = [{"op": "add", "case": c.to_dict()} for c in user]
         meta = self.store.get_meta()
         if seed_now and meta.get("seed_fingerprint") == casefiles.fingerprint(self.casebank_dir or Path()):
@@ -437,21 +454,13 @@ class CaseBank:
             cases.update(carried)
             staged_id, size = self.journal.create(Journal.compacted(state), staged=True)
             slot = self.place.new_slot()
-            store = self.place.open(slot, fresh=True)
-            added: list[str] = []
-            everything = list(cases.values())
-            for start in range(0, len(everything), REBUILD_BATCH):
-                for kind, batch in _by_kind(everything[start:start + REBUILD_BATCH]).items():
-                    if batch:
-                        records = [Record(c.id, metadata_of(c), json.dumps(c.to_dict(), default=str)) for c in batch]
-                        store.add(kind, records, self._embed_cases(batch))
-                        added.extend(c.id for c in batch)
-            meta = {"embedding_model": self.embedder.model_name, f"journal:{staged_id}": str(size),
-                    "seed_ids": json.dumps(sorted(seed_ids))}
-            if self.casebank_dir and self.casebank_dir.is_dir():
-                meta["seed_fingerprint"] = casefiles.fingerprint(self.casebank_dir)
-            store.set_meta(meta)
-            self.place.mark_complete(slot, store)
+            try:
+                store = self._fill(slot, list(cases.values()), seed_ids, {f"journal:{staged_id}": str(size)})
+            except BaseException:
+                # an error (not a kill): put things back now rather than at the next command
+                self.place.discard(slot)
+                self.journal.next_path.unlink(missing_ok=True)
+                raise
             self.journal.commit_staged()
             old = self.place.current()
             self.place.point_to(slot)
@@ -463,7 +472,22 @@ class CaseBank:
             if carried:
                 notice(f"Carried over {len(carried)} case(s) that {self.place.label} held and this bank's "
                        "journal does not (added from elsewhere).")
-        return AddReport(added=added)
+        return AddReport(added=list(cases))
+
+    def _fill(self, slot: str, cases: list[Case], seed_ids: set[str], meta: dict[str, str]) -> VectorStore:
+        """A complete new store in `slot` holding `cases`, embedded and written a batch at a time."""
+        store = self.place.open(slot, fresh=True)
+        for start in range(0, len(cases), REBUILD_BATCH):
+            for kind, batch in _by_kind(cases[start:start + REBUILD_BATCH]).items():
+                if batch:
+                    records = [Record(c.id, metadata_of(c), json.dumps(c.to_dict(), default=str)) for c in batch]
+                    store.add(kind, records, self._embed_cases(batch))
+        meta = {**meta, "embedding_model": self.embedder.model_name, "seed_ids": json.dumps(sorted(seed_ids))}
+        if self.casebank_dir and self.casebank_dir.is_dir():
+            meta["seed_fingerprint"] = casefiles.fingerprint(self.casebank_dir)
+        store.set_meta(meta)
+        self.place.mark_complete(slot, store)
+        return store
 
     def _state_for_rebuild(self) -> JournalState:
         if not self.journal.exists():
