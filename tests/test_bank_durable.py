@@ -87,7 +87,9 @@ def test_sigkill_during_rebuild_at_ten_moments_loses_no_case(tmp_path: Path,
     old_slot = (bank_dir / "chroma.current").read_text()
     proc, began = start_and_wait()
     seen: dict[str, float] = {}
-    while proc.poll() is None or "old index deleted" not in seen:
+    running = True
+    while running:
+        running = proc.poll() is None  # one more look after the exit
         now = time.perf_counter() - began
         new_slots = [p for p in bank_dir.glob("chroma.g*") if p.is_dir() and p.name != old_slot]
         marks = {"new index begun": bool(new_slots),
@@ -101,6 +103,7 @@ def test_sigkill_during_rebuild_at_ten_moments_loses_no_case(tmp_path: Path,
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert contents(bank_dir, seed) == before
+    assert list(seen) == ["new index begun", "new index complete", "switched", "old index deleted"], seen
     window = seen["old index deleted"]
     lines = []
     for i in range(10):

@@ -197,3 +197,13 @@ def test_truncated_faiss_file_is_named_with_the_fix(tmp_path: Path, name: str) -
         place.open("faiss.g1-aa").ids("insight")
     message = str(caught.value)
     assert str(target) in message and "`cbr bank rebuild`" in message and "\n" not in message
+
+
+def test_without_roll_back_an_unfinished_generation_is_left_alone(tmp_path: Path) -> None:
+    """On a shared server an unfinished newer generation may be a teammate's rebuild at work."""
+    place = FolderPlace(tmp_path, "faiss", chroma=False)
+    _faiss_slot(place, "faiss.g1-aa", ["a"], complete=True)
+    place.point_to("faiss.g1-aa")
+    _faiss_slot(place, "faiss.g2-bb", ["a"], complete=False)
+    assert recover(place, roll_back=False) is None and place.slots() == ["faiss.g1-aa", "faiss.g2-bb"]
+    assert "rolled back" in recover(place) and place.slots() == ["faiss.g1-aa"]

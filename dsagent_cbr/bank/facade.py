@@ -99,7 +99,7 @@ class CaseBank:
         """Finish or roll back an interrupted rebuild, open the store in use (or start one), catch it up
         with the journal, and index the seed files when they changed."""
         with self.lock():
-            self._recover()
+            self._recover(roll_back=not self.place.shared)
             slot = self.place.current()
             if slot is None:
                 self._start_store()
@@ -111,8 +111,8 @@ class CaseBank:
                 self.ensure_seeded()
         return self
 
-    def _recover(self) -> None:
-        line = recover(self.place)
+    def _recover(self, roll_back: bool = True) -> None:
+        line = recover(self.place, roll_back)
         if self.journal.next_path.exists():  # a compacted journal that its rebuild never put in place
             self.journal.next_path.unlink()
             line = line or ("An interrupted `cbr bank rebuild` was rolled back: it had only begun, and the bank "

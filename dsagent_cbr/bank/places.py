@@ -51,6 +51,9 @@ class Place(Protocol):
 
     def discard(self, slot: str) -> None: ...
 
+    def sweep(self) -> None:
+        """Finish deleting what a killed discard left."""
+
 
 def _next(place: Place) -> str:
     """The next generation number, with a random tail: a rolled-back generation's name is never used again
@@ -129,6 +132,8 @@ class FolderPlace:
             folder.rename(doomed)
             fsync_dir(self.bank_dir)
             shutil.rmtree(doomed, ignore_errors=True)
+
+    def sweep(self) -> None:
         for stale in self.bank_dir.glob(".discard-*"):
             shutil.rmtree(stale, ignore_errors=True)
 
@@ -201,12 +206,21 @@ class ServerPlace:
             with contextlib.suppress(Exception):  # not there: nothing to delete
                 self.client.delete_collection(name)
 
+    def sweep(self) -> None:
+        """Nothing to do: a collection is deleted in one call."""
 
-def recover(place: Place) -> str | None:
-    """Finish or roll back what an interrupted rebuild left; one line saying which, or None."""
+
+def recover(place: Place, roll_back: bool = True) -> str | None:
+    """Finish or roll back what an interrupted rebuild left; one line saying which, or None.
+
+    Without roll_back an unfinished newer generation is left alone: on a shared server it may be a
+    teammate's rebuild in progress (the bank lock is only local), so there only a rebuild clears it."""
+    place.sweep()
     current = place.current()
     now = place.generation(current) if current else -1
     others = [s for s in place.slots() if s != current]
+    if not roll_back:
+        others = [s for s in others if place.generation(s) < now or place.is_complete(s)]
     if not others:
         return None
     newer = [s for s in others if place.generation(s) > now]
