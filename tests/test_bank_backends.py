@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.bank_seed import SEED_TOPICS, small_casebank
 
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.bank.casefiles import load_import_folder
@@ -151,7 +152,7 @@ def test_filters_task_type_and_exclude_task(tmp_path: Path, embed_cache: Path) -
     for store in ("faiss", "chroma"):
         bank = _bank(tmp_path / store, store, embed_cache)
         cases = [Case(kind="solution", text=f"Predict house prices from {n} rooms and area.", script="print(1)",
-                      task_name=f"t{n}", modality="tabular", task_type="regression" if n % 2 else "classification")
+                      task_name=f"t{n}", modality="tabular", task_type="regression" if n % 2 else "binary-classification")
                  for n in range(6)]
         assert len(bank.add(cases).added) == 6
         hits = bank.search("house prices", kind="solution", k=10, where={"task_type": "regression"},
@@ -224,18 +225,7 @@ def test_embedding_cache_avoids_reembedding(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_seed_bank_builds_once_and_follows_edits(tmp_path: Path) -> None:
-    seed = tmp_path / "casebank"
-    (seed / "insights" / "tabular").mkdir(parents=True)
-    for i in range(3):
-        (seed / "insights" / "tabular" / f"c{i}.md").write_text(
-            f'+++\ntitle = "case {i}"\ncompetition = "comp-{i}"\nkind = "writeup"\n+++\nUse model {i} wisely.\n',
-            encoding="utf-8")
-    sol = seed / "solutions" / "toy"
-    sol.mkdir(parents=True)
-    (sol / "task.md").write_text("Predict y from x.", encoding="utf-8")
-    (sol / "solution.py").write_text("def train_model(*a):\n    return None\n", encoding="utf-8")
-    (sol / "meta.toml").write_text('task = "toy"\nmodality = "tabular"\nmetric = "rmse"\ntest_score = 1.5\n',
-                                   encoding="utf-8")
+    seed = small_casebank(tmp_path)
     (seed / "solutions" / "half-written").mkdir()
     settings = load_settings(bank_dir=tmp_path / "bank", store="faiss", casebank_dir=seed)
     bank = open_bank(settings)
@@ -245,11 +235,43 @@ def test_seed_bank_builds_once_and_follows_edits(tmp_path: Path) -> None:
     assert toy.task_name == "toy" and toy.test_score == 1.5 and toy.modality == "tabular"
     again = open_bank(settings)
     assert again.embedder.stats.computed == 0 and again.embedder.stats.cached == 0  # fingerprint unchanged
-    (seed / "insights" / "tabular" / "c1.md").write_text(
-        '+++\ntitle = "case 1"\nmodality = "tabular"\n+++\nUse model 1 very wisely.\n', encoding="utf-8")
+    (seed / "insights" / "tabular" / "seed-1.md").write_text(
+        '+++\ntitle = "seed 1"\nmodality = "tabular"\n+++\nUse LightGBM very wisely.\n', encoding="utf-8")
     edited = open_bank(settings)
     assert edited.embedder.stats.computed == 1  # only the edited case went through the model
     texts = sorted(c.text for c in edited.list("insight"))
-    assert texts == ["Use model 0 wisely.", "Use model 1 very wisely.", "Use model 2 wisely."]
+    assert texts == sorted([f"Use {SEED_TOPICS[0]}.", "Use LightGBM very wisely.", f"Use {SEED_TOPICS[2]}."])
     edited.remove([toy.id])  # a seed case the user removes stays removed when the bank is opened again
     assert open_bank(settings).list("solution") == []
+
+
+@pytest.mark.slow
+def test_rebuild_on_a_chroma_server_switches_everyone_and_keeps_others_cases(
+        tmp_path: Path, embed_cache: Path, chroma_server: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two bank folders (two machines) share one server: a rebuild from one makes new collections from its
+    journal, carries over the other's cases, and the other follows the switch."""
+    import chromadb
+
+    mine = _bank(tmp_path / "mine", "chroma", embed_cache, chroma_url=chroma_server)
+    theirs = _bank(tmp_path / "theirs", "chroma", embed_cache, chroma_url=chroma_server)
+    own = [Case(kind="insight", text=f"Mine {i}: stack gradient boosting models.", modality="tabular")
+           for i in range(3)]
+    other = Case(kind="insight", text="Theirs: pseudo-label the test set with a confident model.", modality="text")
+    assert len(mine.add(own).added) == 3 and theirs.add([other]).added == [other.id]
+    mine.remove([own[0].id])
+    capsys.readouterr()
+    assert cbr(["bank", "rebuild", "--chroma-url", chroma_server, "--bank-dir", str(tmp_path / "mine"),
+                "--casebank-dir", str(tmp_path / "no-seed")]) == 0
+    assert "Carried over 1 case(s)" in capsys.readouterr().err
+    client = chromadb.HttpClient(host="127.0.0.1", port=int(chroma_server.rsplit(":", 1)[1]))
+    names = {c if isinstance(c, str) else c.name for c in client.list_collections()}
+    current = client.get_collection("cbr-bank-current").metadata["current"]
+    assert current.startswith("cbr-g") and {f"{current}-insight", f"{current}-meta"} <= names
+    assert "cbr-insight" not in names  # the old generation is gone
+    expected = {own[1].id, own[2].id, other.id}
+    assert {c.id for c in _bank(tmp_path / "mine", "chroma", embed_cache, chroma_server).list("insight")} == expected
+    # the other machine, opened before the switch, writes into the new collections
+    late = Case(kind="insight", text="Theirs again: clip predictions to the training range.", modality="tabular")
+    assert theirs.add([late]).added == [late.id]
+    assert {c.id for c in _bank(tmp_path / "mine", "chroma", embed_cache, chroma_server).list("insight")} == \
+        expected | {late.id}

@@ -13,8 +13,10 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.bank.checks import MAX_SCRIPT_CHARS, MAX_TEXT_CHARS, problem_with
 
 IMPORT_SUFFIXES = (".txt", ".md", ".case")
+MAX_FILE_BYTES = 4 * MAX_SCRIPT_CHARS + 10_000  # UTF-8 takes at most 4 bytes a character; room for front matter
 
 # folder name -> modality; DS-Agent's tsa_cases mix forecasting and classification, hence "time-series"
 FOLDER_MODALITIES = {
@@ -82,8 +84,13 @@ def infer_source_kind(stem: str, competition: str) -> str:
 
 
 def read_text_file(path: Path) -> str:
-    """UTF-8 text, or ValueError saying why the file cannot be used."""
+    """UTF-8 text, or ValueError saying why the file cannot be used. A file that cannot fit the size cap
+    of a case (checks.py) is refused before it is read."""
     try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ValueError(f"{size / 1e6:.1f} MB is over the size cap of a case ({MAX_TEXT_CHARS:,} characters "
+                             f"of text, {MAX_SCRIPT_CHARS:,} of script); split it into several files")
         data = path.read_bytes()
     except OSError as exc:
         raise ValueError(f"unreadable ({exc.strerror or exc})") from exc
@@ -130,6 +137,9 @@ def load_import_folder(root: Path, modality: str = "", source_kind: str = "") ->
             case = insight_from_text(
                 text, stem=path.stem, modality=modality or infer_modality(relative), competition=comp,
                 source_kind=source_kind or infer_source_kind(path.stem, comp), origin=str(relative))
+            refused = problem_with(case)
+            if refused:
+                raise ValueError(refused)
         except (ValueError, tomllib.TOMLDecodeError) as exc:
             loaded.problems.append(f"{path}: {exc}")
             continue

@@ -7,54 +7,97 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
 
+from dsagent_cbr.bank.integrity import damaged
 from dsagent_cbr.bank.store import Match, Record, matches, parse_where, to_chroma_where
 from dsagent_cbr.errors import CbrError
 
 META_COLLECTION = "cbr-bank-meta"
 
 
-def _client(path: Path | None, url: str | None) -> Any:
+def connect(url: str) -> Any:
+    """A client of the Chroma server at `url`, checked with a heartbeat."""
     import chromadb
 
-    settings = chromadb.Settings(anonymized_telemetry=False)
-    if url:
-        parsed = urlparse(url if "://" in url else f"http://{url}")
-        if not parsed.hostname:
-            raise CbrError(f"Chroma URL {url!r} has no host.")
-        port = parsed.port or (443 if parsed.scheme == "https" else 8000)
-        try:
-            client = chromadb.HttpClient(host=parsed.hostname, port=port, ssl=parsed.scheme == "https",
-                                         settings=settings)
-            client.heartbeat()
-        except Exception as exc:
-            raise CbrError(f"Cannot reach the Chroma server at {url}: {exc}") from exc
-        return client
-    assert path is not None
+    parsed = urlparse(url if "://" in url else f"http://{url}")
+    if not parsed.hostname:
+        raise CbrError(f"Chroma URL {url!r} has no host.")
+    port = parsed.port or (443 if parsed.scheme == "https" else 8000)
+    try:
+        client = chromadb.HttpClient(host=parsed.hostname, port=port, ssl=parsed.scheme == "https",
+                                     settings=chromadb.Settings(anonymized_telemetry=False))
+        client.heartbeat()
+    except Exception as exc:
+        raise CbrError(f"Cannot reach the Chroma server at {url}: {exc}") from exc
+    return client
+
+
+def _embedded(path: Path) -> Any:
+    import chromadb
+
     path.mkdir(parents=True, exist_ok=True)
-    return chromadb.PersistentClient(path=str(path), settings=settings)
+    try:
+        return chromadb.PersistentClient(path=str(path), settings=chromadb.Settings(anonymized_telemetry=False))
+    except Exception as exc:
+        raise damaged(path / "chroma.sqlite3", f"cannot be opened by Chroma ({_first_line(exc)})") from exc
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:200]
 
 
 class ChromaStore:
-    def __init__(self, path: Path | None = None, url: str | None = None, prefix: str = "cbr") -> None:
+    """Collections `<prefix>-insight` and `<prefix>-solution`, and a meta collection, in one client.
+
+    In the embedded mode every call that fails inside Chroma is reported as a damaged index file with
+    the fix, not as Chroma's own traceback; a server's failures are the server's and say so."""
+
+    def __init__(self, path: Path | None = None, url: str | None = None, prefix: str = "cbr",
+                 client: Any = None) -> None:
         self.name = f"chroma ({url})" if url else "chroma"
         self.location = url or str(path)
-        self._client = _client(path, url)
+        self._path = None if url else path
+        if client is not None:
+            self._client = client
+        elif url:
+            self._client = connect(url)
+        else:
+            assert path is not None
+            self._client = _embedded(path)
         self._prefix = prefix
+        self._meta_name = META_COLLECTION if prefix == "cbr" else f"{prefix}-meta"
         self._cols: dict[str, Any] = {}
-        self._batch = int(self._client.get_max_batch_size())
+        with self._guard():
+            self._batch = int(self._client.get_max_batch_size())
+
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        try:
+            yield
+        except CbrError:
+            raise
+        except Exception as exc:
+            if self._path is None:
+                raise CbrError(f"The Chroma server at {self.location} failed: {_first_line(exc)}") from exc
+            raise damaged(self._path / "chroma.sqlite3", f"cannot be read by Chroma ({_first_line(exc)})") from exc
+
+    def refresh(self) -> None:
+        """Nothing cached here: Chroma reads its files on every call."""
 
     def _col(self, collection: str) -> Any:
         if collection not in self._cols:
-            self._cols[collection] = self._client.get_or_create_collection(
-                f"{self._prefix}-{collection}", embedding_function=None,
-                # a higher ef keeps HNSW effectively exact on banks of a few thousand cases
-                configuration={"hnsw": {"space": "cosine", "ef_search": 200, "ef_construction": 200}})
+            with self._guard():
+                self._cols[collection] = self._client.get_or_create_collection(
+                    f"{self._prefix}-{collection}", embedding_function=None,
+                    # a higher ef keeps HNSW effectively exact on banks of a few thousand cases
+                    configuration={"hnsw": {"space": "cosine", "ef_search": 200, "ef_construction": 200}})
         return self._cols[collection]
 
     def add(self, collection: str, records: list[Record], vectors: np.ndarray) -> None:
@@ -70,57 +113,63 @@ class ChromaStore:
                 done.extend(ids)
         except Exception as exc:
             if done:  # all or nothing: take back what went in before the failure
-                col.delete(ids=done)
-            raise CbrError(f"Chroma refused the batch ({exc}); nothing was added.") from exc
+                with self._guard():
+                    col.delete(ids=done)
+            raise CbrError(f"Chroma refused the batch ({_first_line(exc)}); nothing was added.") from exc
 
     def delete(self, collection: str, ids: list[str]) -> None:
         if ids:
-            self._col(collection).delete(ids=list(ids))
+            with self._guard():
+                self._col(collection).delete(ids=list(ids))
 
     def get(self, collection: str, ids: list[str]) -> list[Record]:
         if not ids:
             return []
-        got = self._col(collection).get(ids=list(ids), include=["metadatas"])
+        with self._guard():
+            got = self._col(collection).get(ids=list(ids), include=["metadatas"])
         by_id = {i: _record(i, m) for i, m in zip(got["ids"], got["metadatas"], strict=True)}
         return [by_id[i] for i in ids if i in by_id]
 
     def ids(self, collection: str) -> set[str]:
-        return set(self._col(collection).get(include=[])["ids"])
+        with self._guard():
+            return set(self._col(collection).get(include=[])["ids"])
 
     def records(self, collection: str, where: dict[str, Any] | None = None) -> list[Record]:
-        got = self._col(collection).get(where=to_chroma_where(parse_where(where)), include=["metadatas"])
+        with self._guard():
+            got = self._col(collection).get(where=to_chroma_where(parse_where(where)), include=["metadatas"])
         return [_record(i, m) for i, m in zip(got["ids"], got["metadatas"], strict=True)]
 
     def count(self, collection: str) -> int:
-        return int(self._col(collection).count())
+        with self._guard():
+            return int(self._col(collection).count())
 
     def query(self, collection: str, vector: np.ndarray, k: int, where: dict[str, Any] | None = None) -> list[Match]:
         col = self._col(collection)
-        total = col.count()
-        if total == 0 or k <= 0:
-            return []
         clauses = parse_where(where)
-        got = col.query(query_embeddings=[np.asarray(vector, np.float32)], n_results=min(k, total),
-                        where=to_chroma_where(clauses), include=["metadatas", "distances"])
+        with self._guard():
+            total = col.count()
+            if total == 0 or k <= 0:
+                return []
+            got = col.query(query_embeddings=[np.asarray(vector, np.float32)], n_results=min(k, total),
+                            where=to_chroma_where(clauses), include=["metadatas", "distances"])
         out = []
         for i, meta, dist in zip(got["ids"][0], got["metadatas"][0], got["distances"][0], strict=True):
             if matches(meta, clauses):  # belt and braces: Chroma already filtered
                 out.append(Match(i, 1.0 - float(dist), str(meta.get("payload", "{}"))))
         return out
 
+    def _meta(self) -> Any:
+        with self._guard():
+            return self._client.get_or_create_collection(self._meta_name, embedding_function=None)
+
     def get_meta(self) -> dict[str, str]:
-        col = self._client.get_or_create_collection(META_COLLECTION, embedding_function=None)
-        return {k: str(v) for k, v in (col.metadata or {}).items() if not k.startswith("hnsw:")}
+        metadata = self._meta().metadata or {}
+        return {k: str(v) for k, v in metadata.items() if not k.startswith("hnsw:")}
 
     def set_meta(self, values: dict[str, str]) -> None:
-        col = self._client.get_or_create_collection(META_COLLECTION, embedding_function=None)
-        col.modify(metadata={**self.get_meta(), **values})
-
-    def drop(self) -> None:
-        for name in ("insight", "solution"):
-            with contextlib.suppress(Exception):  # not there: nothing to drop
-                self._client.delete_collection(f"{self._prefix}-{name}")
-        self._cols.clear()
+        col = self._meta()
+        with self._guard():
+            col.modify(metadata={**self.get_meta(), **values})
 
     def close(self) -> None:
         self._cols.clear()

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from dsagent_cbr.bank.integrity import notice, sqlite_problem
 from dsagent_cbr.errors import CbrError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -78,17 +79,54 @@ def loaded_models() -> int:
 
 
 class EmbeddingCache:
-    """(model, sha256 of the exact embedded string) -> float32 vector, in SQLite."""
+    """(model, sha256 of the exact embedded string) -> float32 vector, in SQLite.
+
+    Only a cache: a damaged file is reported in one line, moved aside and replaced by an empty one, and
+    the texts it held are embedded again when asked for."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(str(path), timeout=30, check_same_thread=False)
+        problem = sqlite_problem(path) if path.exists() else None
+        if problem:
+            self._set_aside(problem)
+        try:
+            self._open()
+        except sqlite3.DatabaseError as exc:
+            _damage_only(exc)
+            self._set_aside(f"cannot be read ({exc})")
+            self._open()
+
+    def _open(self) -> None:
+        self._db = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
         self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, dim INTEGER, vec BLOB, "
                          "PRIMARY KEY (model, hash))")
         self._db.commit()
 
+    def _set_aside(self, why: str) -> None:
+        aside = self.path.with_name(self.path.name + ".damaged")
+        if getattr(self, "_db", None) is not None:
+            self._db.close()
+        for suffix in ("", "-journal", "-wal", "-shm"):
+            source = self.path.with_name(self.path.name + suffix)
+            if source.exists():
+                os.replace(source, aside.with_name(aside.name + suffix))
+        notice(f"The embedding cache {self.path} {why}; it is only a cache, so it was moved to {aside} and a new "
+               "one started (texts are embedded again when needed).")
+
+    def _reset(self, exc: sqlite3.DatabaseError) -> None:
+        _damage_only(exc)
+        self._set_aside(f"failed while in use ({exc})")
+        self._open()
+
     def get_many(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
+        try:
+            return self._get_many(model, hashes)
+        except sqlite3.DatabaseError as exc:
+            self._reset(exc)
+            return {}
+
+    def _get_many(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         for start in range(0, len(hashes), 500):
             chunk = hashes[start:start + 500]
@@ -100,16 +138,26 @@ class EmbeddingCache:
         return found
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
-        with self._db:
-            self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)",
-                                 [(model, h, int(v.shape[0]), np.asarray(v, np.float32).tobytes())
-                                  for h, v in items.items()])
+        rows = [(model, h, int(v.shape[0]), np.asarray(v, np.float32).tobytes()) for h, v in items.items()]
+        try:
+            with self._db:
+                self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)", rows)
+        except sqlite3.DatabaseError as exc:
+            self._reset(exc)
+            with self._db:
+                self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)", rows)
 
     def count(self) -> int:
         return int(self._db.execute("SELECT COUNT(*) FROM vectors").fetchone()[0])
 
     def close(self) -> None:
         self._db.close()
+
+
+def _damage_only(exc: sqlite3.DatabaseError) -> None:
+    """Re-raise what is not damage: a busy ("database is locked") cache is another process at work."""
+    if isinstance(exc, sqlite3.OperationalError):
+        raise exc
 
 
 @dataclass

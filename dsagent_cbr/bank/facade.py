@@ -1,27 +1,38 @@
 """The case bank the agent uses: two collections (insights, solutions) over one vector store.
 
-open_bank(settings) -> CaseBank; search / add / remove / get / list / stats / export; ensure_seeded()
-keeps the shipped seed bank (casebank/) indexed, re-adding only what changed."""
+open_bank(settings) -> CaseBank; search / add / remove / get / list / stats / export; rebuild_bank(settings).
+
+What the bank holds is decided by two durable sources: the shipped seed files (casebank/) and the bank's
+journal (journal.py), where every case a user adds or a run retains is written, fsynced, before it is
+indexed. The vector store is derived from them: a store that is behind the journal (a writer died between
+the two) is caught up when the bank is opened, a rebuild makes a whole new store beside the old one and
+switches to it atomically (places.py), and a damaged store file is reported, never silently replaced."""
 
 from __future__ import annotations
 
 import json
 import os
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from dsagent_cbr.bank import casefiles, doctext
 from dsagent_cbr.bank.cases import Case, modality_family
+from dsagent_cbr.bank.checks import KINDS, problem_with
 from dsagent_cbr.bank.embedder import Embedder, EmbeddingCache, normalise
+from dsagent_cbr.bank.integrity import notice
+from dsagent_cbr.bank.journal import JOURNAL_NAME, BankLock, Journal, JournalState
+from dsagent_cbr.bank.places import Place, make_place, recover
 from dsagent_cbr.bank.store import Record, VectorStore
 from dsagent_cbr.errors import CbrError
 
-KINDS = ("insight", "solution")
 STORES = ("chroma", "faiss", "faiss-hnsw")
+T = TypeVar("T")
+REBUILD_BATCH = 256  # cases embedded and written at a time while a rebuild fills its new store
 
 
 @dataclass
@@ -47,16 +58,6 @@ def metadata_of(case: Case) -> dict[str, str | float | int | bool]:
             "metric": case.metric, "source_url": case.source_url}
 
 
-def _check(case: Case) -> str | None:
-    if case.kind not in KINDS:
-        return f"kind must be insight or solution, not {case.kind!r}"
-    if not case.text.strip():
-        return "empty text"
-    if case.kind == "solution" and not case.script.strip():
-        return "a solution case needs a script"
-    return None
-
-
 def _where(where: dict[str, Any] | None, exclude_task: str | None) -> dict[str, Any] | None:
     out = dict(where or {})
     if "kind" in out and out["kind"] in KINDS:  # kind= names the collection, not the source kind
@@ -66,36 +67,213 @@ def _where(where: dict[str, Any] | None, exclude_task: str | None) -> dict[str, 
     return out or None
 
 
+def _all_ids(store: VectorStore) -> set[str]:
+    store.refresh()
+    return store.ids("insight") | store.ids("solution")
+
+
+def _by_kind(cases: list[Case]) -> dict[str, list[Case]]:
+    return {kind: [c for c in cases if c.kind == kind] for kind in KINDS}
+
+
 class CaseBank:
-    def __init__(self, store: VectorStore, embedder: Embedder, bank_dir: Path, casebank_dir: Path | None = None):
-        self.store = store
+    def __init__(self, place: Place, embedder: Embedder, bank_dir: Path, casebank_dir: Path | None = None):
+        self.place = place
         self.embedder = embedder
         self.bank_dir = bank_dir
         self.casebank_dir = casebank_dir
         self.seed_problems: list[str] = []
-        self._check_model()
+        self.journal = Journal(bank_dir / JOURNAL_NAME)
+        self.lock = BankLock(bank_dir)
+        self._slot: str | None = None
+        self._store: VectorStore | None = None
+
+    @property
+    def store(self) -> VectorStore:
+        if self._store is None:
+            raise CbrError("The bank is not open (use open_bank).")
+        return self._store
+
+    # -- opening ---------------------------------------------------------------------------------
+    def open(self, seed: bool = True) -> CaseBank:
+        """Finish or roll back an interrupted rebuild, open the store in use (or start one), catch it up
+        with the journal, and index the seed files when they changed."""
+        with self.lock():
+            self._recover(roll_back=not self.place.shared)
+            slot = self.place.current()
+            if slot is None:
+                self._start_store()
+            else:
+                self._use(slot)
+            self._sync_journal()
+            self._check_model()
+            if seed:
+                self.ensure_seeded()
+        return self
+
+    def _recover(self, roll_back: bool = True) -> None:
+        line = recover(self.place, roll_back)
+        if self.journal.next_path.exists():  # a compacted journal that its rebuild never put in place
+            self.journal.next_path.unlink()
+            line = line or ("An interrupted `cbr bank rebuild` was rolled back: it had only begun, and the bank "
+                            "is as it was before the rebuild.")
+        if line:
+            notice(line)
+
+    def _use(self, slot: str) -> None:
+        store = self.place.open(slot)
+        store.get_meta()  # read something now: a damaged store is reported here, in one sentence
+        for kind in KINDS:
+            store.count(kind)
+        if self._store is not None:
+            self._store.close()
+        self._store, self._slot = store, slot
+
+    def _start_store(self) -> None:
+        """No index yet (a new bank, or a store kind not used here before): an empty one, filled from the
+        journal and the seed files by the steps that follow."""
+        slot = self.place.new_slot()
+        store = self.place.open(slot, fresh=True)
+        store.set_meta({"embedding_model": self.embedder.model_name})
+        self.place.mark_complete(slot, store)
+        self.place.point_to(slot)
+        self._store, self._slot = store, slot
+
+    def _fresh(self) -> None:
+        """Under the lock, before a write: follow a rebuild another process switched to, see other
+        writers' cases, and catch up with the journal."""
+        slot = self.place.current()
+        if slot != self._slot and slot is not None:
+            self._use(slot)
+        else:
+            self.store.refresh()
+        self._sync_journal()
+
+    def _journal_key(self) -> str:
+        return f"journal:{self.journal.ident()}"
+
+    def _mark_applied(self, size: int) -> None:
+        self.store.set_meta({self._journal_key(): str(size)})
+
+    def _sync_journal(self) -> None:
+        """Make the store hold what the journal says: ops after the last one the store recorded as applied
+        are applied again (adds of cases already there and removes of absent ones change nothing)."""
+        if not self.journal.exists():
+            self._start_journal()
+            return
+        size = self.journal.size()
+        applied = int(self.store.get_meta().get(self._journal_key(), "-1"))
+        if applied == size:
+            return
+        if applied > size:
+            self._rerecord()
+            return
+        start = max(applied, 0)
+        state = JournalState()
+        reseed = False
+        for _, op in self.journal.ops(start):
+            state.apply(op)
+            reseed = reseed or op.get("op") == "reseed"
+        present = {kind: self.store.ids(kind) for kind in KINDS}
+        missing = [c for c in state.cases.values() if c.id not in present[c.kind]]
+        gone = sorted(state.removed & (present["insight"] | present["solution"]))
+        if missing:
+            fresh = _by_kind(missing)
+            self._index(fresh, {k: self._embed_cases(v) for k, v in fresh.items() if v})
+        if gone:
+            self._delete(gone)
+        if reseed:
+            self.ensure_seeded(force=True, record=False)
+        self._mark_applied(size)
+        if missing or gone:
+            notice(f"The bank's index was behind its journal ({self.journal.path}): indexed {len(missing)} "
+                   f"case(s) and removed {len(gone)} to match it.")
+
+    def _store_user_cases(self, seed_now: list[Case]) -> list[Case]:
+        """Cases in the index that did not come from the seed files."""
+        seed_ids = set(json.loads(self.store.get_meta().get("seed_ids", "[]"))) | {c.id for c in seed_now}
+        return [c for kind in KINDS for c in self.list(kind) if c.id not in seed_ids
+                and not str(c.extra.get("origin", "")).startswith("casebank/")]
+
+    def _rerecord(self) -> None:
+        """The journal is shorter than the index last saw it (cut or edited by hand): the index's user
+        cases that it no longer mentions are written to it again."""
+        state = self.journal.state()
+        seed_now = self._load_seed().cases if self.casebank_dir else []
+        lost = [c for c in self._store_user_cases(seed_now) if c.id not in state.cases and c.id not in state.removed]
+        size = self.journal.append([{"op": "add", "case": c.to_dict()} for c in lost]) if lost else self.journal.size()
+        self._mark_applied(size)
+        notice(f"The bank's journal {self.journal.path} is shorter than when the index last read it; "
+               f"{len(lost)} case(s) the index holds were written to it again.")
+
+    def _start_journal(self) -> None:
+        """A bank without a journal: a new one, or one made before journals. Its user cases (those not
+        from the seed files) are written to a new journal, so that from now on they survive anything
+        that happens to the index."""
+        seed_now = self._load_seed().cases if self.casebank_dir else []
+        user = self._store_user_cases(seed_now)
+        ops = [{"op": "add", "case": c.to_dict()} for c in user]
+        meta = self.store.get_meta()
+        if seed_now and meta.get("seed_fingerprint") == casefiles.fingerprint(self.casebank_dir or Path()):
+            present = self.store.ids("insight") | self.store.ids("solution")
+            removed = sorted({c.id for c in seed_now} - present)  # seed cases the user removed stay removed
+            if removed:
+                ops.append({"op": "remove", "ids": removed})
+        _, size = self.journal.create(ops)
+        self._mark_applied(size)
+        if ops:
+            notice(f"This bank had no journal: recorded its {len(user)} user case(s) in {self.journal.path}, "
+                   "from which `cbr bank rebuild` can always rebuild the index.")
+
+    def _check_model(self) -> None:
+        recorded = self.store.get_meta().get("embedding_model")
+        if recorded is None:
+            self.store.set_meta({"embedding_model": self.embedder.model_name})
+        elif recorded != self.embedder.model_name:
+            notice(f"The index was built with the embedding model {recorded}; rebuilding it with "
+                   f"{self.embedder.model_name}.")
+            self.rebuild()  # vectors of another model are not comparable with our queries
 
     # -- reading ---------------------------------------------------------------------------------
+    def _read(self, read: Callable[[VectorStore], T]) -> T:
+        """`read` on the store in use, following a rebuild another process switched to since we opened
+        (checked up front for a folder, where it costs a small file read; on a failure for a server)."""
+        if not self.place.shared and self.place.current() not in (None, self._slot):
+            self._follow()
+        try:
+            return read(self.store)
+        except CbrError:
+            if self.place.current() in (None, self._slot):
+                raise
+            self._follow()
+            return read(self.store)
+
+    def _follow(self) -> None:
+        with self.lock():
+            self._fresh()
+
     def search(self, text: str, kind: str = "insight", k: int = 5, where: dict[str, Any] | None = None,
                exclude_task: str | None = None) -> list[Hit]:
         _kind(kind)
         vector = self.embedder.embed_query(doctext.query_text(text))
-        matches = self.store.query(kind, vector, k, _where(where, exclude_task))
+        matches = self._read(lambda store: store.query(kind, vector, k, _where(where, exclude_task)))
         return [Hit(Case.from_dict(json.loads(m.payload)), m.score) for m in matches]
 
     def get(self, case_id: str) -> Case | None:
         for kind in KINDS:
-            found = self.store.get(kind, [case_id])
+            found = self._read(lambda store, kind=kind: store.get(kind, [case_id]))
             if found:
                 return Case.from_dict(json.loads(found[0].payload))
         return None
 
     def list(self, kind: str = "insight", where: dict[str, Any] | None = None) -> list[Case]:
         _kind(kind)
-        return [Case.from_dict(json.loads(r.payload)) for r in self.store.records(kind, _where(where, None))]
+        records = self._read(lambda store: store.records(kind, _where(where, None)))
+        return [Case.from_dict(json.loads(r.payload)) for r in records]
 
     def stats(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"store": self.store.name, "location": getattr(self.store, "location", ""),
+        self._read(lambda store: store.get_meta())  # follow a switch before reading anything else
+        out: dict[str, Any] = {"store": self.store.name, "location": self.place.where(self._slot or ""),
                                "embedding_model": self.embedder.model_name,
                                "embedded": self.embedder.stats.computed, "embed_cache_hits": self.embedder.stats.cached}
         for kind in KINDS:
@@ -104,6 +282,8 @@ class CaseBank:
                          "by_modality": dict(Counter(str(r.metadata.get("modality") or "?") for r in records)),
                          "by_kind": dict(Counter(str(r.metadata.get("kind") or "?") for r in records))}
         out["seed"] = self.store.get_meta().get("seed_fingerprint", "")
+        out["journal"] = str(self.journal.path)
+        out["user_cases"] = len(self.journal.state().cases) if self.journal.exists() else 0
         return out
 
     def export(self, path: Path) -> int:
@@ -113,7 +293,7 @@ class CaseBank:
         n = 0
         with tmp.open("w", encoding="utf-8") as fh:
             for kind in KINDS:
-                for record in self.store.records(kind):
+                for record in self._read(lambda store, kind=kind: store.records(kind)):
                     fh.write(record.payload + "\n")  # json.dumps output has no raw newlines
                     n += 1
         os.replace(tmp, path)
@@ -121,29 +301,54 @@ class CaseBank:
 
     # -- writing ---------------------------------------------------------------------------------
     def add(self, cases: list[Case], all_or_nothing: bool = False) -> AddReport:
-        """Add new cases. Invalid ones are listed in `failed`; the valid new ones are written together or
-        not at all (a store error raises CbrError and leaves the bank as it was). With all_or_nothing,
-        one invalid case means nothing is written."""
+        """Add new cases: journal first, then index. Invalid ones are listed in `failed`; the valid new
+        ones are written together or not at all (a store error raises CbrError and leaves the bank as it
+        was). With all_or_nothing, one invalid case means nothing is written. Under concurrent writers
+        the report says exactly what this call wrote: `added` were new when written, `duplicates` were
+        there already (written by anyone)."""
         report = AddReport()
-        fresh: dict[str, list[Case]] = {k: [] for k in KINDS}
-        seen: set[str] = set()
-        present = {k: self.store.ids(k) for k in KINDS}
+        candidates: dict[str, Case] = {}
+        present = self._read(_all_ids)
         for case in cases:
-            problem = _check(case)
+            problem = problem_with(case)
             if problem:
                 report.failed.append((case.id, problem))
-            elif case.id in seen or case.id in present[case.kind]:
+            elif case.id in candidates or case.id in present:
                 report.duplicates.append(case.id)
             else:
-                seen.add(case.id)
-                fresh[case.kind].append(case)
+                candidates[case.id] = case
         if report.failed and all_or_nothing:
             return report
-        vectors = {k: self._embed_cases(v) for k, v in fresh.items() if v}  # embed before touching the store
-        report.added = self._write(fresh, vectors)
+        # embed outside the lock (the slow part); what is new is decided under it
+        batches = _by_kind(list(candidates.values()))
+        vectors = {k: self._embed_cases(v) for k, v in batches.items() if v}
+        with self.lock():
+            self._fresh()
+            present = self.store.ids("insight") | self.store.ids("solution")
+            fresh: dict[str, list[Case]] = {k: [] for k in KINDS}
+            keep: dict[str, list[int]] = {k: [] for k in KINDS}
+            for kind, batch in batches.items():
+                for row, case in enumerate(batch):
+                    if case.id in present:
+                        report.duplicates.append(case.id)
+                    else:
+                        fresh[kind].append(case)
+                        keep[kind].append(row)
+            written = [c for kind in KINDS for c in fresh[kind]]
+            if not written:
+                return report
+            size = self.journal.append([{"op": "add", "case": c.to_dict()} for c in written])
+            try:
+                report.added = self._index(fresh, {k: vectors[k][keep[k]] for k in KINDS if fresh[k]})
+            except CbrError:
+                # the index refused: take the cases back out of the journal's meaning too
+                self.journal.append([{"op": "remove", "ids": [c.id for c in written]}])
+                raise
+            self._mark_applied(size)
         return report
 
-    def _write(self, fresh: dict[str, list[Case]], vectors: dict[str, np.ndarray]) -> list[str]:
+    def _index(self, fresh: dict[str, list[Case]], vectors: dict[str, np.ndarray]) -> list[str]:
+        """Write cases to the store only (seed cases, journal replays, and add() after its journal line)."""
         written: list[tuple[str, list[str]]] = []
         try:
             for kind, batch in fresh.items():
@@ -160,7 +365,7 @@ class CaseBank:
             raise CbrError(f"The store refused the batch ({exc}); nothing was added.") from exc
         return [i for _, ids in written for i in ids]
 
-    def remove(self, ids: list[str]) -> list[str]:
+    def _delete(self, ids: list[str]) -> list[str]:
         removed = []
         for kind in KINDS:
             present = self.store.ids(kind) & set(ids)
@@ -170,6 +375,17 @@ class CaseBank:
         seeded = json.loads(self.store.get_meta().get("seed_ids", "[]"))
         if set(seeded) & set(removed):  # a seed case the user removed stays removed until `bank build`
             self.store.set_meta({"seed_ids": json.dumps([i for i in seeded if i not in set(removed)])})
+        return removed
+
+    def remove(self, ids: list[str]) -> list[str]:
+        with self.lock():
+            self._fresh()
+            present = (self.store.ids("insight") | self.store.ids("solution")) & set(ids)
+            if not present:
+                return []
+            size = self.journal.append([{"op": "remove", "ids": sorted(present)}])
+            removed = self._delete(sorted(present))
+            self._mark_applied(size)
         return removed
 
     def _embed_cases(self, cases: list[Case]) -> np.ndarray:
@@ -182,51 +398,128 @@ class CaseBank:
         return normalise(np.stack(out))
 
     # -- seed bank and rebuilds ------------------------------------------------------------------
-    def ensure_seeded(self, force: bool = False) -> AddReport:
-        """Index casebank/ when its files changed since the last time (or when forced): cases from
-        files that are gone or edited are removed, new ones added; unchanged ones stay untouched."""
+    def _load_seed(self) -> casefiles.Loaded:
+        loaded = casefiles.load_seed(self.casebank_dir) if self.casebank_dir else casefiles.Loaded()
+        self.seed_problems = loaded.problems
+        return loaded
+
+    def ensure_seeded(self, force: bool = False, record: bool = True) -> AddReport:
+        """Index casebank/ when its files changed since the last time (or when forced, which also brings
+        back seed cases a user removed): cases from files that are gone or edited are removed, new ones
+        added; unchanged ones stay untouched. Seed cases are not journaled: the files are their record."""
         report = AddReport()
         if self.casebank_dir is None or not self.casebank_dir.is_dir():
             return report
-        meta = self.store.get_meta()
-        current = casefiles.fingerprint(self.casebank_dir)
-        before = set(json.loads(meta.get("seed_ids", "[]")))
-        present = self.store.ids("insight") | self.store.ids("solution")
-        if not force and meta.get("seed_fingerprint") == current and before <= present:
-            return report
-        loaded = casefiles.load_seed(self.casebank_dir)
-        self.seed_problems = loaded.problems
-        wanted = {c.id for c in loaded.cases}
-        stale = sorted(before - wanted)
-        report = self.add(loaded.cases)
-        if stale:
-            self.remove(stale)
-        self.store.set_meta({"seed_fingerprint": current, "seed_ids": json.dumps(sorted(wanted))})
+        with self.lock():
+            meta = self.store.get_meta()
+            current = casefiles.fingerprint(self.casebank_dir)
+            before = set(json.loads(meta.get("seed_ids", "[]")))
+            present = self.store.ids("insight") | self.store.ids("solution")
+            if not force and meta.get("seed_fingerprint") == current and before <= present:
+                return report
+            if force and record:
+                self._mark_applied(self.journal.append([{"op": "reseed"}]))
+            loaded = self._load_seed()
+            journal = self.journal.state()
+            wanted = [c for c in loaded.cases if c.id not in journal.removed]
+            wanted_ids = {c.id for c in wanted}
+            stale = sorted(before - wanted_ids - set(journal.cases))
+            new = [c for c in wanted if c.id not in present]
+            report.duplicates = [c.id for c in wanted if c.id in present]
+            report.failed = [(c.id, why) for c in new if (why := problem_with(c))]
+            new = [c for c in new if not problem_with(c)]
+            if new:
+                batches = _by_kind(new)
+                report.added = self._index(batches, {k: self._embed_cases(v) for k, v in batches.items() if v})
+            if stale:
+                self._delete(stale)
+            self.store.set_meta({"seed_fingerprint": current, "seed_ids": json.dumps(sorted(wanted_ids))})
         return report
 
     def rebuild(self) -> AddReport:
-        """Index every case again (with the embedding cache, unchanged texts are not re-embedded). All
-        vectors are computed before the old ones are dropped, and a JSONL backup is kept until the new
-        index is written, so a failure loses nothing."""
-        fresh = {kind: self.list(kind) for kind in KINDS}
-        vectors = {k: self._embed_cases(v) for k, v in fresh.items() if v}
-        backup = self.bank_dir / "rebuild-backup.jsonl"
-        self.export(backup)
-        self.store.drop()
-        report = AddReport(added=self._write(fresh, vectors))
-        self.store.set_meta({"embedding_model": self.embedder.model_name})
-        backup.unlink()
-        return report
+        """Make a new index from the seed files and the journal, beside the one in use, and switch to it.
 
-    def _check_model(self) -> None:
-        recorded = self.store.get_meta().get("embedding_model")
-        if recorded is None:
-            self.store.set_meta({"embedding_model": self.embedder.model_name})
-        elif recorded != self.embedder.model_name:
-            self.rebuild()  # vectors of another model are not comparable with our queries
+        The journal is compacted on the way (texts of removed cases leave it). A kill at any point leaves
+        the old index in use or the new one; the next command finishes or rolls back what is left. With
+        a Chroma server, cases the server holds that neither the seed files nor this bank's journal know
+        (added by others who share the server) are carried over into the new collections."""
+        with self.lock():
+            self._recover()
+            state = self._state_for_rebuild()
+            loaded = self._load_seed()
+            cases: dict[str, Case] = {c.id: c for c in loaded.cases if c.id not in state.removed}
+            seed_ids = set(cases)
+            cases.update(state.cases)
+            carried = self._carry_over(cases, state.removed)
+            cases.update(carried)
+            staged_id, size = self.journal.create(Journal.compacted(state), staged=True)
+            slot = self.place.new_slot()
+            try:
+                store = self._fill(slot, list(cases.values()), seed_ids, {f"journal:{staged_id}": str(size)})
+            except BaseException:
+                # an error (not a kill): put things back now rather than at the next command
+                self.place.discard(slot)
+                self.journal.next_path.unlink(missing_ok=True)
+                raise
+            self.journal.commit_staged()
+            old = self.place.current()
+            self.place.point_to(slot)
+            if self._store is not None:
+                self._store.close()
+            self._store, self._slot = store, slot
+            if old and old != slot:
+                self.place.discard(old)
+            if carried:
+                notice(f"Carried over {len(carried)} case(s) that {self.place.label} held and this bank's "
+                       "journal does not (added from elsewhere).")
+        return AddReport(added=list(cases))
+
+    def _fill(self, slot: str, cases: list[Case], seed_ids: set[str], meta: dict[str, str]) -> VectorStore:
+        """A complete new store in `slot` holding `cases`, embedded and written a batch at a time."""
+        store = self.place.open(slot, fresh=True)
+        for start in range(0, len(cases), REBUILD_BATCH):
+            for kind, batch in _by_kind(cases[start:start + REBUILD_BATCH]).items():
+                if batch:
+                    records = [Record(c.id, metadata_of(c), json.dumps(c.to_dict(), default=str)) for c in batch]
+                    store.add(kind, records, self._embed_cases(batch))
+        meta = {**meta, "embedding_model": self.embedder.model_name, "seed_ids": json.dumps(sorted(seed_ids))}
+        if self.casebank_dir and self.casebank_dir.is_dir():
+            meta["seed_fingerprint"] = casefiles.fingerprint(self.casebank_dir)
+        store.set_meta(meta)
+        self.place.mark_complete(slot, store)
+        return store
+
+    def _state_for_rebuild(self) -> JournalState:
+        if not self.journal.exists():
+            slot = self.place.current()
+            if slot is not None:
+                try:
+                    self._use(slot)
+                except CbrError as exc:
+                    raise CbrError(f"{exc} But this bank was made before banks kept a journal, so its own cases "
+                                   f"exist only in that index; remove {self.place.label}* to start again from "
+                                   "the seed files.") from exc
+                self._start_journal()
+            else:
+                self.journal.create()
+        return self.journal.state()
+
+    def _carry_over(self, known: dict[str, Case], removed: set[str]) -> dict[str, Case]:
+        """On a shared Chroma server: cases in the collections in use that neither source knows."""
+        slot = self.place.current()
+        if not getattr(self.place, "shared", False) or slot is None:
+            return {}
+        store = self.place.open(slot)
+        out: dict[str, Case] = {}
+        for kind in KINDS:
+            for record in store.records(kind):
+                if record.id not in known and record.id not in removed:
+                    out[record.id] = Case.from_dict(json.loads(record.payload))
+        return out
 
     def close(self) -> None:
-        self.store.close()
+        if self._store is not None:
+            self._store.close()
         if self.embedder.cache is not None:
             self.embedder.cache.close()
 
@@ -236,28 +529,28 @@ def _kind(kind: str) -> None:
         raise CbrError(f"Case kind must be insight or solution, not {kind!r}.")
 
 
-def make_store(store: str, bank_dir: Path, chroma_url: str | None = None) -> VectorStore:
-    if store == "chroma":
-        from dsagent_cbr.bank.chroma_store import ChromaStore
-
-        return ChromaStore(path=None if chroma_url else bank_dir / "chroma", url=chroma_url)
-    if store in ("faiss", "faiss-hnsw"):
-        from dsagent_cbr.bank.faiss_store import FaissStore
-
-        return FaissStore(bank_dir / store, hnsw=store == "faiss-hnsw")
-    raise CbrError(f"Unknown store {store!r}; use one of {', '.join(STORES)}.")
-
-
-def open_bank(settings: Any, *, seed: bool = True, cache_path: Path | None = None,
-              query_prefix: str | None = None, document_prefix: str | None = None) -> CaseBank:
-    """The bank in settings.bank_path with settings.store, seeded from settings.casebank_dir."""
+def _bank(settings: Any, cache_path: Path | None, query_prefix: str | None,
+          document_prefix: str | None) -> CaseBank:
+    if settings.store not in STORES:
+        raise CbrError(f"Unknown store {settings.store!r}; use one of {', '.join(STORES)}.")
     bank_dir = Path(settings.bank_path)
     bank_dir.mkdir(parents=True, exist_ok=True)
     cache = EmbeddingCache(cache_path or bank_dir / "embeddings.sqlite")
     embedder = Embedder(settings.embedding_model, cache=cache, query_prefix=query_prefix,
                         document_prefix=document_prefix)
-    bank = CaseBank(make_store(settings.store, bank_dir, settings.chroma_url), embedder, bank_dir,
+    return CaseBank(make_place(settings.store, bank_dir, settings.chroma_url), embedder, bank_dir,
                     Path(settings.casebank_dir) if settings.casebank_dir else None)
-    if seed:
-        bank.ensure_seeded()
-    return bank
+
+
+def open_bank(settings: Any, *, seed: bool = True, cache_path: Path | None = None,
+              query_prefix: str | None = None, document_prefix: str | None = None) -> CaseBank:
+    """The bank in settings.bank_path with settings.store, seeded from settings.casebank_dir."""
+    return _bank(settings, cache_path, query_prefix, document_prefix).open(seed=seed)
+
+
+def rebuild_bank(settings: Any, *, cache_path: Path | None = None) -> tuple[CaseBank, AddReport]:
+    """A new index for the bank from its seed files and journal, without reading the index in use (which
+    may be the damaged thing the rebuild is for)."""
+    bank = _bank(settings, cache_path, None, None)
+    report = bank.rebuild()
+    return bank, report

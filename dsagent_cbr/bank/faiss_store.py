@@ -17,8 +17,14 @@ from typing import Any
 
 import numpy as np
 
+from dsagent_cbr.bank.integrity import damaged
+from dsagent_cbr.bank.journal import write_atomic
 from dsagent_cbr.bank.store import Match, Record, matches, parse_where
 from dsagent_cbr.errors import CbrError
+
+
+def _why(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
 
 
 def build_index(vectors: np.ndarray, hnsw: bool = False, m: int = 32, ef_search: int = 64) -> Any:
@@ -70,15 +76,20 @@ class FaissStore:
             os.replace(self.root / f"{collection}.old", folder)  # a swap was interrupted: keep the old copy
         if not folder.exists():
             return _Collection([], np.zeros((0, 0), np.float32), self.hnsw)
-        records = []
-        with (folder / "records.jsonl").open(encoding="utf-8") as fh:
-            for line in fh:
-                row = json.loads(line)
-                records.append(Record(row["id"], row["metadata"], row["payload"]))
-        vectors = np.load(folder / "vectors.npy")
+        try:
+            records = []
+            with (folder / "records.jsonl").open(encoding="utf-8") as fh:
+                for line in fh:
+                    row = json.loads(line)
+                    records.append(Record(row["id"], row["metadata"], row["payload"]))
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise damaged(folder / "records.jsonl", f"cannot be read ({_why(exc)})") from exc
+        try:
+            vectors = np.load(folder / "vectors.npy")
+        except (OSError, ValueError, EOFError) as exc:
+            raise damaged(folder / "vectors.npy", f"cannot be read ({_why(exc)})") from exc
         if len(vectors) != len(records):
-            raise CbrError(f"FAISS collection {folder} is inconsistent: {len(vectors)} vectors, "
-                           f"{len(records)} records; rebuild it with `cbr bank build --rebuild`.")
+            raise damaged(folder, f"is inconsistent ({len(vectors)} vectors, {len(records)} records)")
         return _Collection(records, vectors, self.hnsw)
 
     def _save(self, collection: str, col: _Collection) -> None:
@@ -175,17 +186,21 @@ class FaissStore:
 
     def get_meta(self) -> dict[str, str]:
         path = self.root / "meta.json"
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        if not path.is_file():
+            return {}
+        try:
+            meta = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise damaged(path, f"cannot be read ({_why(exc)})") from exc
+        if not isinstance(meta, dict):
+            raise damaged(path, "does not hold a JSON object")
+        return meta
 
     def set_meta(self, values: dict[str, str]) -> None:
-        path = self.root / "meta.json"
-        tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({**self.get_meta(), **values}, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(self.root / "meta.json", json.dumps({**self.get_meta(), **values}, indent=1).encode("utf-8"))
 
-    def drop(self) -> None:
-        for name in ("insight", "solution"):
-            shutil.rmtree(self.root / name, ignore_errors=True)
+    def refresh(self) -> None:
+        """Forget the collections read so far: another process may have written since."""
         self._cols.clear()
 
     def close(self) -> None:

@@ -49,7 +49,8 @@ class VectorStore(Protocol):
 
     def set_meta(self, values: dict[str, str]) -> None: ...
 
-    def drop(self) -> None: ...
+    def refresh(self) -> None:
+        """Drop anything cached from disk, so the next call sees other processes' writes."""
 
     def close(self) -> None: ...
 

@@ -1,4 +1,4 @@
-"""`cbr bank build|search|add|import|list|show|stats|export|remove`."""
+"""`cbr bank build|rebuild|search|add|import|list|show|stats|export|remove`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from dsagent_cbr.bank.checks import CASE_MODALITIES, CASE_TASK_TYPES, SOURCE_KINDS
 from dsagent_cbr.errors import CbrError
 
 _KIND = click.option("--kind", type=click.Choice(["insight", "solution"]), default="insight", show_default=True,
@@ -27,14 +28,22 @@ def store_options(fn: Any) -> Any:
                         help="Seed bank folder (default: the project's casebank/).")(fn)
 
 
-def _open(opts: dict[str, Any], seed: bool = True) -> Any:
-    from dsagent_cbr.bank import open_bank
+def _settings(opts: dict[str, Any]) -> Any:
     from dsagent_cbr.config import load_settings
 
-    settings = load_settings(store=opts.get("store"), chroma_url=opts.get("chroma_url"),
-                             bank_dir=opts.get("bank_dir"), casebank_dir=opts.get("casebank_dir"),
-                             embedding_model=opts.get("embedding_model"))
-    return open_bank(settings, seed=seed)
+    return load_settings(store=opts.get("store"), chroma_url=opts.get("chroma_url"),
+                         bank_dir=opts.get("bank_dir"), casebank_dir=opts.get("casebank_dir"),
+                         embedding_model=opts.get("embedding_model"))
+
+
+def _open(opts: dict[str, Any], seed: bool = True) -> Any:
+    from dsagent_cbr.bank import open_bank
+
+    return open_bank(_settings(opts), seed=seed)
+
+
+MODALITY_CHOICES = [m for m in CASE_MODALITIES if m]
+TASK_TYPE_CHOICES = [t for t in CASE_TASK_TYPES if t]
 
 
 def _where(modality: str | None, source_kind: str | None, task_type: str | None) -> dict[str, Any] | None:
@@ -72,17 +81,44 @@ def bank() -> None:
 
 @bank.command("build")
 @store_options
-@click.option("--rebuild", is_flag=True, help="Drop the vectors and index every case again.")
+@click.option("--rebuild", is_flag=True, help="The same as `cbr bank rebuild`.")
 def build(rebuild: bool, **opts: Any) -> None:
-    """Index the seed bank (casebank/); only changed files are re-embedded."""
+    """Index the seed bank (casebank/); only changed files are re-embedded. Seed cases you removed come back."""
+    if rebuild:
+        _rebuild(opts)
+        return
     with _status("Indexing the seed bank..."):
         b = _open(opts, seed=False)
-        report = b.rebuild() if rebuild else b.ensure_seeded(force=True)
+        report = b.ensure_seeded(force=True)
     for line in b.seed_problems:
         click.echo(f"skipped {line}", err=True)
     click.echo(f"{report.summary()}; embedded {b.embedder.stats.computed} text(s), "
                f"{b.embedder.stats.cached} from cache.")
     _print_counts(b.stats())
+
+
+@bank.command("rebuild")
+@store_options
+def rebuild_cmd(**opts: Any) -> None:
+    """Make a new index from the seed files and the bank's journal, then switch to it.
+
+    The fix for a damaged index. The old index stays in use until the new one is complete; an interrupted
+    rebuild is finished or rolled back by the next command."""
+    _rebuild(opts)
+
+
+def _rebuild(opts: dict[str, Any]) -> None:
+    from dsagent_cbr.bank import rebuild_bank
+
+    with _status("Rebuilding the index..."):
+        b, report = rebuild_bank(_settings(opts))
+    for line in b.seed_problems:
+        click.echo(f"skipped {line}", err=True)
+    data = b.stats()
+    click.echo(f"rebuilt the index at {data['location']}: {len(report.added)} case(s), {data['user_cases']} of "
+               f"them from the journal; embedded {b.embedder.stats.computed} text(s), "
+               f"{b.embedder.stats.cached} from cache.")
+    _print_counts(data)
 
 
 @bank.command("search")
@@ -113,26 +149,33 @@ def search(text: str, kind: str, k: int, exclude_task: str | None, as_json: bool
 
 @bank.command("add")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--modality", default="", help="Modality of the case.")
+@click.option("--modality", type=click.Choice(MODALITY_CHOICES), default=None, help="Modality of the case.")
 @click.option("--competition", default="", help="Competition slug.")
 @click.option("--url", default="", help="Source URL.")
-@click.option("--source-kind", default="writeup", show_default=True, help="writeup, notebook or retained.")
-@click.option("--task-type", default="", help="Task type.")
+@click.option("--source-kind", type=click.Choice([k for k in SOURCE_KINDS["insight"] if k]), default="writeup",
+              show_default=True, help="Where the insight comes from.")
+@click.option("--task-type", type=click.Choice(TASK_TYPE_CHOICES), default=None, help="Task type.")
 @store_options
-def add(file: Path, modality: str, competition: str, url: str, source_kind: str, task_type: str,
+def add(file: Path, modality: str | None, competition: str, url: str, source_kind: str, task_type: str | None,
         **opts: Any) -> None:
-    """Add one insight from a text or markdown file (front matter, if any, wins over the options)."""
+    """Add one insight from a text or markdown file (front matter, if any, wins over the options).
+
+    A case holds at most 100,000 characters of text; split longer write-ups into several files."""
     from dsagent_cbr.bank.casefiles import insight_from_text, read_text_file
+    from dsagent_cbr.bank.checks import problem_with
 
     try:
-        case = insight_from_text(read_text_file(file), stem=file.stem, modality=modality, competition=competition,
-                                 source_kind=source_kind, origin=str(file))
+        case = insight_from_text(read_text_file(file), stem=file.stem, modality=modality or "",
+                                 competition=competition, source_kind=source_kind, origin=str(file))
     except ValueError as exc:
         raise CbrError(f"{file}: {exc}.") from exc
     if url:
         case.source_url = url
     if task_type:
         case.task_type = task_type
+    refused = problem_with(case)
+    if refused:
+        raise CbrError(f"{file}: {refused}; nothing was added.")
     report = _open(opts).add([case])
     if report.failed:
         raise CbrError(f"{file}: {report.failed[0][1]}.")
@@ -141,15 +184,21 @@ def add(file: Path, modality: str, competition: str, url: str, source_kind: str,
 
 @bank.command("import")
 @click.argument("folder", type=click.Path(exists=True, path_type=Path))
-@click.option("--modality", default="", help="Modality for every file (default: from folder names).")
-@click.option("--source-kind", default="", help="writeup or notebook for every file (default: from file names).")
+@click.option("--modality", type=click.Choice(MODALITY_CHOICES), default=None,
+              help="Modality for every file (default: from folder names).")
+@click.option("--source-kind", type=click.Choice(["writeup", "notebook"]), default=None,
+              help="For every file (default: from file names).")
 @click.option("--skip-bad", is_flag=True, help="Import the good files even when some are bad.")
 @store_options
-def import_(folder: Path, modality: str, source_kind: str, skip_bad: bool, **opts: Any) -> None:
-    """Import a folder of .txt, .md or .case insight files; any bad file stops the import (bank unchanged)."""
+def import_(folder: Path, modality: str | None, source_kind: str | None, skip_bad: bool, **opts: Any) -> None:
+    """Import a folder of .txt, .md or .case insight files; any bad file stops the import (bank unchanged).
+
+    A file is bad when it is not UTF-8 text, is empty, has broken front matter or values outside the
+    allowed sets, or holds more than 100,000 characters of text. Imports running at once each report
+    only the cases they wrote."""
     from dsagent_cbr.bank.casefiles import load_import_folder
 
-    loaded = load_import_folder(folder, modality=modality, source_kind=source_kind)
+    loaded = load_import_folder(folder, modality=modality or "", source_kind=source_kind or "")
     if loaded.problems and not skip_bad:
         raise CbrError(f"{len(loaded.problems)} file(s) cannot be imported; the bank is unchanged "
                        "(fix them or pass --skip-bad).", details=loaded.problems)
@@ -208,6 +257,7 @@ def stats(as_json: bool, **opts: Any) -> None:
         click.echo(json.dumps(data, indent=2))
     else:
         click.echo(f"store {data['store']} at {data['location']}, model {data['embedding_model']}")
+        click.echo(f"journal {data['journal']}: {data['user_cases']} user case(s)")
         _print_counts(data)
 
 

@@ -1,0 +1,61 @@
+"""What the bank accepts: the allowed kinds, modalities, task types and source kinds, a size cap per case,
+and metadata without control characters (a newline in a modality broke `bank stats`). Pure functions."""
+
+from __future__ import annotations
+
+import re
+
+from dsagent_cbr.bank.cases import MODALITIES, Case
+from dsagent_cbr.tasks.model import TASK_TYPES
+
+KINDS = ("insight", "solution")
+# "time-series": imported insights that only say time series (DS-Agent's tsa_cases); "": not known
+CASE_MODALITIES = ("", *MODALITIES, "time-series")
+CASE_TASK_TYPES = ("", *TASK_TYPES)
+SOURCE_KINDS = {"insight": ("", "writeup", "notebook", "retained"), "solution": ("", "reference", "retained")}
+
+# A case is one write-up, notebook digest or solution. Only its first few hundred words are embedded
+# (doctext.MAX_CHUNKS), so a longer text would be stored whole but found by its opening alone; we refuse it
+# and ask for it to be split. The biggest of DS-Agent's 186 reference cases is about 9,000 characters.
+MAX_TEXT_CHARS = 100_000
+MAX_SCRIPT_CHARS = 200_000
+
+METADATA_FIELDS = ("title", "competition", "source_url", "source_kind", "modality", "task_type", "task_name",
+                   "metric")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def _named(value: str) -> str:
+    return repr(value) if len(value) <= 40 else repr(value[:40] + "...")
+
+
+def problem_with(case: Case) -> str | None:
+    """Why the bank refuses `case`, in one phrase, or None."""
+    if case.kind not in KINDS:
+        return f"kind must be insight or solution, not {_named(str(case.kind))}"
+    for name in METADATA_FIELDS:
+        value = getattr(case, name)
+        if not isinstance(value, str):
+            return f"{name} must be text, not {type(value).__name__}"
+        if _CONTROL.search(value):
+            return f"{name} {_named(value)} contains a newline or another control character"
+    if case.modality not in CASE_MODALITIES:
+        return f"modality must be one of {', '.join(m for m in CASE_MODALITIES if m)}, not {_named(case.modality)}"
+    if case.task_type not in CASE_TASK_TYPES:
+        return f"task type must be one of {', '.join(t for t in CASE_TASK_TYPES if t)}, not {_named(case.task_type)}"
+    if case.source_kind not in SOURCE_KINDS[case.kind]:
+        allowed = ", ".join(s for s in SOURCE_KINDS[case.kind] if s)
+        return f"source kind of a{'n' if case.kind == 'insight' else ''} {case.kind} must be one of {allowed}, " \
+               f"not {_named(case.source_kind)}"
+    if not case.text.strip():
+        return "empty text"
+    if "\x00" in case.text or "\x00" in case.script:
+        return "text contains NUL bytes"
+    if len(case.text) > MAX_TEXT_CHARS:
+        return (f"text of {len(case.text):,} characters is over the cap of {MAX_TEXT_CHARS:,} per case; "
+                "split it into several cases")
+    if len(case.script) > MAX_SCRIPT_CHARS:
+        return f"script of {len(case.script):,} characters is over the cap of {MAX_SCRIPT_CHARS:,} per case"
+    if case.kind == "solution" and not case.script.strip():
+        return "a solution case needs a script"
+    return None
