@@ -8,7 +8,7 @@ import pytest
 
 from dsagent_cbr.bank.casefiles import (
     infer_competitions,
-    infer_modality,
+    modality_from_folders,
     infer_source_kind,
     split_front_matter,
 )
@@ -33,11 +33,11 @@ def test_competition_from_file_names() -> None:
 
 
 def test_modality_from_folder_names() -> None:
-    assert infer_modality(PurePath("refs/nlp_cases/a.case")) == "text"
-    assert infer_modality(PurePath("tabular_cases/x/a.case")) == "tabular"
-    assert infer_modality(PurePath("tsa_cases/a.case")) == "time-series"
-    assert infer_modality(PurePath("forecasting/a.md")) == "forecasting"
-    assert infer_modality(PurePath("misc/a.md")) == ""
+    assert modality_from_folders(PurePath("refs/nlp_cases/a.case")) == "text"
+    assert modality_from_folders(PurePath("tabular_cases/x/a.case")) == "tabular"
+    assert modality_from_folders(PurePath("tsa_cases/a.case")) == "time-series"
+    assert modality_from_folders(PurePath("forecasting/a.md")) == "forecasting"
+    assert modality_from_folders(PurePath("misc/a.md")) == ""
 
 
 def test_front_matter() -> None:

@@ -12,7 +12,7 @@ from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.ingest.distil import BudgetSpent, Distiller, cache_key
 from dsagent_cbr.ingest.documents import RawDoc, SourceError
-from dsagent_cbr.ingest.pipeline import infer_modality, ingest
+from dsagent_cbr.ingest.pipeline import modality_from_tags, ingest
 
 SLUG = "playground-series-s3e1"
 
@@ -139,10 +139,10 @@ def test_store_refusing_the_batch_raises_and_nothing_is_half_written(tmp_path: P
 
 
 def test_infer_modality_from_tags() -> None:
-    assert infer_modality(["tabular", "regression"]) == "tabular"
-    assert infer_modality(["nlp", "text"]) == "text"
-    assert infer_modality(["time series analysis"]) == "forecasting"
-    assert infer_modality([]) == ""
+    assert modality_from_tags(["tabular", "regression"]) == "tabular"
+    assert modality_from_tags(["nlp", "text"]) == "text"
+    assert modality_from_tags(["time series analysis"]) == "forecasting"
+    assert modality_from_tags([]) == ""
 
 
 @pytest.mark.slow  # real bank: loads the embedding model

@@ -46,7 +46,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     return header, body.lstrip("\n")
 
 
-def infer_modality(relative: PurePath) -> str:
+def modality_from_folders(relative: PurePath) -> str:
     for part in reversed(relative.parts[:-1]):
         found = FOLDER_MODALITIES.get(part.lower())
         if found:
@@ -135,7 +135,7 @@ def load_import_folder(root: Path, modality: str = "", source_kind: str = "") ->
             text = read_text_file(path)
             comp = comps[path.stem]
             case = insight_from_text(
-                text, stem=path.stem, modality=modality or infer_modality(relative), competition=comp,
+                text, stem=path.stem, modality=modality or modality_from_folders(relative), competition=comp,
                 source_kind=source_kind or infer_source_kind(path.stem, comp), origin=str(relative))
             refused = problem_with(case)
             if refused:
@@ -154,7 +154,7 @@ def load_seed(casebank: Path) -> Loaded:
         try:
             relative = path.relative_to(casebank / "insights")
             loaded.cases.append(insight_from_text(read_text_file(path), stem=path.stem,
-                                                  modality=infer_modality(relative),
+                                                  modality=modality_from_folders(relative),
                                                   origin=f"casebank/insights/{relative}"))
         except (ValueError, tomllib.TOMLDecodeError) as exc:
             loaded.problems.append(f"{path}: {exc}")

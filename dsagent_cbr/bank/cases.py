@@ -9,7 +9,6 @@ from typing import Any, Literal
 
 CaseKind = Literal["insight", "solution"]
 INSIGHT_SOURCES = ("writeup", "notebook", "retained")
-MODALITIES = ("tabular", "text", "forecasting", "time-series-classification")
 # Imported insights often only say "time series" (DS-Agent's tsa_cases mix forecasting and classification),
 # so matching and filtering can work on the family instead of the exact modality.
 FAMILIES = {"tabular": "tabular", "text": "text", "forecasting": "time-series",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 
-from dsagent_cbr.bank.cases import MODALITIES, Case
-from dsagent_cbr.tasks.model import TASK_TYPES
+from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.tasks.model import MODALITIES, TASK_TYPES
 
 KINDS = ("insight", "solution")
 # "time-series": imported insights that only say time series (DS-Agent's tsa_cases); "": not known

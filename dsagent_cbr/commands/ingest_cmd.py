@@ -66,9 +66,9 @@ def ingest_kaggle(slug: str, top: int, notebooks: bool, writeups: bool, api_url:
                        details=[e.reason for e in result.errors])
     modality = common["modality"]
     if modality == "auto":
-        from dsagent_cbr.ingest.pipeline import infer_modality
+        from dsagent_cbr.ingest.pipeline import modality_from_tags
 
-        modality = infer_modality(result.meta.get("tags", []), result.meta.get("category", ""))
+        modality = modality_from_tags(result.meta.get("tags", []), result.meta.get("category", ""))
     _ingest_and_report(result.docs, result.errors, settings, common, modality, source=slug)
 
 

@@ -87,7 +87,7 @@ def content_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def infer_modality(tags: Sequence[str], category: str = "") -> str:
+def modality_from_tags(tags: Sequence[str], category: str = "") -> str:
     """A competition's Kaggle tags say what kind of data it has; the bank's modality names are used."""
     words = " ".join([*tags, category]).lower()
     if "time series" in words or "time-series" in words or "forecast" in words:
