@@ -8,8 +8,8 @@ import pytest
 
 from dsagent_cbr.bank.casefiles import (
     infer_competitions,
-    modality_from_folders,
     infer_source_kind,
+    modality_from_folders,
     split_front_matter,
 )
 from dsagent_cbr.bank.cases import Case

@@ -12,7 +12,7 @@ from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.ingest.distil import BudgetSpent, Distiller, cache_key
 from dsagent_cbr.ingest.documents import RawDoc, SourceError
-from dsagent_cbr.ingest.pipeline import modality_from_tags, ingest
+from dsagent_cbr.ingest.pipeline import ingest, modality_from_tags
 
 SLUG = "playground-series-s3e1"
 
