@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from dsagent_cbr.bank.checks import CASE_MODALITIES, CASE_TASK_TYPES, SOURCE_KINDS
+from dsagent_cbr.commands.options import bank_options, json_option
 from dsagent_cbr.errors import CbrError
 
 _KIND = click.option("--kind", type=click.Choice(["insight", "solution"]), default="insight", show_default=True,
@@ -17,11 +18,8 @@ _KIND = click.option("--kind", type=click.Choice(["insight", "solution"]), defau
 
 
 def store_options(fn: Any) -> Any:
-    fn = click.option("--store", type=click.Choice(["chroma", "faiss", "faiss-hnsw"]), default=None,
-                      help="Vector store (default: settings, chroma).")(fn)
-    fn = click.option("--chroma-url", default=None, help="Use a Chroma server, e.g. http://127.0.0.1:8000.")(fn)
-    fn = click.option("--bank-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-                      help="Bank directory (default: <home>/bank).")(fn)
+    """The bank options every command shares, and the two only bank commands take."""
+    fn = bank_options(fn)
     fn = click.option("--embedding-model", default=None,
                       help="sentence-transformers model name or path (default: all-MiniLM-L6-v2, packaged).")(fn)
     return click.option("--casebank-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -124,9 +122,9 @@ def _rebuild(opts: dict[str, Any]) -> None:
 @bank.command("search")
 @click.argument("text")
 @_KIND
-@click.option("-k", default=5, show_default=True, help="How many cases.")
+@click.option("-k", "--k", "k", default=5, show_default=True, help="How many cases.")
 @click.option("--exclude-task", default=None, help="Leave out solution cases of this task.")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @filter_options
 @store_options
 def search(text: str, kind: str, k: int, exclude_task: str | None, as_json: bool, modality: str | None,
@@ -231,13 +229,17 @@ def list_cases(kind: str, as_json: bool, modality: str | None, source_kind: str 
 
 @bank.command("show")
 @click.argument("case_id")
+@json_option
 @store_options
-def show(case_id: str, **opts: Any) -> None:
+def show(case_id: str, as_json: bool, **opts: Any) -> None:
     """Print one case."""
     case = _open(opts).get(case_id)
     if case is None:
         raise CbrError(f"No case with id {case_id} in the bank.")
     data = case.to_dict()
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=str))
+        return
     text, script = data.pop("text"), data.pop("script")
     for key, value in data.items():
         if value not in ("", None, {}):
@@ -248,7 +250,7 @@ def show(case_id: str, **opts: Any) -> None:
 
 
 @bank.command("stats")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@json_option
 @store_options
 def stats(as_json: bool, **opts: Any) -> None:
     """Counts by collection, modality and source kind."""
