@@ -30,10 +30,10 @@ def library_versions() -> str:
 
 
 def budget_line(policy: SandboxPolicy) -> str:
-    network = "network allowed" if policy.allow_network else "no network (nothing can be downloaded)"
+    network = "network allowed" if policy.allow_network else "no network"
     return (f"each run of the script gets at most {policy.timeout:g} s of wall time, {policy.cores} CPU "
-            f"core(s), {policy.memory_mb:g} MB of memory (processes, /tmp and /dev/shm together), no GPU, "
-            f"{network}. Installed: {library_versions()}.")
+            f"core(s), {policy.memory_mb:g} MB of memory (/tmp included), no GPU, {network}. "
+            f"Installed: {library_versions()}.")
 
 
 def reference_valid(task: Task) -> float | None:

@@ -101,10 +101,14 @@ def _column_table(summary: CsvSummary, keep: set[str]) -> list[str]:
     shown = columns if len(columns) <= MAX_COLUMNS else (
         [c for c in columns if c.name in keep] + [c for c in columns if c.name not in keep][: MAX_COLUMNS - len(keep)])
     shown_names = {c.name for c in shown}
-    lines = ["| column | dtype | missing | distinct | examples |", "|---|---|---:|---:|---|"]
+    # A column of 0% in every row says nothing and costs tokens in every prompt: only when something is missing.
+    gaps = any(c.missing for c in shown)
+    lines = ["| column | dtype |" + (" missing |" if gaps else "") + " distinct | examples |",
+             "|---|---|" + ("---:|" if gaps else "") + "---:|---|"]
     for c in [c for c in columns if c.name in shown_names]:
         examples = ", ".join(c.examples).replace("|", "\\|")
-        lines.append(f"| `{c.name}` | {c.dtype} | {_percent(c.missing)} | {c.distinct:,} | {examples} |")
+        missing = f" {_percent(c.missing)} |" if gaps else ""
+        lines.append(f"| `{c.name}` | {c.dtype} |{missing} {c.distinct:,} | {examples} |")
     rest = [c.name for c in columns if c.name not in shown_names]
     if rest:
         names, used = [], 0
