@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from dsagent_cbr.commands.options import bank_options, json_option
 from dsagent_cbr.config import Settings, load_settings
 from dsagent_cbr.errors import CbrError
 
@@ -22,19 +23,15 @@ _common = [
     click.option("--condense-writeups", is_flag=True, help="Also condense write-ups with the model."),
     click.option("--modality", type=click.Choice(MODALITY_CHOICES), default="auto", show_default=True,
                  help="Modality recorded on the cases (auto: from the competition's tags)."),
-    click.option("--store", type=click.Choice(["chroma", "faiss", "faiss-hnsw"]), default=None,
-                 help="Vector store of the bank."),
-    click.option("--bank-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-                 help="Bank folder (default: <home>/bank)."),
     click.option("--max-cost", type=float, default=None, help="Stop cleanly when this many dollars are spent."),
-    click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON."),
+    json_option,
 ]
 
 
 def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed(_common):
         func = option(func)
-    return func
+    return bank_options(func)
 
 
 @click.command("ingest-kaggle")
@@ -114,7 +111,7 @@ def ingest(sources: tuple[str, ...], kind: str, competition: str, **common: Any)
 
 def _settings(common: dict[str, Any]) -> Settings:
     return load_settings(model=common["model"], store=common["store"], bank_dir=common["bank_dir"],
-                         max_cost=common["max_cost"])
+                         chroma_url=common["chroma_url"], max_cost=common["max_cost"])
 
 
 def _sentence(text: str) -> str:
