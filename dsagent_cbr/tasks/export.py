@@ -168,6 +168,15 @@ def export_dsagent(task: Task, out: Path) -> Path:
     return out
 
 
+def dsagent_copy(task: Task, folder: Path) -> Task:
+    """`task` in DS-Agent's layout at `folder`, exported there unless an export is already there."""
+    from dsagent_cbr.tasks.loader import load_task
+
+    if not (folder / "env" / "submission.py").is_file():
+        export_dsagent(task, folder)
+    return load_task(folder)
+
+
 def research_problem(task: Task) -> str:
     """Our description (already in DS-Agent's words) and where this layout keeps the test labels."""
     if task.data_format == "npy":
@@ -239,8 +248,8 @@ def _csv_parts(task: Task) -> _Parts:
     import pandas as pd
 
     assert task.id_column
-    header = pd.read_csv(task.public_dir / "train.csv", nrows=0).columns
-    features = [c for c in header if c != task.id_column and c not in task.target]
+    train = pd.read_csv(task.public_dir / "train.csv")
+    features = [c for c in train.columns if c != task.id_column and c not in task.target]
     text = task.modality == "text" and len(features) == 1
     multi = len(task.target) > 1
     labels = [f"LABELS = {_q(list(task.target))}  # the label column(s) of train.csv and test.csv"]
@@ -250,9 +259,12 @@ def _csv_parts(task: Task) -> _Parts:
     if metric == "auroc" and not multi:
         labels.append(f"POSITIVE = {_q(_positive_label(task))}  # the class whose probability is scored")
         y_of = "({frame}[LABELS[0]].astype(str) == POSITIVE).astype(int).to_numpy()"
+    if metric == "logloss" or metric == "accuracy" and train[task.target[0]].dtype.kind not in "biuf":
+        # text labels as a string array, never an object one: predictions saved with np.save then load
+        # without pickle
+        y_of = "{frame}[LABELS[0]].to_numpy(dtype=str)"
     if metric == "logloss":
         labels.append(f"CLASSES = {_q(list(task.classes))}  # one probability column per class, in this order")
-        y_of = "{frame}[LABELS[0]].astype(str).to_numpy()"
     guess_train, guess_predict, what = _guess(metric, multi)
     return _Parts(
         imports=["import pandas as pd"], labels=labels, features=named,
