@@ -123,6 +123,18 @@ def test_box_cox_and_transformed_target_regressor_are_stripped():
     assert "RandomForestClassifier()" in code and "y_bc, lam = (y_train + 1, None)" in code
 
 
+def test_multiclass_case_loses_its_pinned_multiclass_loss(exports):
+    """pbc-status's booster is pinned to objective="multiclass", which LightGBM refuses on two classes; the
+    pin is removed (the label count picks the loss), in either layout (where a binary task's type is
+    not even known)."""
+    pbc = reference_case("pbc-status")
+    assert "multiclass" in pbc.script
+    for target in (prepared("smoke-ban"), exports("smoke-ban")):
+        adapted = adapt_solution(pbc, target)
+        assert "multiclass" not in transplanted(adapted.code) and "multi_logloss" not in adapted.code
+        assert any("multi-class loss setting removed" in n for n in adapted.notes)
+
+
 def test_case_names_never_shadow_the_starter_and_unused_imports_stay_behind(exports):
     dsagent_style = case("""
         import numpy as np
@@ -159,6 +171,7 @@ def test_says_plainly_when_it_cannot_apply():
 PAIRS = [
     ("diamonds-price", "smoke-ban"),            # tabular: log1p regression case on a binary accuracy task
     ("mlc-churn", "concrete-strength"),         # tabular: binary case on a regression task (bins)
+    ("pbc-status", "titanic-survival"),         # tabular: multi-class LightGBM case on a binary task
     ("rotten-tomatoes", "fine-foods-rating"),   # text: a Series case; DS-Agent's starter passes lists
     ("movie-snippets-sentiment", "trump-tweets-device"),  # text: two-target regression case, log loss
     ("us-gasoline", "taylor-demand"),           # forecasting

@@ -22,6 +22,7 @@ from dsagent_cbr.agent.adapter_rewrites import (
     rename_imports,
     strip_target_transforms,
     strip_transformed_target_regressor,
+    unpin_multiclass_loss,
 )
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.tasks.model import Task
@@ -207,6 +208,9 @@ def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
         if stripped:
             notes.append(f"regression case on a classification task: its target transform ({', '.join(stripped)}) "
                          "stripped, class labels are not transformed")
+    if kind == "multiclass" and unpin_multiclass_loss(ast.Module(body, [])):
+        notes.append("multi-class case: its multi-class loss setting removed, the library picks the loss from "
+                     "the labels (binary on two classes)")
     swap = EstimatorSwap(names, estimators)
     body = [swap.visit(stmt) for stmt in body]
     if estimators:

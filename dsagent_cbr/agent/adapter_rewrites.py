@@ -304,6 +304,36 @@ def strip_transformed_target_regressor(tree: ast.AST) -> bool:
     return unwrap.found
 
 
+# --- multi-class losses ---------------------------------------------------------------------------
+
+_PINNED = {"objective", "eval_metric", "metric", "loss"}
+_MULTICLASS_VALUES = {"multiclass", "multiclassova", "multi_logloss", "multi_error", "softmax", "multi:softmax",
+                      "multi:softprob", "mlogloss", "merror", "multiclass_ova", "ova"}
+
+
+def unpin_multiclass_loss(tree: ast.AST) -> bool:
+    """Remove the keyword arguments and dict entries that pin a multi-class loss or metric (objective=
+    "multiclass", eval_metric="multi_logloss", num_class=...), in any call or dict literal, so the library
+    picks the loss from the labels it is given: binary on two classes, multi-class on more. True when
+    one was removed."""
+    def pinned(key: str | None, value: ast.expr) -> bool:
+        return key == "num_class" or key in _PINNED and isinstance(value, ast.Constant) and str(
+            value.value).lower() in _MULTICLASS_VALUES
+
+    removed = False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            kept = [k for k in node.keywords if not pinned(k.arg, k.value)]
+            removed |= len(kept) < len(node.keywords)
+            node.keywords = kept
+        elif isinstance(node, ast.Dict):
+            pairs = [(k, v) for k, v in zip(node.keys, node.values, strict=True)
+                     if not (isinstance(k, ast.Constant) and pinned(str(k.value), v))]
+            removed |= len(pairs) < len(node.keys)
+            node.keys, node.values = [k for k, _ in pairs], [v for _, v in pairs]
+    return removed
+
+
 # --- probabilities -----------------------------------------------------------------------------------
 
 def proba_variant(predict: ast.FunctionDef, name: str) -> ast.FunctionDef:
