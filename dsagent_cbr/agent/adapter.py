@@ -168,42 +168,68 @@ def _target_notes(case_kind_: str, case_multi: bool, target: Task, target_cls: b
 
 
 def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
+    """The case's train_model/predict, rewritten for the target, wrapped by the shim, in the target's starter."""
     if case.modality != target.modality:
         raise AdapterError(f"cannot apply: the case is {case.modality} and the task is {target.modality}; "
                            "no rule carries a model across modalities")
+    source, starter, starter_text = _parse_pair(case, target)
+    output, kind = output_kind(target), case_kind(case.task_type)
+    case_multi = kind in ("multilabel", "forecasting") or case.metric == "mcrmse"
+    target_cls = _is_classification(target.task_type)
+    body, names = _case_body(source, starter)
+    body, notes = _rewrite_for_target(body, names, kind, target)
+    notes += _target_notes(kind, case_multi, target, target_cls)
+    x_kind, y_kind = _input_forms(source, case.modality)
+    config = {"modality": target.modality, "output": output,
+              "classes": list(target.classes) or _starter_classes(starter) or None, "case": kind,
+              "case_multi": case_multi, "x_kind": x_kind, "y_kind": y_kind, "target": list(target.target) or None}
+    estimators = TO_CLASSIFIER if target_cls and not _is_classification(case.task_type) else {}
+    imports = [ast.unparse(s) for s in _used_imports(source, body, estimators)]
+    starter_imports = {ast.unparse(s) for s in starter.body if isinstance(s, ast.Import | ast.ImportFrom)}
+    block = [f"# --- transplanted from case {case.name or 'solution'} by the cbr structural adapter ---",
+             *[i for i in dict.fromkeys(imports) if i not in starter_imports], "", _shim(config), "",
+             *[ast.unparse(stmt) + "\n" for stmt in body], _proba_code(body, output, kind) + "\n",
+             "# --- end of transplanted code ---"]
+    code = _splice(starter_text, starter, "\n".join(block))
+    ast.parse(code)
+    return Adaptation(code=code, notes=notes)
+
+
+def _parse_pair(case: CaseSolution, target: Task) -> tuple[ast.Module, ast.Module, str]:
     try:
         source = ast.parse(case.script)
         starter_text = target.starter.read_text(encoding="utf-8")
         starter = ast.parse(starter_text)
     except SyntaxError as exc:
         raise AdapterError(f"cannot apply: a script does not parse ({exc})") from exc
-    source_defs = {s.name for s in source.body if isinstance(s, ast.FunctionDef)}
-    missing = {"train_model", "predict"} - source_defs
+    missing = set(CASE_FUNCTIONS) - {s.name for s in source.body if isinstance(s, ast.FunctionDef)}
     if missing:
         raise AdapterError(f"cannot apply: the case has no {', '.join(sorted(missing))}() to transplant")
-    starter_funcs = [s for s in starter.body if isinstance(s, ast.FunctionDef) and s.name in CASE_FUNCTIONS]
-    if len(starter_funcs) != 2:
+    if len([s for s in starter.body if isinstance(s, ast.FunctionDef) and s.name in CASE_FUNCTIONS]) != 2:
         raise AdapterError("cannot apply: the task's starter lacks the train_model/predict skeleton")
+    return source, starter, starter_text
 
-    output = output_kind(target)
-    kind = case_kind(case.task_type)
-    case_multi = kind in ("multilabel", "forecasting") or case.metric == "mcrmse"
-    source_cls, target_cls = _is_classification(case.task_type), _is_classification(target.task_type)
-    estimators = TO_CLASSIFIER if target_cls and not source_cls else {}
-    x_kind, y_kind = _input_forms(source, case.modality)
 
-    # The task's own constants (target and id columns, class lists) describe its data: they win. The
-    # case's functions and classes keep their code, under a new name where the starter uses theirs.
+def _case_body(source: ast.Module, starter: ast.Module) -> tuple[list[ast.stmt], dict[str, str]]:
+    """The case's statements to transplant, and the names they take. The task's own constants (target
+    and id columns, class lists) describe its data: they win. The case's functions and classes keep
+    their code, under a new name where the starter uses theirs."""
     starter_names = {n for s in starter.body for n in _top_level_names(s)} - set(CASE_FUNCTIONS)
     body = [s for s in _closure(source)
             if isinstance(s, ast.FunctionDef | ast.ClassDef) or not _top_level_names(s) & starter_names]
-    clashes = {n for s in body if isinstance(s, ast.FunctionDef | ast.ClassDef) for n in _top_level_names(s)}
-    names = {**CASE_FUNCTIONS, **{n: f"_case_{n}" for n in clashes & starter_names}}
+    defined = {n for s in body if isinstance(s, ast.FunctionDef | ast.ClassDef) for n in _top_level_names(s)}
+    return body, {**CASE_FUNCTIONS, **{n: f"_case_{n}" for n in defined & starter_names}}
 
+
+def _rewrite_for_target(body: list[ast.stmt], names: dict[str, str], kind: str,
+                        target: Task) -> tuple[list[ast.stmt], list[str]]:
+    """Rename the case's functions; for a regression case on a classification task strip its target
+    transform and swap its estimators; free a multi-class case's loss. Returns the new body and notes."""
     notes: list[str] = []
-    if estimators:
-        train_fn, predict_fn = _case_functions(body)
-        stripped = strip_target_transforms(train_fn, predict_fn)
+    regression_to_classes = _is_classification(target.task_type) and kind in ("regression", "forecasting")
+    estimators = TO_CLASSIFIER if regression_to_classes else {}
+    if regression_to_classes:
+        stripped = strip_target_transforms(*_case_functions(body))
         stripped += ["TransformedTargetRegressor"] if strip_transformed_target_regressor(ast.Module(body, [])) else []
         if stripped:
             notes.append(f"regression case on a classification task: its target transform ({', '.join(stripped)}) "
@@ -213,7 +239,7 @@ def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
                      "the labels (binary on two classes)")
     swap = EstimatorSwap(names, estimators)
     body = [swap.visit(stmt) for stmt in body]
-    if estimators:
+    if regression_to_classes:
         if swap.swapped:
             notes.append("regression case on a classification task: estimators swapped")
             notes += [f"swapped {s}" for s in dict.fromkeys(swap.swapped)]
@@ -222,31 +248,24 @@ def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
                                "counterpart, and a multi-class task needs one")
         else:
             notes.append("no known estimator to swap; the case's outputs are mapped to this task's")
-    notes += _target_notes(kind, case_multi, target, target_cls)
+    return body, notes
 
+
+def _proba_code(body: list[ast.stmt], output: str, kind: str) -> str:
+    """The case's predict returning probabilities, where the task or the shim's rules want them."""
     predict_fn = next(s for s in body if isinstance(s, ast.FunctionDef) and s.name == CASE_FUNCTIONS["predict"])
-    wants_proba = output != "value" or kind in ("binary", "multiclass", "multilabel")
+    wanted = output != "value" or kind in ("binary", "multiclass", "multilabel")
     calls_predict = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "predict"
                         for n in ast.walk(predict_fn))
-    proba = (ast.unparse(proba_variant(predict_fn, PROBA_FUNCTION)) if wants_proba and calls_predict
-             else f"{PROBA_FUNCTION} = None")
-    config = {"modality": target.modality, "output": output,
-              "classes": list(target.classes) or _starter_classes(starter) or None, "case": kind,
-              "case_multi": case_multi, "x_kind": x_kind, "y_kind": y_kind, "target": list(target.target) or None}
-    imports = [ast.unparse(s) for s in _used_imports(source, body, estimators)]
-    starter_imports = {ast.unparse(s) for s in starter.body if isinstance(s, ast.Import | ast.ImportFrom)}
-    new_imports = [i for i in dict.fromkeys(imports) if i not in starter_imports]
+    if wanted and calls_predict:
+        return ast.unparse(proba_variant(predict_fn, PROBA_FUNCTION))
+    return f"{PROBA_FUNCTION} = None"
 
-    block = [f"# --- transplanted from case {case.name or 'solution'} by the cbr structural adapter ---",
-             *new_imports, "", _shim(config), ""]
-    block += [ast.unparse(stmt) + "\n" for stmt in body]
-    block += [proba + "\n", "# --- end of transplanted code ---"]
 
+def _splice(starter_text: str, starter: ast.Module, block: str) -> str:
+    """The starter with its train_model/predict replaced by `block` (at the first one's place)."""
+    funcs = [s for s in starter.body if isinstance(s, ast.FunctionDef) and s.name in CASE_FUNCTIONS]
     lines = starter_text.splitlines()
-    spans = sorted((min([f.lineno, *[d.lineno for d in f.decorator_list]]), f.end_lineno or f.lineno)
-                   for f in starter_funcs)
-    out = lines[: spans[0][0] - 1] + ["\n".join(block)]
-    out += lines[spans[0][1]: spans[1][0] - 1] + lines[spans[1][1]:]
-    code = "\n".join(out) + "\n"
-    ast.parse(code)
-    return Adaptation(code=code, notes=notes)
+    spans = sorted((min([f.lineno, *[d.lineno for d in f.decorator_list]]), f.end_lineno or f.lineno) for f in funcs)
+    out = lines[: spans[0][0] - 1] + [block] + lines[spans[0][1]: spans[1][0] - 1] + lines[spans[1][1]:]
+    return "\n".join(out) + "\n"
