@@ -5,12 +5,13 @@ For each pair and layout it adapts the development task's reference solution to 
 runs the result in the sandbox and grades it, and compares it with the target's random starter in the
 same layout. Prints the table and the share that ran and beat the starter; writes JSON and Markdown.
 Usage: python experiments/adapter_pairs.py [--cases a,b] [--targets c,d] [--layouts cbr,dsagent]
-                                           [--timeout 300] [--out experiments/results/adapter_pairs.json]"""
+                                           [--timeout 600] [--out experiments/results/adapter_pairs.json]"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -121,7 +122,7 @@ def main() -> None:
     parser.add_argument("--cases", help="comma-separated development tasks (default: every seed solution)")
     parser.add_argument("--targets", help="comma-separated target tasks (default: all of the same modality)")
     parser.add_argument("--layouts", default=",".join(LAYOUTS))
-    parser.add_argument("--timeout", type=float, default=300, help="seconds per run")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per run (the runner's default)")
     parser.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "adapter_pairs.json")
     args = parser.parse_args()
 
@@ -146,7 +147,8 @@ def main() -> None:
     args.out.write_text(json.dumps({"summary": totals, "timeout": args.timeout, "rows": rows}, indent=2))
     args.out.with_suffix(".md").write_text(
         "# The structural adapter over every (development task -> same-modality task) pair\n\n"
-        f"`python experiments/adapter_pairs.py` (per-run timeout {args.timeout:g} s).\n\n" + text)
+        f"`{' '.join(['python', 'experiments/adapter_pairs.py', *sys.argv[1:]])}` (per-run timeout "
+        f"{args.timeout:g} s).\n\n" + text)
     print(f"written {args.out} and {args.out.with_suffix('.md')}")
 
 
