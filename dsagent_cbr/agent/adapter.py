@@ -1,42 +1,36 @@
 """The structural adapter: transplant a past solution's modelling code into a new task's starter,
-by AST, with no LLM. What differs between the two tasks is handled by rules (estimator swaps between
-regression and classification, label and feature encoding, one model per target column, the output
-form the new task is graded on) and, where no rule applies, it says so plainly."""
+by AST, with no LLM. What differs between the two tasks is handled by rules, here (by rewriting the
+case's code) and in adapter_shim.py (by wrapping it at run time): the inputs in the form the case's code
+was written for, whichever layout's starter passes them; a regression case on a classification task
+gets classifiers and loses its target transform (log1p/expm1 and the like); a classification case on a
+regression task learns quantile bins; probabilities where the metric needs them; one model per target
+column, indicator columns or one-vs-rest where the target has more outputs than the case. Where no rule
+applies, it says so plainly."""
 
 from __future__ import annotations
 
 import ast
-import inspect
 from dataclasses import dataclass, field
 from importlib import resources
 
+from dsagent_cbr.agent.adapter_rewrites import (
+    TO_CLASSIFIER,
+    AdapterError,
+    EstimatorSwap,
+    input_kinds,
+    proba_variant,
+    rename_imports,
+    strip_target_transforms,
+    strip_transformed_target_regressor,
+    unpin_multiclass_loss,
+)
+from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.tasks.model import Task
 
+__all__ = ["AdapterError", "Adaptation", "CaseSolution", "adapt_solution"]
+
 CASE_FUNCTIONS = {"train_model": "_case_train_model", "predict": "_case_predict"}
-
-# Regression estimator -> its classification counterpart (and back, by inverting the table).
-_TO_CLASSIFIER = {
-    "LGBMRegressor": "LGBMClassifier", "XGBRegressor": "XGBClassifier", "CatBoostRegressor": "CatBoostClassifier",
-    "HistGradientBoostingRegressor": "HistGradientBoostingClassifier",
-    "GradientBoostingRegressor": "GradientBoostingClassifier", "RandomForestRegressor": "RandomForestClassifier",
-    "ExtraTreesRegressor": "ExtraTreesClassifier", "DecisionTreeRegressor": "DecisionTreeClassifier",
-    "KNeighborsRegressor": "KNeighborsClassifier", "MLPRegressor": "MLPClassifier", "SVR": "SVC",
-    "LinearSVR": "LinearSVC", "Ridge": "LogisticRegression", "RidgeCV": "LogisticRegressionCV",
-    "LinearRegression": "LogisticRegression", "Lasso": "LogisticRegression", "ElasticNet": "LogisticRegression",
-    "SGDRegressor": "SGDClassifier", "AdaBoostRegressor": "AdaBoostClassifier",
-    "BaggingRegressor": "BaggingClassifier",
-}
-_TO_REGRESSOR = {v: k for k, v in reversed(list(_TO_CLASSIFIER.items()))}
-_TO_REGRESSOR.update({"RidgeClassifier": "Ridge", "RidgeClassifierCV": "RidgeCV", "LogisticRegression": "Ridge"})
-# Arguments that name a task-specific loss; a swapped estimator must not inherit them.
-_TASK_SPECIFIC_KWARGS = {"objective", "loss", "criterion", "eval_metric", "metric", "num_class", "class_weight",
-                         "multi_class", "probability", "solver"}
-_MODULES = ("sklearn.linear_model", "sklearn.ensemble", "sklearn.tree", "sklearn.neighbors", "sklearn.svm",
-            "sklearn.neural_network", "lightgbm", "xgboost")
-
-
-class AdapterError(Exception):
-    """The adapter cannot apply to this pair of tasks; the message says why."""
+PROBA_FUNCTION = "_case_predict_proba"
 
 
 @dataclass
@@ -47,6 +41,10 @@ class CaseSolution:
     metric: str
     name: str = ""
 
+    @classmethod
+    def from_case(cls, case: Case) -> CaseSolution:
+        return cls(case.script, case.modality, case.task_type, case.metric, case.task_name or case.id)
+
 
 @dataclass
 class Adaptation:
@@ -55,6 +53,7 @@ class Adaptation:
 
 
 def output_kind(task: Task) -> str:
+    """What the task grades: values, labels, a probability per row (or per label), or per class."""
     if task.task_type in ("regression", "forecasting"):
         return "value"
     if task.metric_name == "accuracy":
@@ -62,12 +61,13 @@ def output_kind(task: Task) -> str:
     if task.metric_name == "logloss":
         return "proba-classes"
     if task.metric_name == "auroc":
-        return "proba-labels" if is_multi_output(task.task_type, task.metric_name, len(task.target)) else "proba-positive"
+        return "proba"
     raise AdapterError(f"no output rule for a {task.task_type} task graded by {task.metric_name}")
 
 
-def is_multi_output(task_type: str, metric: str, n_targets: int = 1) -> bool:
-    return task_type == "multilabel-classification" or metric == "mcrmse" or n_targets > 1
+def case_kind(task_type: str) -> str:
+    return {"binary-classification": "binary", "multiclass-classification": "multiclass",
+            "multilabel-classification": "multilabel"}.get(task_type, task_type)
 
 
 def _is_classification(task_type: str) -> bool:
@@ -101,152 +101,171 @@ def _closure(tree: ast.Module) -> list[ast.stmt]:
     return [stmt for stmt in tree.body if _top_level_names(stmt) & wanted]
 
 
-class _Rename(ast.NodeTransformer):
-    def __init__(self, names: dict[str, str], calls_to_check: dict[str, str]) -> None:
-        self.names, self.estimators, self.swapped = names, calls_to_check, []
-
-    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
-        node.name = self.names.get(node.name, node.name)
-        self.generic_visit(node)
-        return node
-
-    def visit_Name(self, node: ast.Name) -> ast.AST:
-        node.id = self.names.get(node.id, self.estimators.get(node.id, node.id))
-        return node
-
-    def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
-        self.generic_visit(node)
-        node.attr = self.estimators.get(node.attr, node.attr)
-        return node
-
-    def visit_Call(self, node: ast.Call) -> ast.AST:
-        func = node.func
-        name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
-        if name in self.estimators:
-            new = self.estimators[name]
-            allowed = _accepted_kwargs(new)
-            node.keywords = [k for k in node.keywords if k.arg is None or (
-                k.arg not in _TASK_SPECIFIC_KWARGS and (allowed is None or k.arg in allowed))]
-            self.swapped.append(f"{name} -> {new}")
-        self.generic_visit(node)
-        return node
-
-
-def _accepted_kwargs(class_name: str) -> set[str] | None:
-    """The constructor's named parameters, or None when it takes **kwargs (or cannot be found)."""
-    import importlib
-
-    for module in _MODULES:
-        try:
-            cls = getattr(importlib.import_module(module), class_name, None)
-        except ImportError:
+def _used_imports(tree: ast.Module, body: list[ast.stmt], estimators: dict[str, str]) -> list[ast.stmt]:
+    """The case's imports that the transplanted code uses (never, say, its own `from submission import`)."""
+    used = set().union(*(_loaded_names(s) for s in body)) if body else set()
+    kept = []
+    for stmt in tree.body:
+        if not isinstance(stmt, ast.Import | ast.ImportFrom):
             continue
-        if cls is None:
-            continue
-        params = inspect.signature(cls.__init__).parameters.values()
-        if any(p.kind is p.VAR_KEYWORD for p in params):
-            return None
-        return {p.name for p in params}
-    return None
+        stmt = rename_imports(stmt, estimators)
+        aliases = [a for a in stmt.names if a.name == "*" or (a.asname or a.name.split(".")[0]) in used]
+        if aliases:
+            stmt.names = aliases
+            kept.append(stmt)
+    return kept
 
 
-def _rename_imports(stmt: ast.stmt, estimators: dict[str, str]) -> ast.stmt:
-    if isinstance(stmt, ast.ImportFrom):
-        for alias in stmt.names:
-            alias.name = estimators.get(alias.name, alias.name)
-            if alias.asname:
-                alias.asname = estimators.get(alias.asname, alias.asname)
-        stmt.module = _module_for(stmt)
-    return stmt
+def _case_functions(body: list[ast.stmt]) -> tuple[ast.FunctionDef, ast.FunctionDef]:
+    found = {s.name: s for s in body if isinstance(s, ast.FunctionDef) and s.name in CASE_FUNCTIONS}
+    return found["train_model"], found["predict"]
 
 
-def _module_for(stmt: ast.ImportFrom) -> str | None:
-    """A swapped name may live in another sklearn module (Ridge is linear_model, SVC is svm)."""
-    import importlib
-
-    module = stmt.module
-    if not module or not module.startswith("sklearn"):
-        return module
-    for alias in stmt.names:
-        try:
-            if hasattr(importlib.import_module(module), alias.name):
-                continue
-        except ImportError:
-            return module
-        for candidate in _MODULES:
-            if candidate.startswith("sklearn") and hasattr(importlib.import_module(candidate), alias.name):
-                return candidate
-    return module
+def _starter_classes(starter: ast.Module) -> list[str]:
+    """A CLASSES = [...] list of strings in the starter (the probability columns of a log-loss task)."""
+    for stmt in starter.body:
+        if isinstance(stmt, ast.Assign) and "CLASSES" in _top_level_names(stmt):
+            try:
+                value = ast.literal_eval(stmt.value)
+            except ValueError:
+                return []
+            if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+                return list(value)
+    return []
 
 
-def _shim(target: Task, per_column: bool) -> str:
+def _shim(config: dict) -> str:
     text = resources.files("dsagent_cbr.agent").joinpath("adapter_shim.py").read_text(encoding="utf-8")
     text = text[: text.index("def _case_train_model")].rstrip() + "\n"
-    config = {"modality": target.modality, "output": output_kind(target),
-              "classes": list(target.classes) or None, "per_column": per_column}
     start = text.index("_CBR_TASK = ")
-    end = text.index("\n", start)
+    end = text.index("\n", text.index("}", start))
     return text[:start] + f"_CBR_TASK = {config!r}" + text[end:]
 
 
+def _input_forms(tree: ast.Module, modality: str) -> tuple[str, str]:
+    """The forms the case's code takes X and y in: as its own script built them, else our layout's."""
+    x_kind, y_kind = input_kinds(tree)
+    csv = modality in ("tabular", "text")
+    default_x = {"tabular": "frame", "text": "series"}.get(modality, "array")
+    return x_kind or default_x, y_kind or ("series" if csv else "array")
+
+
+def _target_notes(case_kind_: str, case_multi: bool, target: Task, target_cls: bool) -> list[str]:
+    """The run-time rules of adapter_shim.py that this pair will meet, in words."""
+    multi_target = target.task_type == "multilabel-classification" or len(target.target) > 1
+    notes = []
+    if multi_target and not case_multi:
+        notes.append("single-output case on a multi-output task: one model per target column")
+    if not target_cls and case_kind_ in ("binary", "multiclass", "multilabel"):
+        bins = "2 (above or below the median)" if case_kind_ == "binary" else "10"
+        notes.append(f"classification case on a regression task: the target is learnt as {bins} quantile bins "
+                     "and predicted as the probability-weighted mean of the bins")
+    if target_cls and case_kind_ == "multilabel" and not multi_target:
+        notes.append("multi-label case on a single-label task: one indicator column per class")
+    if target_cls and case_kind_ == "binary" and target.task_type == "multiclass-classification":
+        notes.append("binary case on a multi-class task: one-vs-rest if the case gives one probability")
+    return notes
+
+
 def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
+    """The case's train_model/predict, rewritten for the target, wrapped by the shim, in the target's starter."""
     if case.modality != target.modality:
         raise AdapterError(f"cannot apply: the case is {case.modality} and the task is {target.modality}; "
                            "no rule carries a model across modalities")
+    source, starter, starter_text = _parse_pair(case, target)
+    output, kind = output_kind(target), case_kind(case.task_type)
+    case_multi = kind in ("multilabel", "forecasting") or case.metric == "mcrmse"
+    target_cls = _is_classification(target.task_type)
+    body, names = _case_body(source, starter)
+    body, notes = _rewrite_for_target(body, names, kind, target)
+    notes += _target_notes(kind, case_multi, target, target_cls)
+    x_kind, y_kind = _input_forms(source, case.modality)
+    config = {"modality": target.modality, "output": output,
+              "classes": list(target.classes) or _starter_classes(starter) or None, "case": kind,
+              "case_multi": case_multi, "x_kind": x_kind, "y_kind": y_kind, "target": list(target.target) or None}
+    estimators = TO_CLASSIFIER if target_cls and not _is_classification(case.task_type) else {}
+    imports = [ast.unparse(s) for s in _used_imports(source, body, estimators)]
+    starter_imports = {ast.unparse(s) for s in starter.body if isinstance(s, ast.Import | ast.ImportFrom)}
+    block = [f"# --- transplanted from case {case.name or 'solution'} by the cbr structural adapter ---",
+             *[i for i in dict.fromkeys(imports) if i not in starter_imports], "", _shim(config), "",
+             *[ast.unparse(stmt) + "\n" for stmt in body], _proba_code(body, output, kind) + "\n",
+             "# --- end of transplanted code ---"]
+    code = _splice(starter_text, starter, "\n".join(block))
+    ast.parse(code)
+    return Adaptation(code=code, notes=notes)
+
+
+def _parse_pair(case: CaseSolution, target: Task) -> tuple[ast.Module, ast.Module, str]:
     try:
         source = ast.parse(case.script)
         starter_text = target.starter.read_text(encoding="utf-8")
         starter = ast.parse(starter_text)
     except SyntaxError as exc:
         raise AdapterError(f"cannot apply: a script does not parse ({exc})") from exc
-    source_defs = {s.name for s in source.body if isinstance(s, ast.FunctionDef)}
-    missing = {"train_model", "predict"} - source_defs
+    missing = set(CASE_FUNCTIONS) - {s.name for s in source.body if isinstance(s, ast.FunctionDef)}
     if missing:
         raise AdapterError(f"cannot apply: the case has no {', '.join(sorted(missing))}() to transplant")
-    starter_funcs = [s for s in starter.body if isinstance(s, ast.FunctionDef) and s.name in CASE_FUNCTIONS]
-    if len(starter_funcs) != 2:
+    if len([s for s in starter.body if isinstance(s, ast.FunctionDef) and s.name in CASE_FUNCTIONS]) != 2:
         raise AdapterError("cannot apply: the task's starter lacks the train_model/predict skeleton")
+    return source, starter, starter_text
 
-    notes: list[str] = []
-    estimators: dict[str, str] = {}
-    source_cls, target_cls = _is_classification(case.task_type), _is_classification(target.task_type)
-    if source_cls != target_cls:
-        estimators = _TO_CLASSIFIER if target_cls else _TO_REGRESSOR
-        notes.append(f"{'regression' if not source_cls else 'classification'} case on a "
-                     f"{'classification' if target_cls else 'regression'} task: estimators swapped")
-    per_column = is_multi_output(target.task_type, target.metric_name, len(target.target)) and not is_multi_output(
-        case.task_type, case.metric)
-    if per_column:
-        notes.append("single-output case on a multi-output task: one model per target column")
 
+def _case_body(source: ast.Module, starter: ast.Module) -> tuple[list[ast.stmt], dict[str, str]]:
+    """The case's statements to transplant, and the names they take. The task's own constants (target
+    and id columns, class lists) describe its data: they win. The case's functions and classes keep
+    their code, under a new name where the starter uses theirs."""
     starter_names = {n for s in starter.body for n in _top_level_names(s)} - set(CASE_FUNCTIONS)
-    renamer = _Rename(CASE_FUNCTIONS, estimators)
-    body = []
-    for stmt in _closure(source):
-        # The task's own constants (target and id columns, class lists) describe its data: they win.
-        if _top_level_names(stmt) & starter_names and not isinstance(stmt, ast.FunctionDef | ast.ClassDef):
-            continue
-        body.append(renamer.visit(stmt))
-    if estimators and not renamer.swapped:
-        if target_cls and target.task_type != "binary-classification" and target.modality == "tabular":
+    body = [s for s in _closure(source)
+            if isinstance(s, ast.FunctionDef | ast.ClassDef) or not _top_level_names(s) & starter_names]
+    defined = {n for s in body if isinstance(s, ast.FunctionDef | ast.ClassDef) for n in _top_level_names(s)}
+    return body, {**CASE_FUNCTIONS, **{n: f"_case_{n}" for n in defined & starter_names}}
+
+
+def _rewrite_for_target(body: list[ast.stmt], names: dict[str, str], kind: str,
+                        target: Task) -> tuple[list[ast.stmt], list[str]]:
+    """Rename the case's functions; for a regression case on a classification task strip its target
+    transform and swap its estimators; free a multi-class case's loss. Returns the new body and notes."""
+    notes: list[str] = []
+    regression_to_classes = _is_classification(target.task_type) and kind in ("regression", "forecasting")
+    estimators = TO_CLASSIFIER if regression_to_classes else {}
+    if regression_to_classes:
+        stripped = strip_target_transforms(*_case_functions(body))
+        stripped += ["TransformedTargetRegressor"] if strip_transformed_target_regressor(ast.Module(body, [])) else []
+        if stripped:
+            notes.append(f"regression case on a classification task: its target transform ({', '.join(stripped)}) "
+                         "stripped, class labels are not transformed")
+    if kind == "multiclass" and unpin_multiclass_loss(ast.Module(body, [])):
+        notes.append("multi-class case: its multi-class loss setting removed, the library picks the loss from "
+                     "the labels (binary on two classes)")
+    swap = EstimatorSwap(names, estimators)
+    body = [swap.visit(stmt) for stmt in body]
+    if regression_to_classes:
+        if swap.swapped:
+            notes.append("regression case on a classification task: estimators swapped")
+            notes += [f"swapped {s}" for s in dict.fromkeys(swap.swapped)]
+        elif target.task_type == "multiclass-classification":
             raise AdapterError("cannot apply: the regression case uses no estimator with a known classifier "
                                "counterpart, and a multi-class task needs one")
-        notes.append("no known estimator to swap; the case's outputs are mapped to this task's")
-    notes += [f"swapped {s}" for s in dict.fromkeys(renamer.swapped)]
-    imports = [ast.unparse(_rename_imports(s, estimators)) for s in source.body if isinstance(s, ast.Import | ast.ImportFrom)]
-    starter_imports = {ast.unparse(s) for s in starter.body if isinstance(s, ast.Import | ast.ImportFrom)}
-    new_imports = [i for i in dict.fromkeys(imports) if i not in starter_imports]
+        else:
+            notes.append("no known estimator to swap; the case's outputs are mapped to this task's")
+    return body, notes
 
-    block = [f"# --- transplanted from case {case.name or 'solution'} by the cbr structural adapter ---",
-             *new_imports, "", _shim(target, per_column), ""]
-    block += [ast.unparse(stmt) + "\n" for stmt in body]
-    block.append("# --- end of transplanted code ---")
 
+def _proba_code(body: list[ast.stmt], output: str, kind: str) -> str:
+    """The case's predict returning probabilities, where the task or the shim's rules want them."""
+    predict_fn = next(s for s in body if isinstance(s, ast.FunctionDef) and s.name == CASE_FUNCTIONS["predict"])
+    wanted = output != "value" or kind in ("binary", "multiclass", "multilabel")
+    calls_predict = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "predict"
+                        for n in ast.walk(predict_fn))
+    if wanted and calls_predict:
+        return ast.unparse(proba_variant(predict_fn, PROBA_FUNCTION))
+    return f"{PROBA_FUNCTION} = None"
+
+
+def _splice(starter_text: str, starter: ast.Module, block: str) -> str:
+    """The starter with its train_model/predict replaced by `block` (at the first one's place)."""
+    funcs = [s for s in starter.body if isinstance(s, ast.FunctionDef) and s.name in CASE_FUNCTIONS]
     lines = starter_text.splitlines()
-    spans = sorted((min([f.lineno, *[d.lineno for d in f.decorator_list]]), f.end_lineno or f.lineno)
-                   for f in starter_funcs)
-    out = lines[: spans[0][0] - 1] + ["\n".join(block)]
-    out += lines[spans[0][1]: spans[1][0] - 1] + lines[spans[1][1]:]
-    code = "\n".join(out) + "\n"
-    ast.parse(code)
-    return Adaptation(code=code, notes=notes)
+    spans = sorted((min([f.lineno, *[d.lineno for d in f.decorator_list]]), f.end_lineno or f.lineno) for f in funcs)
+    out = lines[: spans[0][0] - 1] + [block] + lines[spans[0][1]: spans[1][0] - 1] + lines[spans[1][1]:]
+    return "\n".join(out) + "\n"

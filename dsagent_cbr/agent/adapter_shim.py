@@ -1,108 +1,236 @@
 # --- cbr structural adapter: fits the transplanted case model to this task's data and outputs ---
-# The case's own train_model/predict were renamed _case_train_model/_case_predict; these wrappers
-# encode labels and categorical features, fit one model per target column when the case was single-
-# output, and turn whatever the case predicts into what this task is graded on.
+# The case's own train_model/predict were renamed _case_train_model/_case_predict. These wrappers give
+# the case its inputs in the form its code was written for (a Series, DataFrame, list or array, as the
+# case's own script built them), encode labels and categorical features, turn a target the case was
+# not written for into one it was (one model per target column; quantile bins when a classification
+# case meets a regression target; one-vs-rest when a binary case meets several classes), and turn what
+# the case predicts into what this task is graded on.
 import numpy as _np
 import pandas as _pd
 
-_CBR_TASK = {"modality": "tabular", "output": "value", "classes": None, "per_column": False}
+_CBR_TASK = {"modality": "tabular", "output": "value", "classes": None, "case": "regression", "case_multi": False,
+             "x_kind": "frame", "y_kind": "series", "target": None}
+_CBR_BINS = 10  # quantile bins when a multi-class case learns a regression target
 
 
 class _CbrModel:
-    def __init__(self, inners, labels, categories, y_shape, columns):
-        self.inners, self.labels, self.categories = inners, labels, categories
-        self.y_shape, self.columns = y_shape, columns
+    def __init__(self, jobs, labels, categories, y_shape, width):
+        self.jobs, self.labels, self.categories = jobs, labels, categories
+        self.y_shape, self.width = y_shape, width  # the starter's target shape; its number of label columns
 
 
-def _cbr_encode_features(X, categories):
-    if not isinstance(X, _pd.DataFrame):
-        return X
-    X = X.copy()
-    for col, cats in categories.items():
-        X[col] = _pd.Categorical(X[col].astype("string"), categories=cats).codes.astype("int32")
-    return X
+def _cbr_index(value):
+    return value.index if isinstance(value, _pd.Series | _pd.DataFrame) else None
+
+
+def _cbr_as(value, kind, index=None, names=None):
+    """`value` as the kind of input the case's code was written for: series, frame, list or array."""
+    if kind == "array":
+        return value.to_numpy() if isinstance(value, _pd.Series | _pd.DataFrame) else _np.asarray(value)
+    if kind == "list":
+        if isinstance(value, _pd.DataFrame) and value.shape[1] == 1:
+            value = value.iloc[:, 0]
+        return value.tolist() if hasattr(value, "tolist") else list(value)
+    if isinstance(value, _pd.DataFrame):
+        return value.iloc[:, 0] if kind == "series" and value.shape[1] == 1 else value
+    if isinstance(value, _pd.Series):
+        return value.to_frame() if kind == "frame" else value
+    array = _np.asarray(value)
+    if index is not None and len(index) != len(array):
+        index = None
+    if array.ndim == 2 and (kind == "frame" or array.shape[1] > 1):
+        names = names if names is not None and len(names) == array.shape[1] else [f"y{j}" for j in range(array.shape[1])]
+        return _pd.DataFrame(array, index=index, columns=names)
+    array = array.reshape(len(array), -1)[:, 0] if array.ndim == 2 else array
+    name = names[0] if names else None
+    return _pd.DataFrame({name or "y0": array}, index=index) if kind == "frame" else _pd.Series(array, index=index, name=name)
 
 
 def _cbr_learn_categories(X):
     if not isinstance(X, _pd.DataFrame) or _CBR_TASK["modality"] != "tabular":
         return {}
-    kinds = ("object", "category", "bool", "string")
+    kinds = ("object", "category", "bool", "string", "str")
     return {c: sorted(X[c].dropna().astype("string").unique()) for c in X.columns if str(X[c].dtype) in kinds}
 
 
-def _cbr_encode_labels(y, labels):
-    if labels is None:
-        return y
-    codes = {label: i for i, label in enumerate(labels)}
-    values = _np.asarray(y)
-    return _np.array([codes[v] for v in values.ravel()]).reshape(values.shape)
+def _cbr_features(X, categories):
+    """Text columns as integer codes of the training categories, then X in the case's form."""
+    if isinstance(X, _pd.DataFrame) and categories:
+        X = X.copy()
+        for col, cats in categories.items():
+            X[col] = _pd.Categorical(X[col].astype("string"), categories=cats).codes.astype("int32")
+    return _cbr_as(X, _CBR_TASK["x_kind"])
 
 
-def _cbr_columns(y):
+def _cbr_matrix(y):
+    """Targets as a (rows, columns) array, whatever the starter passed."""
+    values = y.to_numpy() if isinstance(y, _pd.Series | _pd.DataFrame) else _np.asarray(y)
+    return values.reshape(len(values), -1)
+
+
+def _cbr_names(y, width):
     if isinstance(y, _pd.DataFrame):
-        return [y.iloc[:, j] for j in range(y.shape[1])]
-    return [_np.asarray(y)[:, j] for j in range(_np.asarray(y).shape[1])]
+        return [str(c) for c in y.columns]
+    target = _CBR_TASK["target"]
+    return list(target) if target and len(target) == width else [f"y{j}" for j in range(width)]
+
+
+def _cbr_order(label):
+    """Numbers in numeric order, then anything else as text (so 0/1 and no/yes end on the positive class)."""
+    number = isinstance(label, int | float | _np.number)
+    return (not number, label if number else str(label))
+
+
+def _cbr_labels(*ys):
+    found = _pd.unique(_np.concatenate([_np.asarray(y, dtype=object).ravel() for y in ys]))
+    classes = _CBR_TASK["classes"]
+    if classes and {str(v) for v in found} <= set(classes):
+        return sorted(found, key=lambda v: classes.index(str(v)))
+    return sorted(found, key=_cbr_order)
+
+
+def _cbr_codes(y, labels):
+    codes = {label: i for i, label in enumerate(labels)}
+    return _np.array([codes[v] for v in _np.asarray(y, dtype=object).ravel()]).reshape(_np.shape(y))
+
+
+def _cbr_bins(y_train, y_valid, n_bins):
+    """Quantile bins of a regression target: codes for both splits and each bin's mean."""
+    y_train, y_valid = _np.asarray(y_train, dtype=float), _np.asarray(y_valid, dtype=float)
+    edges = _np.unique(_np.quantile(y_train, _np.linspace(0, 1, n_bins + 1)[1:-1]))
+    used, codes = _np.unique(_np.searchsorted(edges, y_train, side="right"), return_inverse=True)
+    valid = _np.clip(_np.searchsorted(used, _np.searchsorted(edges, y_valid, side="right")), 0, len(used) - 1)
+    centers = _np.array([y_train[codes == k].mean() for k in range(len(used))])
+    return codes, valid, centers
+
+
+def _cbr_fit(X_train, X_valid, y_train, y_valid, names, decode, **info):
+    index_t, index_v = _cbr_index(X_train), _cbr_index(X_valid)
+    kind = _CBR_TASK["y_kind"]
+    yt, yv = _cbr_as(y_train, kind, index_t, names), _cbr_as(y_valid, kind, index_v, names)
+    return {"inner": _case_train_model(X_train, yt, X_valid, yv), "decode": decode, **info}
+
+
+def _cbr_outputs(inner, X, proba_first):
+    """What the case predicts: its probabilities (predict -> predict_proba) first when asked, then its own."""
+    variants = [_case_predict_proba, _case_predict] if proba_first and _case_predict_proba else [_case_predict]
+    outputs = []
+    for i, variant in enumerate(variants):
+        try:
+            outputs.append(_np.asarray(variant(inner, X)))
+        except Exception:  # the probability variant may not apply to this case's model; its own predict must
+            if i == len(variants) - 1:
+                raise
+    return outputs
+
+
+def _cbr_scores(inner, X, n_classes, proba_first=True):
+    """Class scores (rows, classes) from whatever the case predicts; None when it gives one
+    probability for more than two classes (a binary case on a multi-class task)."""
+    outputs = _cbr_outputs(inner, X, proba_first)
+    for out in outputs:
+        if out.ndim == 2 and out.shape[1] == n_classes and out.dtype.kind == "f":
+            return out
+    out = outputs[-1]
+    out = out.reshape(len(out), -1)[:, -1] if out.ndim > 1 else out
+    if out.dtype.kind in "biuf":
+        values = out.astype(float)
+        integral = _np.all(_np.isclose(values, _np.round(values)))
+        if not integral and _np.nanmin(values) >= 0 and _np.nanmax(values) <= 1 and n_classes > 2:
+            return None
+        if not integral and n_classes == 2:
+            p = _np.clip(values, 0, 1)
+            return _np.stack([1 - p, p], axis=1)
+        out = _np.clip(_np.rint(values), 0, n_classes - 1).astype(int)
+    idx = _np.asarray(out).astype(int)
+    return _np.eye(n_classes)[idx] * 0.9 + 0.1 / n_classes
+
+
+def _cbr_plan(Xt, Xv, y_train, y_valid):
+    """The case models to fit, each with how its predictions are read back."""
+    Yt, Yv = _cbr_matrix(y_train), _cbr_matrix(y_valid)
+    width, names = Yt.shape[1], _cbr_names(y_train, Yt.shape[1])
+    case = _CBR_TASK["case"]
+    if _CBR_TASK["output"] == "value":
+        Yt, Yv = Yt.astype(float), Yv.astype(float)
+        if case in ("regression", "forecasting"):
+            if width > 1 and not _CBR_TASK["case_multi"]:
+                return None, [_cbr_fit(Xt, Xv, Yt[:, j], Yv[:, j], [n], "value") for j, n in enumerate(names)]
+            return None, [_cbr_fit(Xt, Xv, y_train, y_valid, names, "value")]
+        jobs = []
+        for j, name in enumerate(names):
+            n_bins = 2 if case == "binary" else _CBR_BINS
+            codes, valid, centers = _cbr_bins(Yt[:, j], Yv[:, j], n_bins)
+            if case == "multilabel":  # one "above this bin" label per bin edge
+                above = [f"{name}_above_{k}" for k in range(len(centers) - 1)]
+                cum_t = (codes[:, None] > _np.arange(len(centers) - 1)).astype(int)
+                cum_v = (valid[:, None] > _np.arange(len(centers) - 1)).astype(int)
+                jobs.append(_cbr_fit(Xt, Xv, cum_t, cum_v, above, "cumulative", centers=centers))
+            else:
+                jobs.append(_cbr_fit(Xt, Xv, codes, valid, [name], "bins", centers=centers))
+        return None, jobs
+    labels = _cbr_labels(Yt, Yv)
+    Ct, Cv, k = _cbr_codes(Yt, labels), _cbr_codes(Yv, labels), len(labels)
+    if width > 1:  # several labels, one probability each
+        if _CBR_TASK["case_multi"]:
+            return labels, [_cbr_fit(Xt, Xv, Ct, Cv, names, "columns")]
+        return labels, [_cbr_fit(Xt, Xv, Ct[:, j], Cv[:, j], [n], "positive", n=k) for j, n in enumerate(names)]
+    if case == "multilabel":  # one indicator column per class
+        onehot = [str(label) for label in labels]
+        return labels, [_cbr_fit(Xt, Xv, _np.eye(k, dtype=int)[Ct[:, 0]], _np.eye(k, dtype=int)[Cv[:, 0]], onehot,
+                                 "columns")]
+    job = _cbr_fit(Xt, Xv, Ct[:, 0], Cv[:, 0], names, "scores", n=k)
+    if case == "binary" and k > 2 and _cbr_scores(job["inner"], Xv, k) is None:
+        job = {"decode": "one-vs-rest", "parts": [
+            _cbr_fit(Xt, Xv, (Ct[:, 0] == c).astype(int), (Cv[:, 0] == c).astype(int), names, "positive", n=2)
+            for c in range(k)]}
+    return labels, [job]
 
 
 def train_model(X_train, y_train, X_valid, y_valid):
     categories = _cbr_learn_categories(X_train)
-    Xt, Xv = _cbr_encode_features(X_train, categories), _cbr_encode_features(X_valid, categories)
-    y_shape = _np.asarray(y_train).shape[1:]
-    columns = list(y_train.columns) if isinstance(y_train, _pd.DataFrame) else None
-    labels = None
-    if _CBR_TASK["output"] in ("label", "proba-positive", "proba-classes"):
-        labels = sorted(_pd.unique(_np.asarray(y_train).ravel()), key=str)
-        if _CBR_TASK["classes"]:
-            labels = [c for c in _CBR_TASK["classes"] if c in set(map(str, labels))] or labels
-            labels = [type(_np.asarray(y_train).ravel()[0])(c) for c in labels]
-    yt, yv = _cbr_encode_labels(y_train, labels), _cbr_encode_labels(y_valid, labels)
-    if _CBR_TASK["per_column"]:
-        inners = [_case_train_model(Xt, a, Xv, b) for a, b in zip(_cbr_columns(yt), _cbr_columns(yv), strict=True)]
-    else:
-        if isinstance(y_train, _pd.Series):
-            yt, yv = _pd.Series(_np.asarray(yt), index=y_train.index), _pd.Series(_np.asarray(yv), index=y_valid.index)
-        inners = [_case_train_model(Xt, yt, Xv, yv)]
-    return _CbrModel(inners, labels, categories, y_shape, columns)
+    Xt, Xv = _cbr_features(X_train, categories), _cbr_features(X_valid, categories)
+    labels, jobs = _cbr_plan(Xt, Xv, y_train, y_valid)
+    return _CbrModel(jobs, labels, categories, _np.shape(y_train)[1:], _cbr_matrix(y_train).shape[1])
 
 
-def _cbr_scores(inner, X, n_classes):
-    """Class scores (rows, classes) from whatever the case's predict returns."""
-    out = _np.asarray(_case_predict(inner, X))
-    if out.ndim == 2 and out.shape[1] == n_classes and out.dtype.kind == "f":
+def _cbr_read(job, X, n_rows):
+    """One job's predictions: values (rows,) / (rows, k), or class scores (rows, classes)."""
+    decode, proba_first = job["decode"], _CBR_TASK["output"] != "label"
+    if decode == "one-vs-rest":
+        return _np.stack([_cbr_read(part, X, n_rows) for part in job["parts"]], axis=1)
+    if decode == "scores":
+        return _cbr_scores(job["inner"], X, job["n"], proba_first)
+    if decode == "positive":
+        return _cbr_scores(job["inner"], X, job["n"])[:, -1]
+    if decode == "bins":
+        scores = _cbr_scores(job["inner"], X, len(job["centers"]))
+        return scores / scores.sum(axis=1, keepdims=True) @ job["centers"]
+    out = _np.asarray(_case_predict(job["inner"], X), dtype=float).reshape(n_rows, -1)
+    if decode == "cumulative":
+        steps = _np.diff(job["centers"])
+        return job["centers"][0] + _np.clip(out, 0, 1) @ steps
+    if decode == "columns":
         return out
-    proba = getattr(inner, "predict_proba", None)
-    if proba is not None:
-        try:
-            scores = _np.asarray(proba(X), dtype=float)
-            if scores.ndim == 2 and scores.shape[1] == n_classes:
-                return scores
-        except Exception:  # the case's predict may transform X first; fall back to its output
-            pass
-    out = out.reshape(len(out), -1)[:, -1] if out.ndim > 1 else out
-    if n_classes == 2 and out.dtype.kind == "f" and _np.nanmin(out) >= 0 and _np.nanmax(out) <= 1:
-        return _np.stack([1 - out, out], axis=1)
-    idx = _np.clip(_np.rint(out.astype(float)), 0, n_classes - 1).astype(int)
-    return _np.eye(n_classes)[idx] * 0.9 + 0.1 / n_classes
+    return out if out.shape[1] > 1 else out[:, 0]
 
 
 def predict(model, X):
-    X = _cbr_encode_features(X, model.categories)
+    X = _cbr_features(X, model.categories)
+    n_rows = len(X)
+    parts = [_cbr_read(job, X, n_rows) for job in model.jobs]
+    out = _np.stack(parts, axis=1) if len(parts) > 1 else parts[0]
     kind = _CBR_TASK["output"]
-    if kind == "proba-labels":
-        if _CBR_TASK["per_column"]:
-            return _np.stack([_cbr_scores(inner, X, 2)[:, -1] for inner in model.inners], axis=1)
-        return _np.asarray(_case_predict(model.inners[0], X), dtype=float)
     if kind == "value":
-        parts = [_np.asarray(_case_predict(inner, X), dtype=float) for inner in model.inners]
-        if _CBR_TASK["per_column"]:
-            return _np.stack([p.reshape(len(p), -1)[:, -1] for p in parts], axis=1)
-        return parts[0].reshape((len(parts[0]), *model.y_shape)) if model.y_shape else parts[0].ravel()
-    scores = _cbr_scores(model.inners[0], X, len(model.labels))
-    if kind == "proba-positive":
-        return scores[:, -1]
+        return out.reshape((n_rows, *model.y_shape))
+    if model.width > 1:  # one probability per label
+        return out
+    if kind == "proba":
+        return out[:, -1]
     if kind == "proba-classes":
-        return scores / scores.sum(axis=1, keepdims=True)
-    return _np.asarray(model.labels, dtype=object)[scores.argmax(axis=1)].astype(type(model.labels[0]))
+        out = _np.clip(out, 0, None) + 1e-12
+        return out / out.sum(axis=1, keepdims=True)
+    return _np.asarray(model.labels, dtype=object)[out.argmax(axis=1)].astype(type(model.labels[0]))
 
 
 def _case_train_model(X_train, y_train, X_valid, y_valid):  # replaced by the case's code
@@ -111,3 +239,6 @@ def _case_train_model(X_train, y_train, X_valid, y_valid):  # replaced by the ca
 
 def _case_predict(model, X):  # replaced by the case's code
     raise NotImplementedError
+
+
+_case_predict_proba = None  # replaced by the case's predict with predict() calls turned into predict_proba()

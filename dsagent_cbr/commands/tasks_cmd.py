@@ -114,6 +114,20 @@ def prepare(names: tuple[str, ...], all_: bool, force: bool, tasks_dir: Path | N
         raise CbrError(f"{len(failures)} task(s) could not be prepared.", details=failures)
 
 
+@tasks.command("export")
+@click.argument("task")
+@click.argument("out", type=click.Path(path_type=Path))
+@click.option("--layout", type=click.Choice(["dsagent"]), default="dsagent", show_default=True,
+              help="Folder layout to write: DS-Agent/MLAgentBench's env/ and scripts/.")
+@tasks_dir_option
+def export(task: str, out: Path, layout: str, tasks_dir: Path | None) -> None:
+    """Write TASK (prepared) at OUT in another benchmark's layout, test labels kept for its submission.py."""
+    from dsagent_cbr.tasks.export import export_dsagent
+
+    folder = export_dsagent(load_task(resolve_task_path(task, _tasks_dir(tasks_dir)), require_data=True), out)
+    click.echo(f"{folder}: env/ (data, train.py, submission.py) and scripts/research_problem.txt ({layout} layout)")
+
+
 @click.command("run")
 @click.argument("task_dir")
 @click.argument("script", type=click.Path(exists=True, dir_okay=False, path_type=Path))

@@ -1,8 +1,13 @@
+import warnings
+
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
 from sklearn.metrics import mean_squared_error
 from sklearn.model_selection import train_test_split
+
+# eval_set works on every LightGBM 4.x; 4.7 added eval_X/eval_y and warns on eval_set, which is noise here.
+warnings.filterwarnings("ignore", message=".*'eval_set' is deprecated")
 
 TARGET = "compressive_strength"
 ID = "id"
@@ -51,8 +56,7 @@ def train_model(X_train, y_train, X_valid, y_valid):
     booster.fit(
         add_ratios(X_train, categories),
         y_train,
-        eval_X=add_ratios(X_valid, categories),
-        eval_y=y_valid,
+        eval_set=[(add_ratios(X_valid, categories), y_valid)],
         callbacks=[lgb.early_stopping(100, verbose=False)],
     )
     return {"booster": booster, "categories": categories}

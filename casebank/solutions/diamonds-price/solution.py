@@ -1,8 +1,13 @@
+import warnings
+
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
 from sklearn.metrics import mean_squared_log_error
 from sklearn.model_selection import train_test_split
+
+# eval_set works on every LightGBM 4.x; 4.7 added eval_X/eval_y and warns on eval_set, which is noise here.
+warnings.filterwarnings("ignore", message=".*'eval_set' is deprecated")
 
 TARGET = "price"
 ID = "id"
@@ -44,8 +49,7 @@ def train_model(X_train, y_train, X_valid, y_valid):
     booster.fit(
         encode(X_train, categories),
         np.log1p(y_train),
-        eval_X=encode(X_valid, categories),
-        eval_y=np.log1p(y_valid),
+        eval_set=[(encode(X_valid, categories), np.log1p(y_valid))],
         callbacks=[lgb.early_stopping(100, verbose=False)],
     )
     return {"booster": booster, "categories": categories}

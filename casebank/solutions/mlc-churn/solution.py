@@ -1,8 +1,13 @@
+import warnings
+
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import train_test_split
+
+# eval_set works on every LightGBM 4.x; 4.7 added eval_X/eval_y and warns on eval_set, which is noise here.
+warnings.filterwarnings("ignore", message=".*'eval_set' is deprecated")
 
 TARGET = "churn"
 POSITIVE = "yes"
@@ -58,8 +63,7 @@ def train_model(X_train, y_train, X_valid, y_valid):
     booster.fit(
         features(X_train, categories),
         positive(y_train),
-        eval_X=features(X_valid, categories),
-        eval_y=positive(y_valid),
+        eval_set=[(features(X_valid, categories), positive(y_valid))],
         eval_metric="auc",
         callbacks=[lgb.early_stopping(150, verbose=False)],
     )

@@ -1,8 +1,13 @@
+import warnings
+
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
 from sklearn.metrics import log_loss
 from sklearn.model_selection import train_test_split
+
+# eval_set works on every LightGBM 4.x; 4.7 added eval_X/eval_y and warns on eval_set, which is noise here.
+warnings.filterwarnings("ignore", message=".*'eval_set' is deprecated")
 
 TARGET = "status"
 CLASSES = ["censored", "dead", "transplant"]
@@ -55,8 +60,7 @@ def train_model(X_train, y_train, X_valid, y_valid):
     booster.fit(
         features(X_train, categories),
         np.asarray(y_train.map(index)),
-        eval_X=features(X_valid, categories),
-        eval_y=np.asarray(y_valid.map(index)),
+        eval_set=[(features(X_valid, categories), np.asarray(y_valid.map(index)))],
         eval_metric="multi_logloss",
         callbacks=[lgb.early_stopping(200, verbose=False)],
     )

@@ -1,8 +1,13 @@
+import warnings
+
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import train_test_split
+
+# eval_set works on every LightGBM 4.x; 4.7 added eval_X/eval_y and warns on eval_set, which is noise here.
+warnings.filterwarnings("ignore", message=".*'eval_set' is deprecated")
 
 TARGETS = [f"Class{i}" for i in range(1, 15)]
 ID = "id"
@@ -38,8 +43,7 @@ def fit_label(X_train, y_train, X_valid, y_valid):
     booster.fit(
         X_train,
         y_train,
-        eval_X=X_valid,
-        eval_y=y_valid,
+        eval_set=[(X_valid, y_valid)],
         eval_metric="auc",
         callbacks=[lgb.early_stopping(100, verbose=False)],
     )
