@@ -17,8 +17,7 @@ from dsagent_cbr.tasks.model import Task
 
 def adapt_case(case: Case, task: Task) -> dict[str, Any]:
     try:
-        adapted = adapt_solution(CaseSolution(case.script, case.modality, case.task_type, case.metric,
-                                              case.task_name), task)
+        adapted = adapt_solution(CaseSolution.from_case(case), task)
     except AdapterError as exc:
         return {"error": str(exc)}
     return {"code": adapted.code, "notes": adapted.notes}

@@ -37,13 +37,28 @@ def _strings(tree: ast.AST) -> set[str]:
     return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
-def _subscripted(tree: ast.AST) -> set[str]:
-    """Names used as df["col"], df[["a", "b"]] or df.col: how code takes label columns (an id column
-    appears in set_index("id") or on="id" instead, and must stay in the workspace)."""
+def _constants(module: ast.Module) -> dict[str, set[str]]:
+    """Module-level names bound to strings or lists of strings: LABELS = ["a", "b"], TARGET = "y"."""
+    out: dict[str, set[str]] = {}
+    for node in module.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant | ast.List | ast.Tuple):
+            for target in node.targets:
+                if isinstance(target, ast.Name):
+                    out[target.id] = _strings(node.value)
+    return out
+
+
+def _subscripted(tree: ast.AST, constants: dict[str, set[str]] | None = None) -> set[str]:
+    """Names used as df["col"], df[["a", "b"]], df[LABELS[0]] or df.col: how code takes label columns
+    (an id column appears in set_index("id") or on="id" instead, and must stay in the workspace)."""
+    constants = constants or {}
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Subscript):
             out |= _strings(node.slice)
+            for name in ast.walk(node.slice):
+                if isinstance(name, ast.Name):
+                    out |= constants.get(name.id, set())
         elif isinstance(node, ast.Attribute):
             out.add(node.attr)
     return out
@@ -68,12 +83,12 @@ def _y_true_strings(starter: ast.Module) -> set[str]:
                  and n.args), None)
     if call is None:
         return set()
-    first = call.args[0]
-    found = _subscripted(first)
+    first, constants = call.args[0], _constants(starter)
+    found = _subscripted(first, constants)
     names = {n.id for n in ast.walk(first) if isinstance(n, ast.Name)}
     for node in ast.walk(starter):
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in node.targets):
-            found |= _subscripted(node.value)
+            found |= _subscripted(node.value, constants)
     return found
 
 
@@ -96,7 +111,7 @@ def analyse(env: Path, problems: list[str]) -> DsagentGrading | None:
     read = ({_file_name(s) for s in _strings(submission)} & files) - {"submission.py", "train.py"}
     answer_files = tuple(sorted(read - starter_reads))
     shared = sorted(f for f in read & starter_reads if f.endswith(".csv"))
-    mentioned = _subscripted(submission) if arity < 2 else _y_true_strings(starter)
+    mentioned = _subscripted(submission, _constants(submission)) if arity < 2 else _y_true_strings(starter)
     if arity >= 2 and not shared:
         shared = sorted(f for f in starter_reads if f.endswith(".csv") and "test" in f.lower())
     label_file, columns = None, ()
