@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -68,13 +69,12 @@ def _bank(tmp: Path, store: str, cache: Path, chroma_url: str | None = None):
     return open_bank(settings, cache_path=cache)
 
 
-@pytest.fixture(scope="module")
-def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+@contextmanager
+def _serve_chroma(data: Path) -> Iterator[str]:
     exe = shutil.which("chroma")
     if exe is None:
         pytest.skip("the chroma command is not installed")
     port = free_port()
-    data = tmp_path_factory.mktemp("chroma-server")
     proc = subprocess.Popen([exe, "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(data)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -88,6 +88,19 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture(scope="module")
+def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    with _serve_chroma(tmp_path_factory.mktemp("chroma-server")) as url:
+        yield url
+
+
+@pytest.fixture
+def empty_chroma_server(tmp_path: Path) -> Iterator[str]:
+    """A server of the test's own: what a rebuild carries over depends on everything the server holds."""
+    with _serve_chroma(tmp_path / "chroma-server") as url:
+        yield url
 
 
 @pytest.fixture(scope="module")
@@ -247,31 +260,31 @@ def test_seed_bank_builds_once_and_follows_edits(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_rebuild_on_a_chroma_server_switches_everyone_and_keeps_others_cases(
-        tmp_path: Path, embed_cache: Path, chroma_server: str, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, embed_cache: Path, empty_chroma_server: str, capsys: pytest.CaptureFixture[str]) -> None:
     """Two bank folders (two machines) share one server: a rebuild from one makes new collections from its
     journal, carries over the other's cases, and the other follows the switch."""
     import chromadb
 
-    mine = _bank(tmp_path / "mine", "chroma", embed_cache, chroma_url=chroma_server)
-    theirs = _bank(tmp_path / "theirs", "chroma", embed_cache, chroma_url=chroma_server)
+    mine = _bank(tmp_path / "mine", "chroma", embed_cache, chroma_url=empty_chroma_server)
+    theirs = _bank(tmp_path / "theirs", "chroma", embed_cache, chroma_url=empty_chroma_server)
     own = [Case(kind="insight", text=f"Mine {i}: stack gradient boosting models.", modality="tabular")
            for i in range(3)]
     other = Case(kind="insight", text="Theirs: pseudo-label the test set with a confident model.", modality="text")
     assert len(mine.add(own).added) == 3 and theirs.add([other]).added == [other.id]
     mine.remove([own[0].id])
     capsys.readouterr()
-    assert cbr(["bank", "rebuild", "--chroma-url", chroma_server, "--bank-dir", str(tmp_path / "mine"),
+    assert cbr(["bank", "rebuild", "--chroma-url", empty_chroma_server, "--bank-dir", str(tmp_path / "mine"),
                 "--casebank-dir", str(tmp_path / "no-seed")]) == 0
     assert "Carried over 1 case(s)" in capsys.readouterr().err
-    client = chromadb.HttpClient(host="127.0.0.1", port=int(chroma_server.rsplit(":", 1)[1]))
+    client = chromadb.HttpClient(host="127.0.0.1", port=int(empty_chroma_server.rsplit(":", 1)[1]))
     names = {c if isinstance(c, str) else c.name for c in client.list_collections()}
     current = client.get_collection("cbr-bank-current").metadata["current"]
     assert current.startswith("cbr-g") and {f"{current}-insight", f"{current}-meta"} <= names
     assert "cbr-insight" not in names  # the old generation is gone
     expected = {own[1].id, own[2].id, other.id}
-    assert {c.id for c in _bank(tmp_path / "mine", "chroma", embed_cache, chroma_server).list("insight")} == expected
+    assert {c.id for c in _bank(tmp_path / "mine", "chroma", embed_cache, empty_chroma_server).list("insight")} == expected
     # the other machine, opened before the switch, writes into the new collections
     late = Case(kind="insight", text="Theirs again: clip predictions to the training range.", modality="tabular")
     assert theirs.add([late]).added == [late.id]
-    assert {c.id for c in _bank(tmp_path / "mine", "chroma", embed_cache, chroma_server).list("insight")} == \
+    assert {c.id for c in _bank(tmp_path / "mine", "chroma", embed_cache, empty_chroma_server).list("insight")} == \
         expected | {late.id}

@@ -176,7 +176,7 @@ def test_real_local_model_one_iteration(tmp_path):
                            "-T", "1", "--k", "2", "--n-debug", "1", "--timeout", "120", "--store", "faiss",
                            "--runs-dir", str(tmp_path / "runs"), "--json"], env=env, capture_output=True, text=True,
                           timeout=1500)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: nothing it wrote was graded
     summary = json.loads(proc.stdout)
     run_dir = tmp_path / "runs" / "concrete-strength" / summary["run_dir"].split("/")[-1]
     journal = [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines()]
@@ -187,7 +187,9 @@ def test_real_local_model_one_iteration(tmp_path):
     executed = [r for r in journal if r["role"] == "execute"]
     failures = [r for r in journal if isinstance(r["output"], dict) and "error" in r["output"]]
     # Whatever the small model did is on record: either a graded run or the errors it made.
-    assert any(r["output"]["status"] == "ok" for r in executed) or failures
+    graded = any(r["output"]["status"] == "ok" for r in executed if r["iteration"] >= 1)  # 0: the starter
+    assert graded or failures
+    assert proc.returncode == (0 if graded else 1)
     report = (run_dir / "report.md").read_text()
     assert "| 1 |" in report
     if failures:

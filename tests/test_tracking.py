@@ -107,7 +107,8 @@ def test_default_uri_and_errors_in_one_sentence(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_real_develop_run_logged_and_read_back(tmp_path, store):
     """A real run (no model, 2 iterations of the case-based model search on concrete-strength)."""
-    from dsagent_cbr.agent.develop import DevelopConfig, develop_without_model
+    from dsagent_cbr.agent.develop import DevelopConfig
+    from dsagent_cbr.agent.search import develop_without_model
     from dsagent_cbr.bank import open_bank
     from dsagent_cbr.config import load_settings
 
