@@ -29,7 +29,7 @@ def stamp(**extra: Any) -> dict[str, Any]:
     commit = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     return {"command": shlex.join(argv), "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
-            "commit": commit or None, **extra}
+            "load_average": [round(x, 2) for x in os.getloadavg()], "commit": commit or None, **extra}
 
 
 def load_baselines(path: Path = BASELINES) -> dict[str, dict[str, Any]]:
@@ -67,7 +67,9 @@ def markdown(report: dict[str, Any], title: str) -> str:
     counted = [r for r in report["trials"] if r.get("outcome") != "infrastructure"]
     lines = [f"# {title}", "", f"- command: `{s['command']}`",
              f"- machine: {s['cores']} cores" + (f"; Ray: {s['ray_cpus']} CPUs, --parallel {s['parallel']}"
-                                                  if s.get("ray_cpus") else ""),
+                                                  if s.get("ray_cpus") else "")
+             + (f"; load average {s['load_average'][0]} at the end (other work shares the cores)"
+                if s.get("load_average") else ""),
              f"- date: {s['date']}" + (f" (commit {s['commit']})" if s.get("commit") else ""),
              f"- trials: {len(counted)} counted, {len(report['trials']) - len(counted)} infrastructure failures "
              "(ours, not the model's: left out of every measure)", ""]
