@@ -197,6 +197,7 @@ def test_every_task_has_a_reference_and_no_deployment_reference_is_a_case():
     assert not {c.competition for c in seed.cases} & deployment
 
 
+@pytest.mark.slow
 def test_a_trial_runs_the_cli_from_a_clean_folder_and_marks_itself_done(tmp_path):
     task = load_task(REPO / "tasks" / "titanic-survival")
     from dsagent_cbr.tasks.prepare import prepare_task

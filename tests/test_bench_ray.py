@@ -64,11 +64,13 @@ def test_a_killed_driver_leaves_nothing_running_and_the_resume_reruns_nothing_fi
     driver = subprocess.Popen(bench_command(grid, out), cwd=tmp_path, env={**env, MARK: first},
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 300
-        while not done_markers(grid) and driver.poll() is None and time.monotonic() < deadline:
+        deadline, running = time.monotonic() + 300, {}
+        while driver.poll() is None and time.monotonic() < deadline:  # one trial done and another in flight
+            running = {p: c for p, c in marked(first).items() if "dsagent_cbr.cli run" in c}
+            if done_markers(grid) and running:
+                break
             time.sleep(0.2)
         assert driver.poll() is None, driver.stdout.read().decode()[-3000:]
-        running = {p: c for p, c in marked(first).items() if "dsagent_cbr.cli run" in c}
         assert running, "no trial was in flight when the driver was killed"
         driver.send_signal(signal.SIGKILL)
         driver.wait()
