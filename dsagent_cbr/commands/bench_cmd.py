@@ -127,7 +127,7 @@ def _write_report(records: list[dict[str, Any]], unsupported: list[dict[str, str
     if not records:
         raise CbrError("No finished trials to tabulate yet.")
     result = tables.build(records, tables.load_baselines(), tables.stamp(grids=[str(g) for g in grids], **extra))
-    result["unsupported"] = [dict(t) for t in {tuple(sorted(u.items())) for u in unsupported}]
+    result["unsupported"] = [dict(t) for t in sorted({tuple(sorted(u.items())) for u in unsupported})]
     paths = tables.write(result, name, out_dir or tables.RESULTS)
     text = tables.markdown(result, f"cbr bench: {name}")
     click.echo("\n" + text.split("\n## Per task and agent")[0].rstrip())
