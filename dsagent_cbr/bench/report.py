@@ -47,6 +47,10 @@ def fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+def fixed(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
 def pct(rate: float | None, num: int | None = None, den: int | None = None) -> str:
     if rate is None:
         return "—"
@@ -80,7 +84,7 @@ def markdown(report: dict[str, Any], title: str) -> str:
         lines.append(f"| {a['agent']} | {a['tasks']} | {a['runs']} | "
                      f"{pct(a['one_pass'], a['one_pass_passed'], a['one_pass_asked']) if a['one_pass_asked'] else 'n/a'} | "
                      f"{pct(a['success'], a['successes'], a['runs'])} | {fmt(a['mean_rank'], 3)} | "
-                     f"{fmt(a['best_rank'], 3)} | {fmt(a['normalised'], 3)} | {fmt(a['cost_per_run'], 3)} | "
+                     f"{fmt(a['best_rank'], 3)} | {fixed(a['normalised'])} | {fmt(a['cost_per_run'], 3)} | "
                      f"{a['infrastructure']} |")
     agents = [a["agent"] for a in report["agents"]]
     lines += ["", "## Normalised score by task (mean rank / best rank in the task's pool)", "",
@@ -94,7 +98,7 @@ def markdown(report: dict[str, Any], title: str) -> str:
         for agent in agents:
             c = cells.get((task, agent))
             row.append("" if c is None or not c["runs"] else
-                       f"{fmt(c['normalised'], 3)} ({fmt(c['mean_rank'], 3)} / {fmt(c['best_rank'], 3)})")
+                       f"{fixed(c['normalised'])} ({fmt(c['mean_rank'], 3)} / {fmt(c['best_rank'], 3)})")
         lines.append("| " + " | ".join(row) + " |")
     lines += ["", "## Per task and agent", "",
               "| task | agent | runs | one-pass | success | mean test | best test | mean rank | best rank | pool | normalised |",
@@ -103,7 +107,7 @@ def markdown(report: dict[str, Any], title: str) -> str:
         one_pass = pct(c["one_pass"]) if c["one_pass_asked"] else "n/a"
         lines.append(f"| {c['task']} | {c['agent']} | {c['runs']} | {one_pass} | {pct(c['success'])} | "
                      f"{fmt(c['mean_test'])} | {fmt(c['best_test'])} | {fmt(c['mean_rank'], 3)} | "
-                     f"{fmt(c['best_rank'], 3)} | {c['pool']} | {fmt(c['normalised'], 3)} |")
+                     f"{fmt(c['best_rank'], 3)} | {c['pool']} | {fixed(c['normalised'])} |")
     skipped = report.get("unsupported") or []
     if skipped:
         lines += ["", "## Not run", "", "| task | agent | why |", "|---|---|---|"]
