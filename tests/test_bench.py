@@ -215,3 +215,13 @@ def test_a_trial_runs_the_cli_from_a_clean_folder_and_marks_itself_done(tmp_path
     assert record["outcome"] == "ok" and record["exit_code"] == 0 and 0 < record["test_metric"] < 1
     assert trial.is_done(folder) and trial.load_record(folder) == json.loads(json.dumps(record, default=str))
     assert not (folder / "runs" / "stale.txt").exists()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["bench", "--help"], ["bench", "run", "--help"]])
+def test_help_does_not_import_ray_or_flaml(argv):
+    import subprocess
+
+    code = (f"import sys\nfrom dsagent_cbr.cli import main\nmain({argv!r})\n"
+            "print('HEAVY', [m for m in ('ray', 'flaml', 'torch', 'matplotlib') if m in sys.modules])\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
