@@ -225,3 +225,18 @@ def test_help_does_not_import_ray_or_flaml(argv):
             "print('HEAVY', [m for m in ('ray', 'flaml', 'torch', 'matplotlib') if m in sys.modules])\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_flaml_gets_label_codes_and_predict_gives_the_labels_back():
+    """FLAML passes string labels on to XGBoost unchanged with sparse (TF-IDF) input, and XGBoost 3
+    refuses them: the template hands FLAML codes 0..k-1 and maps them back."""
+    import numpy as np
+    import pandas as pd
+
+    task = load_task(REPO / "tasks" / "trump-tweets-device")
+    script = flaml_script(task, 60, 0)
+    namespace: dict = {}
+    exec(compile(script[: script.index('if __name__ == "__main__":')], "flaml", "exec"), namespace)
+    labels = np.array(["android", "iphone"])
+    assert namespace["_target"](pd.Series(["iphone", "android", "iphone"]), labels).tolist() == [1, 0, 1]
+    assert namespace["FLAML_OUTPUT"] == "classes" and namespace["FLAML_TEXT"] is True

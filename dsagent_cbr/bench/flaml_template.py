@@ -28,7 +28,9 @@ def _table(model, X):
     return X
 
 
-def _target(y):
+def _target(y, labels):
+    """The target as FLAML gets it: 0/1 for a positive class, codes 0..k-1 for labels (FLAML hands
+    string labels on to XGBoost unchanged with sparse input, and XGBoost 3 refuses them)."""
     values = np.asarray(y, dtype=object)
     if FLAML_OUTPUT == "positive":
         positive = FLAML_CLASSES[-1] if FLAML_CLASSES else 1
@@ -36,13 +38,13 @@ def _target(y):
     if FLAML_TASK == "regression":
         values = values.astype(float)
         return np.log1p(values) if FLAML_LOG_TARGET else values
-    return values
+    return np.searchsorted(labels, values.astype(str))
 
 
 def train_model(X_train, y_train, X_valid, y_valid):
     from flaml import AutoML
 
-    model = {"automl": []}
+    model = {"automl": [], "labels": []}
     if FLAML_TEXT:
         from sklearn.feature_extraction.text import TfidfVectorizer
 
@@ -54,28 +56,30 @@ def train_model(X_train, y_train, X_valid, y_valid):
     train, valid = _table(model, X_train), _table(model, X_valid)
     targets = list(y_train.columns) if isinstance(y_train, pd.DataFrame) else [None]
     for column in targets:
+        y_fit, y_val = (y_train, y_valid) if column is None else (y_train[column], y_valid[column])
+        labels = np.unique(np.asarray(y_fit, dtype=object).astype(str))  # sorted: searchsorted codes
         automl = AutoML()
-        automl.fit(train, _target(y_train if column is None else y_train[column]), X_val=valid,
-                   y_val=_target(y_valid if column is None else y_valid[column]), task=FLAML_TASK,
+        automl.fit(train, _target(y_fit, labels), X_val=valid, y_val=_target(y_val, labels), task=FLAML_TASK,
                    metric=FLAML_METRIC, time_budget=FLAML_BUDGET / len(targets), n_jobs=os.cpu_count() or 1,
                    seed=FLAML_SEED, verbose=0)
         print(f"FLAML {column or 'target'}: {automl.best_estimator}, validation loss {automl.best_loss:.6g}")
         model["automl"].append(automl)
+        model["labels"].append(labels)
     return model
 
 
 def predict(model, X):
     table = _table(model, X)
     outputs = []
-    for automl in model["automl"]:
+    for automl, labels in zip(model["automl"], model["labels"], strict=True):
         if FLAML_OUTPUT == "labels":
-            outputs.append(np.asarray(automl.predict(table)))
+            outputs.append(labels[np.asarray(automl.predict(table)).astype(int)])
         elif FLAML_OUTPUT == "positive":
             proba = automl.predict_proba(table)
             outputs.append(proba[:, list(automl.classes_).index(1)])
         elif FLAML_OUTPUT == "classes":
             proba = automl.predict_proba(table)
-            known = [str(c) for c in automl.classes_]
+            known = [str(labels[int(c)]) for c in automl.classes_]
             outputs.append(np.column_stack([proba[:, known.index(str(c))] if str(c) in known else np.zeros(len(proba))
                                             for c in FLAML_CLASSES]))
         else:
