@@ -97,6 +97,7 @@ def test_a_killed_driver_leaves_nothing_running_and_the_resume_reruns_nothing_fi
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # twelve deploys, six of them with the local model, on two cores
 def test_the_default_grid_gives_the_paper_s_deployment_measures(tmp_path):
     """`cbr bench run` as shipped: deploy:cbr with no model and with the local model on three tasks,
     two trials each, on local Ray; the tables come out with every measure filled in."""
