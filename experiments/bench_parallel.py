@@ -30,16 +30,18 @@ def run_grid(parallel: int, args: argparse.Namespace, root: Path) -> dict:
                "--models", args.models, "--trials", str(args.trials), "--parallel", str(parallel), "--grid", str(grid),
                "--name", f"parallel-{parallel}", "--out-dir", str(out)]
     env = {**os.environ, "CBR_HOME": str(root / f"home-{parallel}")}
-    start = time.monotonic()
+    load_before, start = os.getloadavg()[0], time.monotonic()
     done = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
-    wall = time.monotonic() - start
+    wall, load_after = time.monotonic() - start, os.getloadavg()[0]
     if done.returncode != 0:
         sys.exit(f"--parallel {parallel} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}")
     trials = json.loads((out / f"bench-parallel-{parallel}.json").read_text())["trials"]
     first = min(t["started"] for t in trials)
     last = max(t["started"] + t["wall_seconds"] for t in trials)
-    print(f"--parallel {parallel}: {len(trials)} trials, command {wall:.1f}s, trial phase {last - first:.1f}s", flush=True)
+    print(f"--parallel {parallel}: {len(trials)} trials, command {wall:.1f}s, trial phase {last - first:.1f}s "
+          f"(1-minute load average {load_before:.2f} before, {load_after:.2f} after)", flush=True)
     return {"parallel": parallel, "wall_seconds": round(wall, 2), "trial_phase_seconds": round(last - first, 2),
+            "load_average_before": round(load_before, 2), "load_average_after": round(load_after, 2),
             "trials": {t["id"]: {k: t.get(k) for k in ("outcome", "test_metric", "one_pass", "solved_by")} for t in trials}}
 
 
