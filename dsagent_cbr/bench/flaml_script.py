@@ -4,8 +4,8 @@ FLAML searches one 2-D table for one target. Supported: tabular tasks (categoric
 categories) and text tasks through a TF-IDF front end (word 1-2 grams, sublinear tf), with several
 targets (multi-label, multi-output regression) searched one after another on an even share of the
 budget. Not supported: forecasting (our tasks map windows to multi-step, multi-dimensional horizons;
-FLAML's ts_forecast wants one timestamped series) and time-series classification (3-D, NaN-padded
-arrays of unequal length): see `unsupported`."""
+FLAML's ts_forecast wants one timestamped series) and time-series classification (3-D arrays,
+NaN-padded where lengths differ): see `unsupported`."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def unsupported(task: Task) -> str | None:
     if task.modality == "forecasting":
         return "forecasting: windows to multi-step, multi-dimensional horizons are not one FLAML table"
     if task.modality == "time-series-classification":
-        return "time-series classification: 3-D arrays of unequal length are not one FLAML table"
+        return "time-series classification: (cases, channels, length) arrays, NaN-padded where lengths differ, are not one FLAML table"
     if task.modality not in ("tabular", "text") or task.data_format != "csv":
         return f"{task.modality} tasks in {task.data_format} format are not supported"
     if task.metric_name not in FLAML_METRIC:
