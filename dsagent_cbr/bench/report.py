@@ -66,6 +66,16 @@ def build(records: list[dict[str, Any]], baselines: dict[str, dict[str, Any]], i
             "trials": records}
 
 
+def _span(trials: list[dict[str, Any]]) -> str:
+    """When the trials themselves ran (a resumed grid's tables are written later than that)."""
+    times = [(t["started"], t["started"] + t.get("wall_seconds", 0)) for t in trials if "started" in t]
+    if not times:
+        return ""
+    first, last = min(a for a, _ in times), max(b for _, b in times)
+    return f"; trials ran {time.strftime('%Y-%m-%d %H:%M', time.localtime(first))} to " \
+           f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(last))}"
+
+
 def markdown(report: dict[str, Any], title: str) -> str:
     s = report["stamp"]
     counted = [r for r in report["trials"] if r.get("outcome") != "infrastructure"]
@@ -74,7 +84,8 @@ def markdown(report: dict[str, Any], title: str) -> str:
                                                   if s.get("ray_cpus") else "")
              + (f"; load average {s['load_average'][0]} at the end (other work shares the cores)"
                 if s.get("load_average") else ""),
-             f"- date: {s['date']}" + (f" (commit {s['commit']})" if s.get("commit") else ""),
+             f"- date: {s['date']}" + (f" (commit {s['commit']})" if s.get("commit") else "")
+             + _span(report["trials"]),
              f"- trials: {len(counted)} counted, {len(report['trials']) - len(counted)} infrastructure failures "
              "(ours, not the model's: left out of every measure)", ""]
     lines += ["## Agents", "",
