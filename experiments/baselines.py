@@ -1,7 +1,10 @@
 """Run every task's random starter and its reference solution through the sandboxed runner.
 
-Prints one table (task, stage, modality, metric, random score, reference score, train time) and
-writes it as JSON. Usage: python experiments/baselines.py [--tasks a,b] [--out results/baselines.json]"""
+References: a development task's is its seed-bank solution (casebank/solutions/<task>/solution.py), a
+deployment task's is experiments/references/<task>.py (kept out of every bank). Prints one table (task,
+stage, modality, metric, random score, reference score, train time) and writes it as JSON; with
+--tasks, only those rows of an existing table are replaced. `cbr bench` reads this table for its
+normalised scores. Usage: python experiments/baselines.py [--tasks a,b] [--out results/baselines.json]"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ import json
 import tempfile
 from pathlib import Path
 
+from dsagent_cbr.bench.references import reference_script
 from dsagent_cbr.runner.run import run_script
 from dsagent_cbr.tasks.loader import discover_tasks, load_task
 from dsagent_cbr.tasks.prepare import prepare_task
@@ -24,10 +28,10 @@ def measure(names: list[str] | None) -> list[dict]:
             continue
         task = load_task(folder)
         prepare_task(task)
-        reference = REPO / "casebank" / "solutions" / task.name / "solution.py"
+        reference = reference_script(task.name, task.stage)
         with tempfile.TemporaryDirectory() as tmp:
             starter = run_script(task, task.starter, run_dir=Path(tmp) / "starter")
-            ref = run_script(task, reference, run_dir=Path(tmp) / "reference") if reference.is_file() else None
+            ref = run_script(task, reference, run_dir=Path(tmp) / "reference") if reference else None
         beats = None
         if ref is not None and ref.ok and starter.ok:
             beats = task.metric.better(ref.test_metric, starter.test_metric)
@@ -37,6 +41,7 @@ def measure(names: list[str] | None) -> list[dict]:
             "reference": ref.test_metric if ref else None, "reference_status": ref.status if ref else "none",
             "reference_valid": ref.valid_metric if ref else None,
             "train_seconds": ref.wall_time if ref else None, "beats_random": beats,
+            "reference_script": str(reference.relative_to(REPO)) if reference else None,
         })
         print(f"  measured {task.name}", flush=True)
     return rows
@@ -61,9 +66,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "baselines.json")
     args = parser.parse_args()
     rows = measure(args.tasks.split(",") if args.tasks else None)
+    if args.tasks and args.out.is_file():  # keep the other tasks' rows, in the suite's order
+        fresh = {r["task"]: r for r in rows}
+        old = json.loads(args.out.read_text())
+        rows = [fresh.pop(r["task"], r) for r in old] + list(fresh.values())
     print_table(rows)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(rows, indent=2))
+    tmp = args.out.with_name(args.out.name + ".tmp")
+    tmp.write_text(json.dumps(rows, indent=2))
+    tmp.replace(args.out)
     print(f"\nwritten {args.out}")
 
 

@@ -1,0 +1,176 @@
+"""The tables: JSON, markdown and a PNG of normalised score by task and agent, each stamped with the
+command that made it, the machine's cores and the date."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from dsagent_cbr.bench.measures import measure
+from dsagent_cbr.bench.trial import write_atomic
+from dsagent_cbr.config import PROJECT_ROOT
+
+BASELINES = PROJECT_ROOT / "experiments" / "results" / "baselines.json"
+RESULTS = PROJECT_ROOT / "experiments" / "results"
+
+
+def stamp(**extra: Any) -> dict[str, Any]:
+    argv = list(sys.argv)
+    if argv and (argv[0].endswith("cli.py") or argv[0].endswith("__main__.py")):
+        argv[0:1] = ["python", "-m", "dsagent_cbr.cli"]
+    elif argv:
+        argv[0] = Path(argv[0]).name
+    commit = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    return {"command": shlex.join(argv), "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
+            "load_average": [round(x, 2) for x in os.getloadavg()], "commit": commit or None, **extra}
+
+
+def load_baselines(path: Path = BASELINES) -> dict[str, dict[str, Any]]:
+    """task -> its row of experiments/baselines.py's table (random and reference test scores)."""
+    if not path.is_file():
+        return {}
+    return {row["task"]: row for row in json.loads(path.read_text(encoding="utf-8"))}
+
+
+def fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def fixed(value: float | None) -> str:
+    return "—" if value is None else f"{value:.3f}"
+
+
+def pct(rate: float | None, num: int | None = None, den: int | None = None) -> str:
+    if rate is None:
+        return "—"
+    return f"{100 * rate:.0f}%" + (f" ({num}/{den})" if den is not None else "")
+
+
+def build(records: list[dict[str, Any]], baselines: dict[str, dict[str, Any]], info: dict[str, Any]) -> dict[str, Any]:
+    measured = measure(records, baselines)
+    tasks = list(dict.fromkeys(r["task"] for r in records))
+    return {"stamp": info, "tasks": tasks, "agents": measured["agents"], "cells": measured["cells"],
+            "baselines": {t: {k: baselines.get(t, {}).get(k) for k in ("metric", "direction", "random", "reference")}
+                          for t in tasks},
+            "trials": records}
+
+
+def _span(trials: list[dict[str, Any]]) -> str:
+    """When the trials themselves ran (a resumed grid's tables are written later than that)."""
+    times = [(t["started"], t["started"] + t.get("wall_seconds", 0)) for t in trials if "started" in t]
+    if not times:
+        return ""
+    first, last = min(a for a, _ in times), max(b for _, b in times)
+    return f"; trials ran {time.strftime('%Y-%m-%d %H:%M', time.localtime(first))} to " \
+           f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(last))}"
+
+
+def markdown(report: dict[str, Any], title: str) -> str:
+    s = report["stamp"]
+    counted = [r for r in report["trials"] if r.get("outcome") != "infrastructure"]
+    lines = [f"# {title}", "", f"- command: `{s['command']}`",
+             f"- machine: {s['cores']} cores" + (f"; Ray: {s['ray_cpus']} CPUs, --parallel {s['parallel']}"
+                                                  if s.get("ray_cpus") else "")
+             + (f"; load average {s['load_average'][0]} at the end (other work shares the cores)"
+                if s.get("load_average") else ""),
+             f"- date: {s['date']}" + (f" (commit {s['commit']})" if s.get("commit") else "")
+             + _span(report["trials"]),
+             f"- trials: {len(counted)} counted, {len(report['trials']) - len(counted)} infrastructure failures "
+             "(ours, not the model's: left out of every measure)", ""]
+    lines += ["## Agents", "",
+              "| agent | tasks | runs | one-pass | success | mean rank | best rank | normalised | $ / run | infra |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for a in report["agents"]:
+        lines.append(f"| {a['agent']} | {a['tasks']} | {a['runs']} | "
+                     f"{pct(a['one_pass'], a['one_pass_passed'], a['one_pass_asked']) if a['one_pass_asked'] else 'n/a'} | "
+                     f"{pct(a['success'], a['successes'], a['runs'])} | {fmt(a['mean_rank'], 3)} | "
+                     f"{fmt(a['best_rank'], 3)} | {fixed(a['normalised'])} | {fmt(a['cost_per_run'], 3)} | "
+                     f"{a['infrastructure']} |")
+    agents = [a["agent"] for a in report["agents"]]
+    lines += ["", "## Normalised score by task (mean rank / best rank in the task's pool)", "",
+              "| task | metric | random | reference | " + " | ".join(agents) + " |",
+              "|---|---|---:|---:|" + "---:|" * len(agents)]
+    cells = {(c["task"], c["agent"]): c for c in report["cells"]}
+    for task in report["tasks"]:
+        base = report["baselines"][task]
+        arrow = {"maximize": " ↑", "minimize": " ↓"}.get(base.get("direction") or "", "")
+        row = [task, f"{base.get('metric') or '?'}{arrow}", fmt(base.get("random")), fmt(base.get("reference"))]
+        for agent in agents:
+            c = cells.get((task, agent))
+            row.append("" if c is None or not c["runs"] else
+                       f"{fixed(c['normalised'])} ({fmt(c['mean_rank'], 3)} / {fmt(c['best_rank'], 3)})")
+        lines.append("| " + " | ".join(row) + " |")
+    lines += ["", "## Per task and agent", "",
+              "| task | agent | runs | one-pass | success | mean test | best test | mean rank | best rank | pool | normalised |",
+              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for c in report["cells"]:
+        one_pass = pct(c["one_pass"]) if c["one_pass_asked"] else "n/a"
+        lines.append(f"| {c['task']} | {c['agent']} | {c['runs']} | {one_pass} | {pct(c['success'])} | "
+                     f"{fmt(c['mean_test'])} | {fmt(c['best_test'])} | {fmt(c['mean_rank'], 3)} | "
+                     f"{fmt(c['best_rank'], 3)} | {c['pool']} | {fixed(c['normalised'])} |")
+    skipped = report.get("unsupported") or []
+    if skipped:
+        lines += ["", "## Not run", "", "| task | agent | why |", "|---|---|---|"]
+        lines += [f"| {u['task']} | {u['agent']} | {u['reason']} |" for u in skipped]
+    infra = [r for r in report["trials"] if r.get("outcome") == "infrastructure"]
+    if infra:
+        lines += ["", "## Infrastructure failures (not counted)", ""]
+        lines += [f"- {r['id']}: {r.get('reason')}" for r in infra]
+    lines += ["", "One-pass: the LLM's first script ran and was graded (deploy with a model only). Success: deploy, "
+              "a graded final result; develop, a bug-free model within the step budget; FLAML, starter and "
+              "reference, the script was graded. Ranks pool every counted run of every agent on a task "
+              "(1 = best; failed runs last, ties averaged); the agent rows average them over the agent's tasks. "
+              "Normalised: (score - random) / (reference - random), a failed run counted as 0.", ""]
+    return "\n".join(lines)
+
+
+def plot(report: dict[str, Any], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    tasks, agents = report["tasks"], [a["agent"] for a in report["agents"]]
+    cells = {(c["task"], c["agent"]): c["normalised"] for c in report["cells"] if c["runs"]}
+    width = 0.8 / max(len(agents), 1)
+    fig, ax = plt.subplots(figsize=(max(7.0, 0.9 * len(tasks) + 3), 4.8))
+    x = np.arange(len(tasks))
+    for i, agent in enumerate(agents):
+        values = [cells.get((t, agent)) for t in tasks]
+        heights = [np.nan if v is None else float(np.clip(v, -1.5, 1.5)) for v in values]
+        ax.bar(x + (i - (len(agents) - 1) / 2) * width, heights, width, label=agent)
+    ax.axhline(0, color="grey", linewidth=0.8)
+    ax.axhline(1, color="grey", linewidth=0.8, linestyle="--")
+    ax.set_xticks(x, tasks, rotation=35, ha="right", fontsize=8)
+    ax.set_ylabel("normalised score (0 starter, 1 reference)")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=7, ncol=2)
+    s = report["stamp"]
+    fig.text(0.01, 0.005, f"{s['command']}  |  {s['cores']} cores  |  {s['date']}", fontsize=6, color="dimgrey")
+    fig.tight_layout(rect=(0, 0.03, 1, 1))
+    tmp = path.with_name(path.name + ".tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def write(report: dict[str, Any], name: str, out_dir: Path = RESULTS) -> list[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    title = f"cbr bench: {name}"
+    paths = [out_dir / f"bench-{name}.json", out_dir / f"bench-{name}.md", out_dir / f"bench-{name}.png"]
+    write_atomic(paths[0], json.dumps(report, indent=2, default=str))
+    write_atomic(paths[1], markdown(report, title))
+    plot(report, paths[2], title)
+    return paths

@@ -1,0 +1,134 @@
+"""`cbr bench run` (a grid of tasks x agents x trials on Ray) and `cbr bench report` (tables from grids)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from dsagent_cbr.config import load_settings
+from dsagent_cbr.errors import CbrError
+
+DEFAULT_TASKS = "smoke-ban,titanic-survival,deliveries-time"
+UNSUPPORTED = "unsupported.json"
+
+
+@click.group()
+def bench() -> None:
+    """Run experiment grids on Ray and tabulate them the paper's way."""
+
+
+@bench.command("run")
+@click.option("--tasks", "task_selection", default=DEFAULT_TASKS, show_default=True,
+              help="Task names (comma-separated), or deployment, development, all.")
+@click.option("--agents", default="deploy:cbr", show_default=True,
+              help="deploy[:cbr|zero-shot|one-shot-random], develop[:full|no-rerank|no-cbr], flaml:SECONDS, "
+                   "starter, reference (comma-separated).")
+@click.option("--models", default="none,local", show_default=True, help="Models for deploy and develop agents.")
+@click.option("--trials", type=int, default=2, show_default=True, help="Trials per task and agent.")
+@click.option("--anchor-trials", type=int, default=1, show_default=True, help="Trials of flaml, starter, reference.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Trial k runs with seed SEED+k.")
+@click.option("--timeout", type=float, default=600.0, show_default=True, help="Time limit per script run (s).")
+@click.option("--memory", type=float, default=8192.0, show_default=True, help="Memory limit per script run (MB).")
+@click.option("--iterations", "-T", type=int, default=5, show_default=True, help="develop's iterations.")
+@click.option("--store", type=click.Choice(["chroma", "faiss"]), default="faiss", show_default=True)
+@click.option("--max-cost", type=float, default=None, help="Dollar budget per trial (paid models).")
+@click.option("--base-bank", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Bank folder every trial starts from (default: a fresh seed bank).")
+@click.option("--parallel", type=int, default=None, help="Trials at once (default: this machine's cores).")
+@click.option("--address", default=None, help="Join this Ray cluster instead of starting Ray here.")
+@click.option("--name", default=None, help="Name of the grid and its tables (default: from the grid's hash).")
+@click.option("--grid", "grid_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Grid folder (default: <runs dir>/bench/<name>); the same folder resumes.")
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the tables go (default: experiments/results).")
+def run(task_selection: str, agents: str, models: str, trials: int, anchor_trials: int, seed: int, timeout: float,
+        memory: float, iterations: int, store: str, max_cost: float | None, base_bank: Path | None,
+        parallel: int | None, address: str | None, name: str | None, grid_dir: Path | None,
+        out_dir: Path | None) -> None:
+    """Run (or resume) a grid: every trial an independent CLI run with its own seed and bank copy."""
+    from dsagent_cbr.bench import engine, grid
+    from dsagent_cbr.bench.spec import GridSpec, parse_agents
+    from dsagent_cbr.tasks.loader import load_task
+    from dsagent_cbr.tasks.prepare import prepare_task
+
+    settings = load_settings()
+    if trials < 1 or anchor_trials < 1:
+        raise CbrError("--trials and --anchor-trials must be at least 1.")
+    parsed = parse_agents([a for a in agents.split(",") if a.strip()], [m.strip() for m in models.split(",") if m.strip()])
+    spec = GridSpec(tasks=grid.select_tasks(task_selection, settings.tasks_dir), agents=[a.label for a in parsed],
+                    trials=trials, anchor_trials=anchor_trials, seed=seed, timeout=timeout, memory_mb=memory,
+                    iterations=iterations, store=store, max_cost=max_cost)
+    name = name or f"grid-{spec.digest()}"
+    folder = (grid_dir or settings.runs_dir / "bench" / name).resolve()
+    resumed = grid.open_grid(folder, spec)
+    for task in spec.tasks:
+        prepare_task(load_task(settings.tasks_dir / task))
+    bank = grid.ensure_base_bank(folder, store, base_bank) if grid.needs_bank(spec) else None
+    work = grid.plan(folder, spec, settings.tasks_dir, bank)
+    (folder / UNSUPPORTED).write_text(json.dumps(work.unsupported, indent=2), encoding="utf-8")
+    click.echo(f"grid {folder}{' (resumed)' if resumed else ''}: {len(work.jobs) + len(work.finished)} trials, "
+               f"{len(work.finished)} finished before, {len(work.jobs)} to run"
+               + (f", {len(work.unsupported)} task/agent pairs not supported" if work.unsupported else ""))
+    ran: dict[str, Any] = {}
+    if work.jobs:
+        parallel = parallel or os.cpu_count() or 1
+        done = 0
+
+        def show(record: dict[str, Any]) -> None:
+            nonlocal done
+            done += 1
+            score = record.get("test_metric")
+            click.echo(f"[{done}/{len(work.jobs)}] {record['id']}: {record['outcome']}"
+                       + (f" test={score:.5g}" if isinstance(score, (int, float)) else "")
+                       + (f" ({record['reason']})" if record.get("reason") else "")
+                       + (f" {record['wall_seconds']:.1f}s" if "wall_seconds" in record else ""))
+
+        ran = engine.run_jobs(work.jobs, parallel, address, show)
+    records = grid.load_records(folder, spec)
+    _write_report(records, work.unsupported, [folder], name, out_dir,
+                  {"ray_cpus": ran.get("cluster_cpus"), "parallel": ran.get("parallel"), "ran": len(work.jobs),
+                   "skipped_finished": len(work.finished)})
+    infra = sum(r.get("outcome") == "infrastructure" for r in records)
+    if infra:
+        raise CbrError(f"{infra} trial(s) failed for reasons of ours (see the report); "
+                       "the same command runs them again.")
+
+
+@bench.command("report")
+@click.argument("grids", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--name", required=True, help="Name of the tables: bench-NAME.{json,md,png}.")
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the tables go (default: experiments/results).")
+def report(grids: tuple[Path, ...], name: str, out_dir: Path | None) -> None:
+    """Tabulate one or more grid folders together (ranks pool every agent of every grid on a task)."""
+    from dsagent_cbr.bench import grid
+    from dsagent_cbr.bench.spec import GridSpec
+
+    records, unsupported = [], []
+    for folder in grids:
+        spec_file = folder / grid.SPEC_FILE
+        if not spec_file.is_file():
+            raise CbrError(f"{folder} is not a grid folder (no {grid.SPEC_FILE}).")
+        spec = GridSpec.from_dict(json.loads(spec_file.read_text(encoding="utf-8")))
+        records += grid.load_records(folder, spec)
+        if (folder / UNSUPPORTED).is_file():
+            unsupported += json.loads((folder / UNSUPPORTED).read_text(encoding="utf-8"))
+    _write_report(records, unsupported, list(grids), name, out_dir, {})
+
+
+def _write_report(records: list[dict[str, Any]], unsupported: list[dict[str, str]], grids: list[Path], name: str,
+                  out_dir: Path | None, extra: dict[str, Any]) -> None:
+    from dsagent_cbr.bench import report as tables
+
+    if not records:
+        raise CbrError("No finished trials to tabulate yet.")
+    result = tables.build(records, tables.load_baselines(), tables.stamp(grids=[str(g) for g in grids], **extra))
+    result["unsupported"] = [dict(t) for t in sorted({tuple(sorted(u.items())) for u in unsupported})]
+    paths = tables.write(result, name, out_dir or tables.RESULTS)
+    text = tables.markdown(result, f"cbr bench: {name}")
+    click.echo("\n" + text.split("\n## Per task and agent")[0].rstrip())
+    click.echo("\nwritten " + ", ".join(str(p) for p in paths))

@@ -1,0 +1,242 @@
+"""cbr bench without Ray: the measures, the grid's plan, outcome classification, FLAML scripts, and
+the rule that no deployment task's reference is ever a case."""
+
+from __future__ import annotations
+
+import ast
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from dsagent_cbr.bank.casefiles import load_seed
+from dsagent_cbr.bench import grid, trial
+from dsagent_cbr.bench.flaml_script import flaml_script, splice, unsupported
+from dsagent_cbr.bench.measures import measure, normalised, rank_pool
+from dsagent_cbr.bench.references import DEPLOYMENT_REFERENCES, reference_script
+from dsagent_cbr.bench.spec import Agent, GridSpec, parse_agents
+from dsagent_cbr.errors import CbrError
+from dsagent_cbr.tasks.loader import discover_tasks, load_task
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = [load_task(p) for p in discover_tasks(REPO / "tasks")]
+DEPLOYMENT = [t for t in TASKS if t.stage == "deployment"]
+
+
+def test_ranks_put_failures_last_and_share_ties():
+    assert rank_pool([0.9, None, 0.7, 0.9, None], maximize=True) == [1.5, 4.5, 3.0, 1.5, 4.5]
+    assert rank_pool([2.0, 1.0, None], maximize=False) == [2.0, 1.0, 3.0]
+    assert rank_pool([], maximize=True) == []
+
+
+def test_normalised_score_is_direction_free():
+    assert normalised(0.75, random=0.5, reference=1.0) == pytest.approx(0.5)  # accuracy, higher is better
+    assert normalised(5.0, random=10.0, reference=0.0) == pytest.approx(0.5)  # error, lower is better
+    assert normalised(12.0, random=10.0, reference=0.0) == pytest.approx(-0.2)  # worse than the starter
+    assert normalised(1.0, random=1.0, reference=1.0) is None
+    assert normalised(None, random=0.0, reference=1.0) is None
+
+
+def _rec(task, agent, test, success=True, one_pass=None, outcome=None, cost=0.0):
+    return {"task": task, "agent": agent, "kind": agent.split(":")[0], "test_metric": test, "success": success,
+            "one_pass": one_pass, "outcome": outcome or ("ok" if success else "failed"), "cost_usd": cost,
+            "direction": "maximize"}
+
+
+def test_measures_pool_agents_per_task_and_leave_infrastructure_out():
+    baselines = {"a": {"direction": "maximize", "random": 0.0, "reference": 1.0},
+                 "b": {"direction": "minimize", "random": 10.0, "reference": 0.0}}
+    records = [
+        _rec("a", "deploy:cbr@m", 0.8, one_pass=True, cost=0.02), _rec("a", "deploy:cbr@m", None, False, False),
+        _rec("a", "flaml:60", 0.9), _rec("a", "deploy:cbr@m", None, False, outcome="infrastructure"),
+        {**_rec("b", "deploy:cbr@m", 2.0, one_pass=False), "direction": "minimize"},
+        {**_rec("b", "flaml:60", 4.0), "direction": "minimize"},
+    ]
+    out = measure(records, baselines)
+    cells = {(c["task"], c["agent"]): c for c in out["cells"]}
+    # task a pools 3 counted runs: flaml 0.9 (1), deploy 0.8 (2), the failed deploy run last (3)
+    assert cells[("a", "deploy:cbr@m")]["mean_rank"] == 2.5 and cells[("a", "deploy:cbr@m")]["best_rank"] == 2
+    assert cells[("a", "deploy:cbr@m")]["infrastructure"] == 1 and cells[("a", "deploy:cbr@m")]["runs"] == 2
+    assert cells[("a", "deploy:cbr@m")]["normalised"] == pytest.approx(0.4)  # (0.8 + 0) / 2: failures count 0
+    assert cells[("b", "deploy:cbr@m")]["mean_rank"] == 1 and cells[("b", "flaml:60")]["normalised"] == pytest.approx(0.6)
+    agents = {a["agent"]: a for a in out["agents"]}
+    deploy = agents["deploy:cbr@m"]
+    assert (deploy["runs"], deploy["successes"], deploy["infrastructure"]) == (3, 2, 1)
+    assert (deploy["one_pass_passed"], deploy["one_pass_asked"]) == (1, 3)
+    assert deploy["mean_rank"] == pytest.approx((2.5 + 1) / 2) and deploy["best_rank"] == pytest.approx(1.5)
+    assert deploy["cost_per_run"] == pytest.approx(0.02 / 3)
+    assert agents["flaml:60"]["one_pass"] is None
+
+
+def test_agents_expand_over_models_and_reject_nonsense():
+    agents = parse_agents(["deploy", "develop:no-cbr", "flaml:300", "starter"], ["none", "gguf:/m/x.gguf"])
+    assert [a.label for a in agents] == ["deploy:cbr@none", "deploy:cbr@gguf:/m/x.gguf", "develop:no-cbr@none",
+                                         "develop:no-cbr@gguf:/m/x.gguf", "flaml:300", "starter"]
+    assert Agent.parse("deploy:cbr@gguf:/m/x.gguf") == agents[1]
+    assert "/" not in agents[1].slug
+    for bad in (["deploy:two-shot"], ["flaml:soon"], ["automl"], ["deploy", "deploy:cbr"]):
+        with pytest.raises(CbrError):
+            parse_agents(bad, ["none"])
+
+
+def test_trials_are_seeded_per_index_and_anchors_run_once():
+    spec = GridSpec(tasks=["t1", "t2"], agents=["deploy:zero-shot@none", "flaml:60"], trials=3, anchor_trials=1, seed=7)
+    trials = spec.trial_list()
+    assert len(trials) == 2 * (3 + 1)
+    assert [t.seed for t in trials if t.task == "t1" and t.agent.kind == "deploy"] == [7, 8, 9]
+    assert len({t.id for t in trials}) == len(trials)
+    assert GridSpec.from_dict(json.loads(json.dumps(spec.to_dict()))).digest() == spec.digest()
+
+
+def test_a_grid_folder_refuses_another_grid(tmp_path):
+    spec = GridSpec(tasks=["smoke-ban"], agents=["starter"])
+    assert grid.open_grid(tmp_path, spec) is False
+    assert grid.open_grid(tmp_path, spec) is True
+    with pytest.raises(CbrError, match="another grid"):
+        grid.open_grid(tmp_path, GridSpec(tasks=["smoke-ban"], agents=["starter"], trials=5))
+
+
+def test_retained_cases_of_the_task_are_found_and_nothing_else(tmp_path):
+    cases = [{"id": "r1", "kind": "solution", "source_kind": "retained", "task_name": "smoke-ban"},
+             {"id": "r2", "kind": "insight", "source_kind": "retained", "competition": "smoke-ban"},
+             {"id": "r3", "kind": "solution", "source_kind": "retained", "task_name": "titanic-survival"},
+             {"id": "s1", "kind": "solution", "source_kind": "reference", "task_name": "smoke-ban"}]
+    (tmp_path / grid.CASES).write_text("\n".join(json.dumps(c) for c in cases))
+    assert grid.retained_ids(tmp_path, "smoke-ban") == ["r1", "r2"]
+
+
+def test_commands_use_the_public_cli_with_the_trial_s_own_folders(tmp_path):
+    spec = GridSpec(tasks=["smoke-ban", "call-volume"], agents=["deploy:one-shot-random@none", "develop:no-rerank@local",
+                                                                "flaml:60", "reference"], trials=2, iterations=2)
+    plan = grid.plan(tmp_path, spec, REPO / "tasks", bank=None)
+    by_id = {j.trial_id: j for j in plan.jobs}
+    deploy = by_id["smoke-ban/deploy-one-shot-random@none/trial-1"]
+    assert deploy.command[1:3] == ["-m", "dsagent_cbr.cli"] and deploy.command[3] == "deploy"
+    for flag, value in (("--seed", "1"), ("--strategy", "one-shot-random"), ("--model", "none"),
+                        ("--bank-dir", f"{deploy.folder}/bank"), ("--runs-dir", f"{deploy.folder}/runs")):
+        assert deploy.command[deploy.command.index(flag) + 1] == value
+    assert "--no-cache" in deploy.command and "--json" in deploy.command
+    develop = by_id["smoke-ban/develop-no-rerank@local/trial-0"]
+    assert "--no-rerank" in develop.command and develop.command[develop.command.index("-T") + 1] == "2"
+    flaml = by_id["smoke-ban/flaml-60/trial-0"]
+    assert flaml.command[3] == "run" and "import os" in flaml.script and "FLAML_BUDGET = 60.0" in flaml.script
+    assert flaml.wall_limit > 60 and float(flaml.command[flaml.command.index("--timeout") + 1]) >= 420
+    # FLAML has no forecasting: the pair is reported, not run; the reference runs everywhere
+    assert plan.unsupported == [{"task": "call-volume", "agent": "flaml:60", "reason": unsupported(
+        load_task(REPO / "tasks" / "call-volume"))}]
+    assert "call-volume/reference/trial-0" in by_id
+    # a finished trial is not planned again
+    done = Path(deploy.folder)
+    done.mkdir(parents=True)
+    (done / trial.RECORD).write_text("{}")
+    (done / trial.DONE).write_text("")
+    again = grid.plan(tmp_path, spec, REPO / "tasks", bank=None)
+    assert deploy.trial_id in again.finished and deploy.trial_id not in {j.trial_id for j in again.jobs}
+
+
+@pytest.mark.parametrize("data,summary,code,timed_out,expected", [
+    (None, {}, 2, False, "infrastructure"),
+    ({"final_success": True}, {"success": True}, 0, True, "infrastructure"),
+    ({"outcome": "infrastructure", "reason": "sandbox unavailable"}, {"success": False}, 1, False, "infrastructure"),
+    ({}, {"success": False, "error": "Cannot reach the model server at http://127.0.0.1:9 (is it running?)."},
+     1, False, "infrastructure"),
+    ({}, {"success": False, "error": "error: NameError: name 'np' is not defined"}, 1, False, "failed"),
+    ({}, {"success": True, "error": "error: SyntaxError"}, 0, False, "ok"),
+])
+def test_outcomes_tell_ours_from_the_model_s(data, summary, code, timed_out, expected):
+    assert trial.classify("deploy", data, summary, code, timed_out, "boom", 60)[0] == expected
+
+
+def test_a_develop_run_stopped_by_our_budget_is_ours():
+    summary = {"success": True, "stopped": "budget: max_cost of $0.50 reached"}
+    assert trial.classify("develop", {"stopped": summary["stopped"]}, summary, 0, False, "", 60)[0] == "infrastructure"
+
+
+def test_results_are_read_from_the_run_folder_before_stdout(tmp_path):
+    run = tmp_path / "runs" / "smoke-ban" / "20260101-000000-abcd"
+    run.mkdir(parents=True)
+    (run / "result.json").write_text(json.dumps({"final_success": False, "test_metric": None, "one_pass": False,
+                                                 "llm_error": "error: KeyError"}))
+    (tmp_path / "stdout.txt").write_text("not json")
+    data = trial.find_result("deploy", tmp_path)
+    assert trial.summarise("deploy", data)["one_pass"] is False
+    assert trial.find_result("develop", tmp_path) is None
+
+
+def test_flaml_script_keeps_the_starter_skeleton():
+    supported = [t for t in TASKS if unsupported(t) is None]
+    assert {t.modality for t in supported} == {"tabular", "text"}
+    assert {t.name for t in TASKS if t.modality in ("forecasting", "time-series-classification")}.isdisjoint(
+        {t.name for t in supported})
+    for task in supported:
+        script = flaml_script(task, 60, 3)
+        tree = ast.parse(script)
+        names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)]
+        assert names.count("train_model") == 1 and names.count("predict") == 1, task.name
+        starter = task.starter.read_text()
+        main = starter[starter.index('if __name__ == "__main__":'):]
+        assert script.endswith(main if main.endswith("\n") else main + "\n"), task.name
+        assert "FLAML_SEED = 3" in script and "rng.uniform" not in script and "rng.choice" not in script
+    with pytest.raises(ValueError):
+        splice("def predict(model, X):\n    return X\n", "pass\n")
+
+
+def test_every_task_has_a_reference_and_no_deployment_reference_is_a_case():
+    for task in TASKS:
+        assert reference_script(task.name, task.stage) is not None, task.name
+    seed = load_seed(REPO / "casebank")
+    assert not seed.problems
+    deployment = {t.name for t in DEPLOYMENT}
+    scripts = {c.script.strip() for c in seed.cases if c.script}
+    for task in DEPLOYMENT:
+        reference = reference_script(task.name, task.stage)
+        assert DEPLOYMENT_REFERENCES in reference.parents and (REPO / "casebank") not in reference.parents
+        assert reference.read_text().strip() not in scripts, task.name
+    assert not {c.task_name for c in seed.cases} & deployment
+    assert not {c.competition for c in seed.cases} & deployment
+
+
+@pytest.mark.slow
+def test_a_trial_runs_the_cli_from_a_clean_folder_and_marks_itself_done(tmp_path):
+    task = load_task(REPO / "tasks" / "titanic-survival")
+    from dsagent_cbr.tasks.prepare import prepare_task
+
+    prepare_task(task)
+    folder = tmp_path / "t"
+    (folder / "runs").mkdir(parents=True)
+    (folder / "runs" / "stale.txt").write_text("from a killed run")
+    job = trial.TrialJob(trial_id="titanic-survival/starter/trial-0", task=task.name, agent="starter", kind="starter",
+                         index=0, seed=0, folder=str(folder), wall_limit=300, script=task.starter.read_text(),
+                         command=[sys.executable, "-m", "dsagent_cbr.cli", "run", str(task.root),
+                                  str(folder / "solution.py"), "--json", "--out", str(folder / "run"),
+                                  "--timeout", "120"])
+    record = trial.execute(job)
+    assert record["outcome"] == "ok" and record["exit_code"] == 0 and 0 < record["test_metric"] < 1
+    assert trial.is_done(folder) and trial.load_record(folder) == json.loads(json.dumps(record, default=str))
+    assert not (folder / "runs" / "stale.txt").exists()
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["bench", "--help"], ["bench", "run", "--help"]])
+def test_help_does_not_import_ray_or_flaml(argv):
+    import subprocess
+
+    code = (f"import sys\nfrom dsagent_cbr.cli import main\nmain({argv!r})\n"
+            "print('HEAVY', [m for m in ('ray', 'flaml', 'torch', 'matplotlib') if m in sys.modules])\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert "HEAVY []" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_flaml_gets_label_codes_and_predict_gives_the_labels_back():
+    """FLAML passes string labels on to XGBoost unchanged with sparse (TF-IDF) input, and XGBoost 3
+    refuses them: the template hands FLAML codes 0..k-1 and maps them back."""
+    import numpy as np
+    import pandas as pd
+
+    task = load_task(REPO / "tasks" / "trump-tweets-device")
+    script = flaml_script(task, 60, 0)
+    namespace: dict = {}
+    exec(compile(script[: script.index('if __name__ == "__main__":')], "flaml", "exec"), namespace)
+    labels = np.array(["android", "iphone"])
+    assert namespace["_target"](pd.Series(["iphone", "android", "iphone"]), labels).tolist() == [1, 0, 1]
+    assert namespace["FLAML_OUTPUT"] == "classes" and namespace["FLAML_TEXT"] is True
