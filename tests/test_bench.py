@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -240,3 +241,30 @@ def test_flaml_gets_label_codes_and_predict_gives_the_labels_back():
     labels = np.array(["android", "iphone"])
     assert namespace["_target"](pd.Series(["iphone", "android", "iphone"]), labels).tolist() == [1, 0, 1]
     assert namespace["FLAML_OUTPUT"] == "classes" and namespace["FLAML_TEXT"] is True
+
+
+def test_a_trial_keeps_to_its_share_of_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
+    from dsagent_cbr.bench.engine import trial_cores
+    from dsagent_cbr.cores import usable_cores
+    from dsagent_cbr.errors import CbrError
+    from dsagent_cbr.runner.sandbox import SandboxPolicy
+
+    class Cluster:  # what trial_cores reads of ray: the live nodes and the cluster's total
+        def __init__(self, *cpus: int) -> None:
+            self.cpus = cpus
+
+        def nodes(self) -> list[dict]:
+            return [{"Alive": True, "Resources": {"CPU": c}} for c in self.cpus]
+
+        def cluster_resources(self) -> dict:
+            return {"CPU": sum(self.cpus)}
+
+    assert [trial_cores(Cluster(2), p) for p in (1, 2, 3)] == [2, 1, 1]
+    assert trial_cores(Cluster(8, 2), 2) == 2  # never more than the smallest node has
+    monkeypatch.setenv("CBR_CORES", "1")
+    assert usable_cores() == 1 and SandboxPolicy().cores == 1
+    monkeypatch.setenv("CBR_CORES", "two")
+    with pytest.raises(CbrError, match="CBR_CORES must be a whole number"):
+        usable_cores()
+    monkeypatch.delenv("CBR_CORES")
+    assert usable_cores() == len(os.sched_getaffinity(0))

@@ -33,16 +33,18 @@ PARSE_ONLY = {
     "ingest-kaggle": "crawls Kaggle", "cbr ingest ": "reads files and pages the reader has",
     "--model local": "runs the local model (tests/test_develop.py runs it)",
     "cbr serve-local": "serves until stopped (tests/test_llm_client.py starts the server)",
+    "cbr bench ": "runs grids of many trials (tests/test_bench.py and tests/test_bench_ray.py run small ones)",
 }
-EXTERNAL = ("vllm ", "apt-get ", "pip ", "python -m pytest")  # not ours to run (set-up, other programs)
-SLOW_SCRIPTS = ("experiments/deploy_suite.py", "experiments/bench_retrieval.py", "experiments/retrieval_quality.py")
+EXTERNAL = ("vllm ", "apt-get ", "pip ", "ray ", "python -m pytest")  # not ours to run (set-up, other programs)
+SLOW_SCRIPTS = ("experiments/deploy_suite.py", "experiments/bench_retrieval.py", "experiments/retrieval_quality.py",
+                "experiments/baselines.py", "experiments/bench_parallel.py")
 
 
 def readme_commands() -> list[str]:
     text = (REPO / "README.md").read_text(encoding="utf-8")
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", text, re.S):
-        for line in block.splitlines():
+        for line in re.sub(r"\\\n\s*", "", block).splitlines():  # a trailing backslash continues the line
             line = re.sub(r"\s+#.*$", "", line).strip()
             if line and not line.startswith("#"):
                 commands += [part.strip() for part in line.split(";") if part.strip()]

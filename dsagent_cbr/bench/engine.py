@@ -45,13 +45,14 @@ def run_jobs(jobs: list[TrialJob], parallel: int, address: str | None,
     """Run every job, at most `parallel` at once; on_record gets each trial's record as it lands."""
     with ray_session(address) as ray:
         cluster_cpus = int(ray.cluster_resources().get("CPU", 0))
-        remote = ray.remote(num_cpus=1, max_retries=0)(execute)
+        cores = trial_cores(ray, parallel)
+        remote = ray.remote(num_cpus=cores, max_retries=0)(execute)
         waiting = list(jobs)
         running: dict[Any, TrialJob] = {}
         while waiting or running:
             while waiting and len(running) < parallel:
                 job = waiting.pop(0)
-                running[remote.remote(job)] = job
+                running[remote.remote(job, cores)] = job
             ready, _ = ray.wait(list(running), num_returns=1)
             for ref in ready:
                 job = running.pop(ref)
@@ -62,4 +63,12 @@ def run_jobs(jobs: list[TrialJob], parallel: int, address: str | None,
                               "trial": job.index, "outcome": "infrastructure",
                               "reason": f"the Ray task failed: {str(exc).splitlines()[0]}"}
                 on_record(record)
-    return {"cluster_cpus": cluster_cpus, "parallel": parallel}
+    return {"cluster_cpus": cluster_cpus, "parallel": parallel, "trial_cores": cores}
+
+
+def trial_cores(ray: Any, parallel: int) -> int:
+    """Each trial's share of the cluster's cores, never more than its smallest node has (so every trial can
+    be placed); Ray reserves it, and the trial's run keeps its threads to it (CBR_CORES)."""
+    nodes = [int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
+    smallest = min((c for c in nodes if c > 0), default=1)
+    return max(1, min(smallest, int(ray.cluster_resources().get("CPU", 1)) // max(1, parallel)))

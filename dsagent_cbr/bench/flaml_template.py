@@ -60,7 +60,7 @@ def train_model(X_train, y_train, X_valid, y_valid):
         labels = np.unique(np.asarray(y_fit, dtype=object).astype(str))  # sorted: searchsorted codes
         automl = AutoML()
         automl.fit(train, _target(y_fit, labels), X_val=valid, y_val=_target(y_val, labels), task=FLAML_TASK,
-                   metric=FLAML_METRIC, time_budget=FLAML_BUDGET / len(targets), n_jobs=os.cpu_count() or 1,
+                   metric=FLAML_METRIC, time_budget=FLAML_BUDGET / len(targets), n_jobs=int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1),
                    seed=FLAML_SEED, verbose=0)
         print(f"FLAML {column or 'target'}: {automl.best_estimator}, validation loss {automl.best_loss:.6g}")
         model["automl"].append(automl)

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsagent_cbr.cores import ENV as CORES_ENV
+
 PR_SET_PDEATHSIG = 1
 DONE = "done"
 RECORD = "trial.json"
@@ -174,17 +176,20 @@ def classify(kind: str, data: dict[str, Any] | None, summary: dict[str, Any], ex
     return "failed", error or None
 
 
-def execute(job: TrialJob) -> dict[str, Any]:
-    """Run the trial from a clean folder and save its record; returns the record."""
+def execute(job: TrialJob, cores: int | None = None) -> dict[str, Any]:
+    """Run the trial from a clean folder and save its record; returns the record. `cores`: the trial's
+    share of the machine, which its run keeps its threads to (scripts and the local model alike)."""
     folder = Path(job.folder)
     if folder.exists():
         shutil.rmtree(folder)
     folder.mkdir(parents=True)
     env = {**os.environ, "CBR_HOME": str(folder / "home"), "PYTHONUNBUFFERED": "1"}
+    if cores:
+        env[CORES_ENV] = str(cores)
     started = time.time()
     record: dict[str, Any] = {"id": job.trial_id, "task": job.task, "agent": job.agent, "kind": job.kind,
                               "trial": job.index, "seed": job.seed, "command": job.command,
-                              "host": os.uname().nodename, "started": started}
+                              "host": os.uname().nodename, "cores": cores, "started": started}
     problem = _prepare_bank(job, folder, env)
     if job.script is not None:
         write_atomic(folder / "solution.py", job.script)

@@ -15,6 +15,7 @@ import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
+from dsagent_cbr.cores import usable_cores
 from dsagent_cbr.errors import CbrError
 
 DEFAULT_CTX = 8192
@@ -26,7 +27,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(gguf: Path, port: int, host: str = "127.0.0.1", n_ctx: int = DEFAULT_CTX, threads: int = 2,
+def serve(gguf: Path, port: int, host: str = "127.0.0.1", n_ctx: int = DEFAULT_CTX, threads: int | None = None,
           parent: int | None = None) -> None:
     """Start the server in this process and block until a signal ends it, or until `parent` is gone."""
     try:
@@ -38,6 +39,7 @@ def serve(gguf: Path, port: int, host: str = "127.0.0.1", n_ctx: int = DEFAULT_C
     params.n_ctx = n_ctx
     params.port = port
     params.hostnames = [host]
+    threads = threads or usable_cores()
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     server = xllamacpp.Server(params)

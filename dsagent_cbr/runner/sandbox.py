@@ -28,6 +28,7 @@ from pathlib import Path
 
 import psutil
 
+from dsagent_cbr.cores import usable_cores
 from dsagent_cbr.errors import CbrError
 
 WORKSPACE = "/workspace"  # where the workspace appears inside the sandbox
@@ -53,7 +54,7 @@ class SandboxPolicy:
     timeout: float = 600.0
     memory_mb: float = 8192.0
     disk_mb: float = 4096.0  # the largest file, and the most the workspace may grow
-    cores: int = field(default_factory=lambda: os.cpu_count() or 1)
+    cores: int = field(default_factory=usable_cores)
     allow_network: bool = False
     isolate: bool = True  # False: --no-sandbox, a plain child process
 
