@@ -185,7 +185,7 @@ def test_real_local_model_one_iteration(tmp_path):
     ledger = [json.loads(line) for line in (run_dir / "ledger.jsonl").read_text().splitlines()]
     assert ledger and all(r["model"] == "local" for r in ledger) and sum(r["completion_tokens"] for r in ledger) > 0
     executed = [r for r in journal if r["role"] == "execute"]
-    failures = [r for r in journal if isinstance(r["output"], dict) and "error" in r["output"]]
+    failures = [r for r in journal if isinstance(r["output"], dict) and r["output"].get("error")]
     # Whatever the small model did is on record: either a graded run or the errors it made.
     graded = any(r["output"]["status"] == "ok" for r in executed if r["iteration"] >= 1)  # 0: the starter
     assert graded or failures

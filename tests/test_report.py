@@ -117,7 +117,7 @@ def _run_folder(tmp_path: Path) -> tuple[Path, list[dict], dict]:
     summary = {"task": "concrete-strength", "model": "none", "metric": "rmse", "direction": "minimize",
                "best_iteration": 3, "best_valid": 4.4, "best_test": 4.1, "stopped": "completed",
                "baselines": {"starter": 16.3, "reference": 4.6}, "feature_importance": "importance.json",
-               "model_errors": [{"iteration": 2, "output": "execute: ValueError: Unknown label type"}]}
+               "model_errors": [{"iteration": 2, "role": "execute", "attempt": 0, "error": "ValueError: Unknown label type"}]}
     return run, rows, summary
 
 
@@ -139,6 +139,7 @@ def test_write_report_markdown_html_and_rows(tmp_path):
     assert "2.2 min" in table[0] and "2.5 s" in table[1]
     assert "\\| pipes" in md  # a pipe in a cell does not break the table
     assert "starter 16.3, reference 4.6" in md and "iteration 3: validation 4.4, test 4.1" in md
+    assert "- iteration 2 (execute): ValueError: Unknown label type" in md.split("## What the model got wrong")[1]
 
     saved = json.loads((run / "rows.json").read_text())
     assert [r["model"] for r in saved] == ["Ridge", "unknown", "LightGBM"]
@@ -184,3 +185,15 @@ def test_progress_line_and_one_line_per_finished_iteration_off_a_terminal():
         progress.update(iteration=2, status="error", valid=None)
     assert out.getvalue().splitlines() == ["iteration 1/2 (execute): ok, validation rmse 5, best 5",
                                            "iteration 2/2 (execute): error, validation rmse —, best 5"]
+
+
+def test_model_errors_are_only_the_steps_that_went_wrong(tmp_path):
+    from dsagent_cbr.agent.journal import Journal
+
+    journal = Journal(tmp_path)
+    journal.append(0, "execute", {"status": "ok", "error": None, "valid_metric": 0.9})  # a run result that worked
+    journal.append(1, "program", {"error": "the reply held no code block"})
+    journal.append(1, "execute", {"status": "error", "error": "NameError: name 'X' is not defined"}, attempt=1)
+    assert journal.errors() == [
+        {"iteration": 1, "role": "program", "attempt": 0, "error": "the reply held no code block"},
+        {"iteration": 1, "role": "execute", "attempt": 1, "error": "NameError: name 'X' is not defined"}]

@@ -69,7 +69,7 @@ class Journal:
         """What the model got wrong: every step whose output says so, with its raw reply."""
         return [{"iteration": r["iteration"], "role": r["role"], "attempt": r.get("attempt", 0),
                  "error": r["output"]["error"]}
-                for r in self.records if isinstance(r["output"], dict) and "error" in r["output"]]
+                for r in self.records if isinstance(r["output"], dict) and r["output"].get("error")]
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

@@ -18,7 +18,7 @@ after every iteration.
   (the test score of the validation-selected script), stopped, cost_usd, tokens; optional `baselines`
   {"starter": float | None, "reference": float | None} (validation scores, drawn as lines),
   `feature_importance` (path of a JSON {feature: importance}, absolute or relative to run_dir; the top 20
-  are drawn) and `model_errors` (journal error records: iteration, output).
+  are drawn) and `model_errors` (the journal's error records: iteration, role, error).
 Only rows with status "ok" and a validation score are ranked, by validation in the metric's direction;
 the test score is shown, never used to rank.
 
@@ -250,7 +250,7 @@ def _view(title: str, rows: list[dict[str, Any]], summary: dict[str, Any], impor
                    "step": _one_line(r["step"], 160), "status": r["status"], "debug": r["debug_attempts"],
                    "valid": fmt(r["valid"]), "test": fmt(r["test"]), "retained": "yes" if r["retained"] else "",
                    "ok": ranked(r)} for r in rows]
-    errors = [{"iteration": e.get("iteration"), "output": _one_line(e.get("output"), 300)}
+    errors = [{"iteration": e.get("iteration"), "role": e.get("role"), "error": _one_line(e.get("error"), 300)}
               for e in summary.get("model_errors") or []]
     return {"title": title, "facts": facts, "metric": summary.get("metric", ""), "direction": direction,
             "label": label, "leaderboard": leader, "iterations": iterations, "has_test": has_test,

@@ -30,18 +30,17 @@ def develop_without_model(task: Task, config: DevelopConfig, run_dir: Path, bank
         run.baseline_run()
         cases = [Case.from_dict(c) for c in run.journal.step(0, "retrieve", lambda: [
             {**c.to_dict(), "score": s} for c, s in solution_candidates(bank, task, config.iterations)])]
-        for t in range(1, config.iterations + 1):
-            _iteration(run, t, cases[t - 1] if t <= len(cases) else None)
+        for t, case in enumerate(cases[:config.iterations], start=1):
+            _iteration(run, t, case)
             run.end(run.rows[-1])
+        if len(cases) < config.iterations:  # the search ends with its candidates, not in empty iterations
+            run.stopped = f"no case left after {len(cases)} of {config.iterations} iteration(s)"
         run.refit_best()
     return run.finish()
 
 
-def _iteration(run: DevelopRun, t: int, case: Case | None) -> None:
+def _iteration(run: DevelopRun, t: int, case: Case) -> None:
     row = run.begin(t)
-    if case is None:
-        row.status = "no case left"
-        return
     row.case = row.step = case.task_name or case.id
     run.say(t, "adapt")
     adapted = run.journal.step(t, "adapt", lambda: adapt_case(case, run.task))
