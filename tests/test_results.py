@@ -98,7 +98,9 @@ def test_ctrl_c_is_recorded_as_interrupted_and_resume_finishes(tmp_path):
                              text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     summary = json.loads(resumed.stdout)
-    assert summary["stopped"] == "completed" and summary["iterations"] == 3 and summary["best_iteration"] == 1
+    # concrete-strength has one compatible seed solution: the search ends after it
+    assert summary["stopped"] == "no case left after 1 of 3 iteration(s)" and summary["iterations"] == 1
+    assert summary["best_iteration"] == 1
 
 
 @pytest.mark.slow

@@ -99,7 +99,7 @@ def run(task_selection: str, agents: str, models: str, trials: int, anchor_trial
 
 
 @bench.command("report")
-@click.argument("grids", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("grids", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--name", required=True, help="Name of the tables: bench-NAME.{json,md,png}.")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the tables go (default: experiments/results).")
@@ -111,6 +111,8 @@ def report(grids: tuple[Path, ...], name: str, out_dir: Path | None) -> None:
     records, unsupported = [], []
     for folder in grids:
         spec_file = folder / grid.SPEC_FILE
+        if not folder.is_dir():  # checked here, not by click, so the README's examples parse before a grid exists
+            raise CbrError(f"{folder} does not exist: name the folder of a grid `cbr bench run` made.")
         if not spec_file.is_file():
             raise CbrError(f"{folder} is not a grid folder (no {grid.SPEC_FILE}).")
         spec = GridSpec.from_dict(json.loads(spec_file.read_text(encoding="utf-8")))
