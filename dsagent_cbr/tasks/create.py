@@ -1,31 +1,35 @@
 """`cbr tasks new`: a task folder from a user's CSV files or a Kaggle competition folder.
 
-It infers what the files allow (target and id from sample_submission, modality, task type, a default
-metric per type), says what it inferred and why, and writes task.toml, description.md with the data
-card, the starter train.py, data/ and, with a hold-out, private/answers.csv. A task without answers is
-valid: it is graded on validation only. Bad input gets one sentence (NewTaskError, exit 2), and the
-folder is built beside its destination and renamed into place only when complete."""
+It reads the files, takes what tasks/infer.py makes of them (target and id, modality, task type, a
+default metric, each with its reason), and writes task.toml, description.md with the data card, the
+starter train.py, data/ and, with a hold-out, private/answers.csv. A task without answers is valid: it
+is graded on validation only. Bad input gets one sentence (NewTaskError, exit 2), and the folder is
+built beside its destination and renamed into place only when complete."""
 
 from __future__ import annotations
 
 import json
 import secrets
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dsagent_cbr.errors import CbrError
+from dsagent_cbr.tasks.infer import (
+    METRICS_FOR,
+    NewTaskError,
+    NewTaskReport,
+    check_metric,
+    check_unique,
+    default_metric,
+    infer_id,
+    infer_modality,
+    infer_targets,
+    infer_task_type,
+    is_number,
+)
 from dsagent_cbr.tasks.metrics import get_metric
 
-# Which metrics fit which task type; the first is the default (binary and multi-class defaults are
-# refined by what sample_submission holds).
-METRICS_FOR = {
-    "regression": ("rmse", "mse", "mae", "medae", "rmsle", "mcrmse"),
-    "binary-classification": ("auroc", "accuracy", "logloss"),
-    "multiclass-classification": ("accuracy", "logloss"),
-    "multilabel-classification": ("auroc",),
-}
 METRIC_WORDS = {
     "rmse": "root mean squared error (RMSE)", "mse": "mean squared error (MSE)",
     "mae": "mean absolute error (MAE)", "medae": "median absolute error", "rmsle": "root mean squared "
@@ -33,13 +37,7 @@ METRIC_WORDS = {
     "target column, averaged", "accuracy": "accuracy", "auroc": "area under the ROC curve (AUROC)",
     "logloss": "multi-class log loss",
 }
-MAX_LABELS = 10  # an integer target with at most this many values reads as classes
-TEXT_MIN_CHARS, TEXT_MIN_WORDS, TEXT_MAX_OTHER_FEATURES = 30, 5, 3
 SAMPLE_NAMES = ("sample_submission.csv", "samplesubmission.csv", "sample_submission_file.csv")
-
-
-class NewTaskError(CbrError):
-    """Input that cannot become a task; the message is one sentence saying why."""
 
 
 @dataclass
@@ -56,26 +54,6 @@ class NewTaskRequest:
     holdout: float | None = None
     seed: int = 0
     source: str | None = None
-
-
-@dataclass
-class NewTaskReport:
-    """What was inferred, each with the reason, in the order it is printed."""
-
-    dest: Path
-    modality: str = ""
-    task_type: str = ""
-    metric: str = ""
-    target: list[str] = field(default_factory=list)
-    id_column: str = ""
-    text_column: str | None = None
-    classes: list[str] = field(default_factory=list)
-    has_answers: bool = False
-    lines: list[tuple[str, str]] = field(default_factory=list)
-    files: list[str] = field(default_factory=list)
-
-    def say(self, key: str, text: str) -> None:
-        self.lines.append((key, text))
 
 
 # ---------------------------------------------------------------- reading
@@ -124,194 +102,6 @@ def kaggle_files(folder: Path) -> tuple[Path, Path | None, Path | None, str | No
     source = by_name.get("source.txt")
     line = source.read_text(encoding="utf-8", errors="replace").strip().splitlines()[0] if source else None
     return train, by_name.get("test.csv"), sample, line or None
-
-
-# ---------------------------------------------------------------- inference
-
-
-def _is_number(values: Any) -> bool:
-    import pandas as pd
-
-    return pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
-
-
-def _integral(values: Any) -> bool:
-    import numpy as np
-
-    v = values.dropna().to_numpy(dtype=float)
-    return bool(np.all(np.isfinite(v)) and np.all(v == np.round(v)))
-
-
-def _is_label_like(value: Any, labels: set[str]) -> bool:
-    return str(value) in labels
-
-
-def _infer_targets(train: Any, test: Any | None, sample: Any | None, id_column: str | None,
-                   given: tuple[str, ...], report: NewTaskReport) -> tuple[list[str], list[str]]:
-    """(target columns in train, logloss classes) from the flags, sample_submission or the test file."""
-    columns = list(train.columns)
-    if given:
-        missing = [t for t in given if t not in columns]
-        if missing:
-            raise NewTaskError(f"train.csv has no target column {', '.join(map(repr, missing))}.")
-        report.say("target", f"{', '.join(given)} (from --target)")
-        return list(given), []
-    if sample is not None:
-        wanted = [c for c in sample.columns if c != id_column]
-        if not wanted:
-            raise NewTaskError("sample_submission.csv has no column besides the id to tell the target.")
-        if all(c in columns for c in wanted):
-            report.say("target", f"{', '.join(wanted)} (sample_submission.csv's columns besides the id)")
-            return wanted, []
-        # One probability column per class of a single label column (log loss, e.g. Class_1..Class_9).
-        test_cols = set(test.columns) if test is not None else set()
-        for c in columns:
-            if c in test_cols or c == id_column:
-                continue
-            labels = set(train[c].dropna().astype(str))
-            if labels and labels == {str(w) for w in wanted}:
-                report.say("target", f"{c} (sample_submission.csv has one column per class of {c})")
-                return [c], [str(w) for w in wanted]
-        absent = [c for c in wanted if c not in columns]
-        raise NewTaskError(f"train.csv lacks the target column(s) {', '.join(map(repr, absent))} that "
-                           "sample_submission.csv names.")
-    if test is not None:
-        extra = [c for c in columns if c not in set(test.columns) and c != id_column]
-        if extra:
-            report.say("target", f"{', '.join(extra)} (the column(s) of train.csv that test.csv lacks)")
-            return extra, []
-    raise NewTaskError("Cannot tell the target column: give --target COL (or a sample_submission.csv).")
-
-
-def _infer_task_type(y: Any, sample_values: Any | None, given: str | None) -> tuple[str, str]:
-    """(task type, reason) for the target frame y (one column per target)."""
-    if given:
-        return given, "from --task-type"
-    if y.shape[1] > 1:
-        if all(_is_number(y[c]) and set(y[c].dropna().unique()) <= {0, 1} for c in y.columns):
-            return "multilabel-classification", f"{y.shape[1]} target columns, all 0/1"
-        if all(_is_number(y[c]) for c in y.columns):
-            return "regression", f"{y.shape[1]} numeric target columns"
-        raise NewTaskError("Several target columns must all be numeric (multi-target regression) or all 0/1 "
-                           "(multi-label classification).")
-    col = y.iloc[:, 0]
-    n = int(col.nunique())
-    if n < 2:
-        raise NewTaskError(f"The target {col.name!r} has a single value in train.csv: there is nothing to learn.")
-    if not _is_number(col):
-        kind = "binary-classification" if n == 2 else "multiclass-classification"
-        return kind, f"{n} distinct labels"
-    fractional = sample_values is not None and _is_number(sample_values) and not _integral(sample_values)
-    if _integral(col) and n == 2:
-        return "binary-classification", f"2 distinct values ({', '.join(map(str, sorted(col.dropna().unique())))})"
-    if _integral(col) and n <= MAX_LABELS and not fractional:
-        return "multiclass-classification", (f"{n} distinct integer values (use --task-type regression if "
-                                             "they are amounts)")
-    return "regression", f"numeric with {n:,} distinct values"
-
-
-def _default_metric(task_type: str, n_targets: int, classes: list[str], sample_values: Any | None,
-                    labels: set[str]) -> tuple[str, str]:
-    if task_type == "regression":
-        return ("mcrmse", "default for several numeric targets") if n_targets > 1 else ("rmse", "default for regression")
-    if task_type == "multilabel-classification":
-        return "auroc", "default for multi-label classification"
-    if classes:
-        return "logloss", "sample_submission.csv has one probability column per class"
-    if task_type == "multiclass-classification":
-        return "accuracy", "default for multi-class classification"
-    if sample_values is not None and all(_is_label_like(v, labels) for v in sample_values.dropna().unique()):
-        return "accuracy", "sample_submission.csv holds labels"
-    return "auroc", "default for binary classification" + (
-        "; sample_submission.csv holds probabilities" if sample_values is not None else "")
-
-
-def _check_metric(metric: str, task_type: str, y: Any) -> None:
-    if metric not in METRICS_FOR[task_type]:
-        fits = ", ".join(METRICS_FOR[task_type])
-        raise NewTaskError(f"The metric {metric} does not fit a {task_type} task (use one of: {fits}).")
-    if metric == "rmsle" and bool((y.to_numpy(dtype=float) < 0).any()):
-        raise NewTaskError("The metric rmsle needs non-negative targets, and train.csv has negative ones.")
-
-
-def free_text_columns(frame: Any, columns: list[str]) -> list[tuple[str, float]]:
-    """(column, mean characters) of the columns that hold free text, longest first."""
-    import pandas as pd
-
-    found = []
-    for c in columns:
-        values = frame[c].dropna()
-        if values.empty or not (pd.api.types.is_string_dtype(values) or pd.api.types.is_object_dtype(values)):
-            continue
-        values = values.astype(str).iloc[:50_000]
-        chars, words = float(values.str.len().mean()), float(values.str.split().str.len().mean())
-        if chars >= TEXT_MIN_CHARS and words >= TEXT_MIN_WORDS and values.nunique() >= 0.5 * len(values):
-            found.append((c, chars))
-    return sorted(found, key=lambda p: -p[1])
-
-
-def _infer_modality(train: Any, features: list[str], given: str | None, report: NewTaskReport) -> str | None:
-    if given:
-        if given not in features:
-            raise NewTaskError(f"--text-column {given!r} is not a feature column of train.csv.")
-        report.say("modality", f"text (from --text-column {given})")
-        return given
-    texts = free_text_columns(train, features)
-    if texts and len(features) - 1 <= TEXT_MAX_OTHER_FEATURES:
-        name, chars = texts[0]
-        others = len(features) - 1
-        report.say("modality", f"text: `{name}` is free text (mean {chars:.0f} characters) beside {others} other "
-                   f"feature column(s), which the starter leaves aside")
-        return name
-    if texts:
-        report.say("modality", f"tabular: free text in {', '.join(t for t, _ in texts)} is one feature among "
-                   f"{len(features)} (use --text-column to make it a text task)")
-    else:
-        report.say("modality", f"tabular ({len(features)} feature columns, no free text)")
-    return None
-
-
-_ID_HINTS = ("id",)
-
-
-def _looks_like_id(name: str) -> bool:
-    low = name.lower()
-    return low in _ID_HINTS or low.endswith("_id") or name.endswith(("Id", "ID"))
-
-
-def _infer_id(train: Any, test: Any | None, sample: Any | None, given: str | None,
-              report: NewTaskReport) -> tuple[str, bool]:
-    """(id column, whether it must be made up)."""
-    if given:
-        where = [n for n, f in (("train.csv", train), ("test.csv", test)) if f is not None and given in f.columns]
-        if not where:
-            raise NewTaskError(f"The id column {given!r} is in neither train.csv nor test.csv.")
-        report.say("id", f"{given} (from --id)")
-        return given, False
-    if sample is not None:
-        report.say("id", f"{sample.columns[0]} (sample_submission.csv's first column)")
-        return str(sample.columns[0]), False
-    for c in train.columns:
-        if _looks_like_id(str(c)) and (test is None or c in test.columns) and train[c].is_unique:
-            report.say("id", f"{c} (named like an id, unique)")
-            return str(c), False
-    for c in test.columns if test is not None else []:
-        if _looks_like_id(str(c)) and c not in train.columns and test[c].is_unique:
-            report.say("id", f"{c} (named like an id, unique, in test.csv only)")
-            return str(c), False
-    name = "id" if "id" not in train.columns else "row_id"
-    report.say("id", f"{name} (made up: row numbers, train first, then test)")
-    return name, True
-
-
-def _check_unique(frame: Any, column: str, what: str) -> None:
-    if column not in frame.columns:
-        return
-    if frame[column].isna().any():
-        raise NewTaskError(f"The id column {column!r} of {what} has missing values.")
-    if not frame[column].is_unique:
-        dup = frame[column][frame[column].duplicated()].iloc[0]
-        raise NewTaskError(f"The id column {column!r} of {what} is not unique (e.g. {dup!r} repeats).")
 
 
 # ---------------------------------------------------------------- writing
@@ -405,8 +195,8 @@ def create_task(req: NewTaskRequest) -> NewTaskReport:
         raise NewTaskError("Give a test file (--test) or carve one from train with --holdout F.")
     report.say("train", f"{req.train.name}: {len(train):,} rows × {train.shape[1]} columns")
 
-    id_column, made_id = _infer_id(train, test, sample, req.id_column, report)
-    targets, classes = _infer_targets(train, test, sample, None if made_id else id_column, req.target, report)
+    id_column, made_id = infer_id(train, test, sample, req.id_column, report)
+    targets, classes = infer_targets(train, test, sample, None if made_id else id_column, req.target, report)
     if id_column in targets:
         raise NewTaskError(f"The id column {id_column!r} cannot also be the target.")
     for t in targets:
@@ -425,11 +215,11 @@ def create_task(req: NewTaskRequest) -> NewTaskReport:
     elif id_column not in train.columns:
         train.insert(0, id_column, range(-len(train), 0))
         report.say("id", f"{id_column} is in test.csv only: training rows get ids -{len(train)}..-1")
-    _check_unique(train, id_column, "train.csv")
+    check_unique(train, id_column, "train.csv")
     if test is not None:
         if id_column not in test.columns:
             raise NewTaskError(f"test.csv has no id column {id_column!r}.")
-        _check_unique(test, id_column, "test.csv")
+        check_unique(test, id_column, "test.csv")
         expected = [c for c in train.columns if c not in targets]
         missing = [c for c in expected if c not in test.columns]
         extra = [c for c in test.columns if c not in expected]
@@ -442,7 +232,7 @@ def create_task(req: NewTaskRequest) -> NewTaskReport:
 
     y = train[targets]
     sample_values = sample[targets[0]] if sample is not None and targets[0] in sample.columns else None
-    task_type, why = _infer_task_type(y, sample_values, req.task_type)
+    task_type, why = infer_task_type(y, sample_values, req.task_type)
     if req.task_type and req.task_type not in METRICS_FOR:
         raise NewTaskError(f"--task-type must be one of {', '.join(METRICS_FOR)}.")
     labels = set(y.iloc[:, 0].dropna().astype(str)) if task_type.endswith("classification") else set()
@@ -458,21 +248,21 @@ def create_task(req: NewTaskRequest) -> NewTaskReport:
             raise NewTaskError(f"Unknown metric {req.metric!r}; known: {', '.join(sorted(METRIC_WORDS))}.") from exc
         metric_why = "from --metric"
     else:
-        metric, metric_why = _default_metric(task_type, len(targets), classes, sample_values, labels)
-    _check_metric(metric, task_type, y)
+        metric, metric_why = default_metric(task_type, len(targets), classes, sample_values, labels)
+    check_metric(metric, task_type, y)
     if metric == "logloss" and not classes:
         classes = sorted(labels)
     positive: Any = None
     if metric == "auroc" and len(targets) == 1:
         values = sorted(y.iloc[:, 0].dropna().unique().tolist(), key=str)
         positive = values[-1]
-        if not _is_number(y.iloc[:, 0]):
+        if not is_number(y.iloc[:, 0]):
             classes = [str(v) for v in values]  # the grader reads classes[-1] as the positive label
     better = "higher is better" if get_metric(metric).direction == "maximize" else "lower is better"
     report.say("metric", f"{metric}, {better} ({metric_why})")
 
     features = [c for c in train.columns if c not in targets and c != id_column]
-    text_column = _infer_modality(train, features, req.text_column, report)
+    text_column = infer_modality(train, features, req.text_column, report)
     report.modality = "text" if text_column else "tabular"
     report.task_type, report.metric, report.target, report.id_column = task_type, metric, targets, id_column
     report.text_column, report.classes = text_column, classes
@@ -487,7 +277,7 @@ def create_task(req: NewTaskRequest) -> NewTaskReport:
     elif sample is not None:
         if id_column not in sample.columns:
             raise NewTaskError(f"sample_submission.csv has no id column {id_column!r}.")
-        _check_unique(sample, id_column, "sample_submission.csv")
+        check_unique(sample, id_column, "sample_submission.csv")
         assert test is not None
         if set(sample[id_column].astype(str)) != set(test[id_column].astype(str)):
             raise NewTaskError("sample_submission.csv's ids differ from test.csv's.")
