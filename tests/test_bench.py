@@ -249,18 +249,15 @@ def test_a_trial_keeps_to_its_share_of_the_cores(monkeypatch: pytest.MonkeyPatch
     from dsagent_cbr.errors import CbrError
     from dsagent_cbr.runner.sandbox import SandboxPolicy
 
-    class Cluster:  # what trial_cores reads of ray: the live nodes and the cluster's total
+    class Cluster:  # what trial_cores reads of ray: the live nodes
         def __init__(self, *cpus: int) -> None:
             self.cpus = cpus
 
         def nodes(self) -> list[dict]:
             return [{"Alive": True, "Resources": {"CPU": c}} for c in self.cpus]
 
-        def cluster_resources(self) -> dict:
-            return {"CPU": sum(self.cpus)}
-
-    assert [trial_cores(Cluster(2), p) for p in (1, 2, 3)] == [2, 1, 1]
-    assert trial_cores(Cluster(8, 2), 2) == 2  # never more than the smallest node has
+    assert [trial_cores(Cluster(2), 2, p) for p in (1, 2, 3)] == [2, 1, 1]
+    assert trial_cores(Cluster(8, 2), 10, 2) == 2  # never more than the smallest node has
     monkeypatch.setenv("CBR_CORES", "1")
     assert usable_cores() == 1 and SandboxPolicy().cores == 1
     monkeypatch.setenv("CBR_CORES", "two")

@@ -1,7 +1,7 @@
 """Fan trials out on Ray: a local Ray on this machine's cores, or an existing cluster (--address).
 
-Concurrency is Ray's: each trial is a task asking for one CPU, and at most `parallel` tasks are in
-flight (the pattern Ray's docs give for bounding pending tasks, with ray.wait). A local Ray started
+Concurrency is Ray's: each trial is a task asking for its share of the cores (trial_cores), and at
+most `parallel` tasks are in flight (the pattern Ray's docs give for bounding pending tasks, with ray.wait). A local Ray started
 here is shut down when the grid ends, however it ends; if the driver itself is SIGKILLed, Ray's
 processes share its fate and the trials die with their workers (trial.py)."""
 
@@ -45,7 +45,7 @@ def run_jobs(jobs: list[TrialJob], parallel: int, address: str | None,
     """Run every job, at most `parallel` at once; on_record gets each trial's record as it lands."""
     with ray_session(address) as ray:
         cluster_cpus = int(ray.cluster_resources().get("CPU", 0))
-        cores = trial_cores(ray, parallel)
+        cores = trial_cores(ray, cluster_cpus, parallel)
         remote = ray.remote(num_cpus=cores, max_retries=0)(execute)
         waiting = list(jobs)
         running: dict[Any, TrialJob] = {}
@@ -66,9 +66,9 @@ def run_jobs(jobs: list[TrialJob], parallel: int, address: str | None,
     return {"cluster_cpus": cluster_cpus, "parallel": parallel, "trial_cores": cores}
 
 
-def trial_cores(ray: Any, parallel: int) -> int:
+def trial_cores(ray: Any, cluster_cpus: int, parallel: int) -> int:
     """Each trial's share of the cluster's cores, never more than its smallest node has (so every trial can
     be placed); Ray reserves it, and the trial's run keeps its threads to it (CBR_CORES)."""
     nodes = [int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
     smallest = min((c for c in nodes if c > 0), default=1)
-    return max(1, min(smallest, int(ray.cluster_resources().get("CPU", 1)) // max(1, parallel)))
+    return max(1, min(smallest, cluster_cpus // max(1, parallel)))
