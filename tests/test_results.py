@@ -83,7 +83,7 @@ def test_ctrl_c_is_recorded_as_interrupted_and_resume_finishes(tmp_path):
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:  # iteration 1's adapted script is running
-        if list((tmp_path / "runs").glob("concrete-strength/*/step-01/exec/workspace/train.py")):
+        if list((tmp_path / "runs").glob("concrete-strength/*/step-01/exec/script.py")):
             break
         time.sleep(0.1)
     time.sleep(0.5)

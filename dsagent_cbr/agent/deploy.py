@@ -97,7 +97,7 @@ def _run(task: Task, code: str, folder: Path, config: DeployConfig, result: Depl
     result.attempts.append({"iteration": len(result.attempts) + 1, "case": case, "step": step, "status": run.status,
                             "error": run.error, "valid": run.valid_metric, "test": run.test_metric,
                             "wall_time": run.wall_time, "retained": False,
-                            "script": str(Path(folder.name) / "workspace" / "train.py")})
+                            "script": str(Path(folder.name) / "script.py")})
     return run
 
 

@@ -48,18 +48,18 @@ IMPORTANCE = "feature_importance.json"
 def publish_outputs(run_dir: Path, task: Any, code: str, workspace: Path) -> None:
     """The chosen solution where a user looks first: best_solution.py, the predictions file (the
     submission to upload) and the model's feature importances at the run folder's root, each replaced
-    atomically. What the script wrote is read as untrusted: regular files only, bounded."""
-    from dsagent_cbr.tasks.grading import GradingError, read_untrusted
+    atomically. What the script wrote is read as untrusted, through runner/artefacts.py."""
+    from dsagent_cbr.runner.artefacts import ArtefactError, read_bytes, read_importance
 
     write_text_atomic(run_dir / "best_solution.py", code)
     if task.predictions:
-        with contextlib.suppress(GradingError):
-            write_bytes_atomic(run_dir / task.predictions, read_untrusted(workspace, task.predictions))
+        with contextlib.suppress(ArtefactError):
+            write_bytes_atomic(run_dir / task.predictions, read_bytes(workspace, task.predictions))
     (run_dir / IMPORTANCE).unlink(missing_ok=True)
-    with contextlib.suppress(GradingError, ValueError, AttributeError):
-        raw = json.loads(read_untrusted(workspace, "cbr_feature_importance.json", limit=1 << 20))
-        importance = {str(k)[:200]: float(v) for k, v in raw.items()}
-        write_text_atomic(run_dir / IMPORTANCE, json.dumps(importance, indent=1))
+    with contextlib.suppress(ArtefactError):
+        importance = read_importance(workspace)
+        if importance:
+            write_text_atomic(run_dir / IMPORTANCE, json.dumps(importance, indent=1))
 
 
 def write_summary(run_dir: Path, title: str, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:

@@ -7,7 +7,6 @@ NEW.csv, in its order."""
 
 from __future__ import annotations
 
-import io
 import json
 import tempfile
 import time
@@ -20,8 +19,9 @@ import click
 from dsagent_cbr.commands.options import policy_from, sandbox_options
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.runner.artefacts import ArtefactError, read_bytes, read_csv
 from dsagent_cbr.runner.sandbox import SandboxPolicy
-from dsagent_cbr.tasks.grading import read_untrusted
+from dsagent_cbr.tasks.grading import EXTRA_COLUMNS
 
 SOLUTION_FILES = ("best_solution.py", "solution.py")
 SAMPLE_FILE = "sample_submission.csv"
@@ -112,12 +112,14 @@ def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_
     if not result.ok:
         raise CbrError(f"The solution failed on {new_csv.name} ({result.status}): {result.error}")
     produced = Path(task.predictions or "submission.csv")
-    sub = pd.read_csv(io.BytesIO(read_untrusted(Path(result.workspace), produced.name)))
     idc = task.id_column
-    lacking = [c for c in [idc, *columns] if c not in sub.columns]
-    if lacking:
-        raise CbrError(f"The solution's {produced.name} lacks the column(s) {', '.join(lacking)}.")
-    sub = sub[[idc, *columns]]
+    wanted = list(dict.fromkeys([idc, *columns]))
+    try:
+        sub = read_csv(read_bytes(Path(result.workspace), produced.name), produced.name, wanted=wanted,
+                       max_rows=len(new), max_columns=len(wanted) + EXTRA_COLUMNS)
+    except ArtefactError as exc:
+        raise CbrError(f"The solution's predictions cannot be used: {exc}.") from exc
+    sub = sub[wanted]
     if sub[idc].duplicated().any() or set(sub[idc].astype(str)) != set(new[idc].astype(str)):
         raise CbrError(f"The solution's {produced.name} does not have one row per row of {new_csv.name}.")
     order = {v: i for i, v in enumerate(new[idc].astype(str))}

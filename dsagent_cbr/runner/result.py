@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ def head_tail(text: str, limit: int = 6000) -> str:
 @dataclass
 class RunResult:
     task: str
-    status: str  # ok | error | timeout | memory_limit | disk_limit | output_limit | grading_error
+    status: str  # ok | error | timeout | memory_limit | disk_limit | output_limit | process_limit | grading_error
     exit_code: int | None
     metric: str
     direction: str
@@ -55,6 +55,8 @@ class RunResult:
     isolated: bool  # ran under the bubblewrap sandbox (false only with --no-sandbox)
     network: bool = False
     test_answers: bool = True  # false: the task has no test answers; graded on validation only
+    script: str | None = None  # the script as cbr kept it before the run (never the workspace's copy)
+    limits: dict[str, str] = field(default_factory=dict)  # how memory, processes and disk were bounded
 
     @property
     def ok(self) -> bool:

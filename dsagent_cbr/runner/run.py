@@ -1,5 +1,9 @@
-"""Run a solution script on a task: a fresh workspace of public files, the script sandboxed, its
-predictions graded outside the sandbox by code that trusts nothing the script wrote."""
+"""Run a solution script on a task: a fresh workspace of public files, the script sandboxed, what it
+left harvested through the one reader (artefacts.py), its predictions graded outside the sandbox.
+
+A run folder holds `script.py` (the script as cbr was given it: nothing later re-reads the script from
+where the script itself could rewrite it), `stdout.txt`, `stderr.txt`, `workspace/` (what the script
+made, carried out of its scratch folder as regular files) and `result.json`."""
 
 from __future__ import annotations
 
@@ -13,6 +17,7 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+from dsagent_cbr.runner.artefacts import ArtefactError, harvest, read_bytes, read_importance, read_text
 from dsagent_cbr.runner.result import RunResult, head_tail, parse_validation_metric
 from dsagent_cbr.runner.sandbox import (
     ProcessOutcome,
@@ -21,19 +26,32 @@ from dsagent_cbr.runner.sandbox import (
     require_sandbox,
     run_sandboxed,
 )
+from dsagent_cbr.runner.scratch import Scratch, scratch
 from dsagent_cbr.tasks import dsagent_layout
-from dsagent_cbr.tasks.grading import GradingError, grade, read_untrusted
+from dsagent_cbr.tasks.grading import grade
 from dsagent_cbr.tasks.model import Task
+from dsagent_cbr.tasks.sources import hidden_paths
 
 DEFAULT_TIMEOUT = 600.0
 DEFAULT_MEMORY_MB = 8192.0
 GRADER_POLICY = SandboxPolicy(timeout=300.0, memory_mb=4096.0, disk_mb=64.0)
+OUTPUT_CHARS = 2 * 2**20  # of stdout and stderr read back: the head and the tail, where scores and tracebacks are
 
 
-def make_workspace(task: Task, script_text: str, workspace: Path) -> Path:
+def _public_mb(task: Task) -> float:
+    total = 0
+    for name in task.public_files:
+        path = task.public_dir / name
+        files = [path, *path.rglob("*")] if path.is_dir() else [path]
+        total += sum(f.stat().st_size for f in files if f.is_file())
+    return total / 2**20
+
+
+def make_workspace(task: Task, script_text: str, workspace: Path) -> dict[str, tuple[int, int]]:
     """Copy (never link: a link would lead back to the task folder) the public files and the script.
-    In the DS-Agent layout the test labels stay out and submission.py only keeps the predictions."""
-    workspace.mkdir(parents=True, exist_ok=False)
+    In the DS-Agent layout the test labels stay out and submission.py only keeps the predictions.
+    Returns what cbr wrote, by relative path: (size, mtime_ns), so that a harvest can leave it out."""
+    workspace.mkdir(parents=True, exist_ok=True)
     grading = task.dsagent
     for name in task.public_files:
         src, dst = task.public_dir / name, workspace / name
@@ -47,7 +65,16 @@ def make_workspace(task: Task, script_text: str, workspace: Path) -> Path:
         elif src.is_file():
             shutil.copyfile(src, dst)
     (workspace / "train.py").write_text(script_text, encoding="utf-8")
-    return workspace
+    return _written(workspace)
+
+
+def _written(folder: Path) -> dict[str, tuple[int, int]]:
+    written = {}
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            info = path.stat()
+            written[str(path.relative_to(folder))] = (info.st_size, info.st_mtime_ns)
+    return written
 
 
 def _without_labels(src: Path, dst: Path, grading: dsagent_layout.DsagentGrading) -> None:
@@ -67,21 +94,20 @@ def _last_line(text: str) -> str:
 
 
 def _status(outcome: ProcessOutcome, stderr: str, policy: SandboxPolicy) -> tuple[str, str | None]:
+    """What ended the run, from what happened: the limits' own events and the exit code."""
     if outcome.timed_out:
         return "timeout", f"time limit of {policy.timeout:g}s reached; the process tree was killed"
-    if outcome.memory_exceeded or "MemoryError" in stderr:
+    if outcome.memory_exceeded:
         return "memory_limit", f"memory limit of {policy.memory_mb:g} MB exceeded (processes, /tmp and /dev/shm)"
-    if outcome.disk_exceeded or "File too large" in stderr:
+    if outcome.disk_exceeded:
         return "disk_limit", f"disk limit of {policy.disk_mb:g} MB exceeded"
     if outcome.output_exceeded:
         return "output_limit", "the script printed too much output and was stopped"
+    if outcome.exit_code != 0 and outcome.processes_exceeded:
+        return "process_limit", f"more than {policy.pids} processes and threads at once were refused"
     if outcome.exit_code != 0:
         return "error", _last_line(stderr) or f"exit code {outcome.exit_code}"
     return "ok", None
-
-
-def _read(path: Path) -> str:
-    return path.read_text(encoding="utf-8", errors="replace")
 
 
 @cache
@@ -89,68 +115,95 @@ def _bootstrap() -> str:
     return resources.files("dsagent_cbr.runner").joinpath("bootstrap.py").read_text(encoding="utf-8")
 
 
+def _execute(task: Task, code: str, run_dir: Path, policy: SandboxPolicy, refit: bool) -> ProcessOutcome:
+    """The script's run in a scratch folder of its own; what it made is harvested into run_dir/workspace."""
+    with scratch(run_dir, _public_mb(task), policy.disk_mb) as space:
+        unchanged = make_workspace(task, code, space.path)
+        space.settle()
+        outcome = run_sandboxed([sys.executable, "-c", _bootstrap()], space=space,
+                                stdout_path=run_dir / "stdout.txt", stderr_path=run_dir / "stderr.txt",
+                                policy=policy, hidden=tuple(hidden_paths(task)),
+                                environment={"CBR_REFIT": "1"} if refit else None)
+        left = harvest(space.path, run_dir / "workspace", unchanged=unchanged, max_bytes=int(policy.disk_mb * 2**20))
+    if left:
+        (run_dir / "left-behind.txt").write_text("\n".join(left) + "\n", encoding="utf-8")
+    return outcome
+
+
 def run_script(task: Task, script: str | Path, *, run_dir: Path | None = None, timeout: float | None = None,
                memory_mb: float | None = None, policy: SandboxPolicy | None = None, refit: bool = False) -> RunResult:
     """Execute `script` (a path or the code itself) on `task` and grade it. Never raises for the
-    script's own failures: they come back as a RunResult with a status and an error line. Raises
-    SandboxUnavailable when we cannot sandbox it: that is our failure, not the script's. With `refit`
-    the script is told (CBR_REFIT=1) to train its final model on the validation rows too."""
+    script's own failures, whatever it leaves behind: they come back as a RunResult with a status and
+    an error line. Raises SandboxUnavailable when we cannot sandbox it: that is our failure, not the
+    script's. With `refit` the script is told (CBR_REFIT=1) to train its final model on the validation
+    rows too."""
     policy = policy or SandboxPolicy(timeout=DEFAULT_TIMEOUT, memory_mb=DEFAULT_MEMORY_MB)
     policy = replace(policy, **{k: v for k, v in (("timeout", timeout), ("memory_mb", memory_mb)) if v is not None})
     require_sandbox(policy.isolate)  # before anything is written: no half-made run folder
     code = Path(script).read_text(encoding="utf-8") if isinstance(script, Path) else script
     run_dir = Path(tempfile.mkdtemp(prefix=f"cbr-{task.name}-")) if run_dir is None else run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    workspace = make_workspace(task, code, run_dir / "workspace")
-    outcome = run_sandboxed([sys.executable, "-c", _bootstrap()], workspace=workspace,
-                            stdout_path=run_dir / "stdout.txt", stderr_path=run_dir / "stderr.txt", policy=policy,
-                            environment={"CBR_REFIT": "1"} if refit else None)
-    stdout, stderr = _read(run_dir / "stdout.txt"), _read(run_dir / "stderr.txt")
-    if outcome.isolated and outcome.exit_code != 0 and stderr.startswith("bwrap: "):
+    (run_dir / "script.py").write_text(code, encoding="utf-8")
+    outcome = _execute(task, code, run_dir, policy, refit)
+    stdout, stderr = read_text(run_dir / "stdout.txt", OUTPUT_CHARS), read_text(run_dir / "stderr.txt", OUTPUT_CHARS)
+    if outcome.isolated and outcome.exit_code != 0 and stderr.startswith(("bwrap: ", "setpriv: ")):
         raise SandboxUnavailable(f"The sandbox failed to start the script: {_last_line(stderr)}")
     status, error = _status(outcome, stderr, policy)
+    workspace = run_dir / "workspace"
     test = None
     if status == "ok":
         try:
+            read_importance(workspace)  # a malformed one is the script's failure like bad predictions
             test = _grade_dsagent(task, workspace, run_dir, policy) if task.dsagent else grade(task, workspace)
-        except GradingError as exc:
+        except ArtefactError as exc:
             status, error = "grading_error", str(exc)
     result = RunResult(
         task=task.name, status=status, exit_code=outcome.exit_code, metric=task.metric_name,
         direction=task.direction, valid_metric=parse_validation_metric(stdout, task.metric_name), test_metric=test,
         error=error, stdout=head_tail(stdout), stderr=head_tail(stderr), wall_time=round(outcome.wall_time, 3),
         peak_memory_mb=round(outcome.peak_memory_mb, 1), workspace=str(workspace), isolated=outcome.isolated,
-        network=outcome.network, test_answers=task.has_answers,
+        network=outcome.network, test_answers=task.has_answers, script=str(run_dir / "script.py"),
+        limits=outcome.limits,
     )
     result.save(run_dir / "result.json")
     return result
 
 
+def _fill_grading_folder(task: Task, folder: Path, predictions: bytes) -> None:
+    for path in task.public_dir.iterdir():
+        if path.is_file() and path.name != "train.py":
+            shutil.copyfile(path, folder / path.name)
+    (folder / dsagent_layout.PREDICTIONS).write_bytes(predictions)
+    assert task.dsagent is not None
+    config = {"arity": task.dsagent.arity, "label_file": task.dsagent.label_file,
+              "label_columns": list(task.dsagent.label_columns)}
+    (folder / dsagent_layout.GRADING_CONFIG).write_text(json.dumps(config), encoding="utf-8")
+    (folder / "cbr_grader.py").write_text(dsagent_layout.GRADER, encoding="utf-8")
+
+
+def _run_grader(task: Task, space: Scratch, predictions: bytes, run_dir: Path, policy: SandboxPolicy) -> str:
+    _fill_grading_folder(task, space.path, predictions)
+    space.settle()
+    out, err = run_dir / "grader-stdout.txt", run_dir / "grader-stderr.txt"
+    outcome = run_sandboxed([sys.executable, "cbr_grader.py"], space=space, stdout_path=out, stderr_path=err,
+                            policy=replace(GRADER_POLICY, isolate=policy.isolate, cgroups=policy.cgroups))
+    if outcome.exit_code != 0:
+        raise ArtefactError(f"submission.py could not score the predictions: {_last_line(read_text(err, 4096))}")
+    return read_text(out, 64 * 1024)
+
+
 def _grade_dsagent(task: Task, workspace: Path, run_dir: Path, policy: SandboxPolicy) -> float:
     """Run the folder's own submission.py on the saved predictions, beside the labelled files, in a
     sandbox of its own; the score is the one it prints, never one the script printed."""
-    assert task.dsagent is not None
-    predictions = read_untrusted(workspace, dsagent_layout.PREDICTIONS)
-    grading_dir = Path(tempfile.mkdtemp(prefix="grading-", dir=run_dir))
-    try:
-        for path in task.public_dir.iterdir():
-            if path.is_file() and path.name != "train.py":
-                shutil.copyfile(path, grading_dir / path.name)
-        (grading_dir / dsagent_layout.PREDICTIONS).write_bytes(predictions)
-        config = {"arity": task.dsagent.arity, "label_file": task.dsagent.label_file,
-                  "label_columns": list(task.dsagent.label_columns)}
-        (grading_dir / dsagent_layout.GRADING_CONFIG).write_text(json.dumps(config), encoding="utf-8")
-        (grading_dir / "cbr_grader.py").write_text(dsagent_layout.GRADER, encoding="utf-8")
-        out, err = run_dir / "grader-stdout.txt", run_dir / "grader-stderr.txt"
-        outcome = run_sandboxed([sys.executable, "cbr_grader.py"], workspace=grading_dir, stdout_path=out,
-                                stderr_path=err, policy=replace(GRADER_POLICY, isolate=policy.isolate))
-        printed = _read(out)
-        if outcome.exit_code != 0:
-            raise GradingError(f"submission.py could not score the predictions: {_last_line(_read(err))}")
-    finally:
-        shutil.rmtree(grading_dir, ignore_errors=True)
+    from dsagent_cbr.runner.artefacts import read_npy
+
+    predictions = read_bytes(workspace, dsagent_layout.PREDICTIONS)
+    read_npy(predictions, dsagent_layout.PREDICTIONS, max_items=len(predictions))  # its header, checked here
+    grading_files = sum(p.stat().st_size for p in task.public_dir.iterdir() if p.is_file()) / 2**20
+    with scratch(run_dir, grading_files + len(predictions) / 2**20, GRADER_POLICY.disk_mb) as space:
+        printed = _run_grader(task, space, predictions, run_dir, policy)
     label = re.escape(task.test_pattern or "")
     matches = re.findall(rf"{label}\s*:\s*([-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)", printed)
     if not matches:
-        raise GradingError(f"submission.py printed no line '{task.test_pattern}: <number>'")
+        raise ArtefactError(f"submission.py printed no line '{task.test_pattern}: <number>'")
     return float(matches[-1])

@@ -1,12 +1,20 @@
 """Run one command as untrusted code, inside a bubblewrap sandbox.
 
 The child gets a new root that holds only its workspace (read-write, at /workspace), the Python
-environment and system libraries (read-only), a private /tmp and /dev/shm of bounded size and a fresh
-/proc of its own pid namespace. It has no network (unless asked), no capabilities, no $HOME, no task
-folders, no bank, and an environment built from an allowlist, so keys and process-wide settings stay
-outside. It dies with us (`--die-with-parent` plus the pid namespace), within a wall-time limit, and
-within a memory limit that counts the whole tree and its tmpfs use (a memory cgroup where the machine
-lets us make one, and a poll of the tree either way).
+environment and system libraries (read-only, with the data folders of the packages task data is built
+from hidden), a private /tmp and /dev/shm of bounded size, and a fresh /proc of its own pid namespace
+whose kernel interfaces (/proc/sys and the like) are read-only. It has no network (unless asked), no
+capabilities, no $HOME, no task folders, no bank, and an environment built from an allowlist.
+
+It never runs as host root. When cbr runs as root (containers, CI), the sandbox is set up by root without
+a user namespace and the script then runs as uid 65534 ("nobody") with no capabilities and no way back
+(no_new_privs); otherwise it runs as cbr's own user inside a user namespace.
+
+It dies with us (`--die-with-parent` plus the pid namespace) and within its limits: wall time; memory
+for the whole tree, /tmp and /dev/shm included (a memory cgroup nested under cbr's own where one can be
+made, else a poll of proportional memory); processes and threads (a pids cgroup, else RLIMIT_NPROC);
+disk (a filesystem of its own where cbr may make one, see scratch.py); output. What ended it is decided
+by what happened (the limits' own events, the exit code), never by words in its output.
 
 Without bubblewrap nothing here pretends to isolate: the caller must ask for `isolate=False`
 (`--no-sandbox`), and every result then says `isolated: false`."""
@@ -16,10 +24,10 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
-import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -30,17 +38,27 @@ import psutil
 
 from dsagent_cbr.cores import usable_cores
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.runner import usage
+from dsagent_cbr.runner.cgroups import Cgroup
+from dsagent_cbr.runner.scratch import SANDBOX_UID, Scratch
 
 WORKSPACE = "/workspace"  # where the workspace appears inside the sandbox
 POLL_SECONDS = 0.05
-DISK_POLL_SECONDS = 1.0
+DISK_POLL_SECONDS = 0.5
+MAX_OUTPUT_BYTES = 64 * 2**20
 # /etc entries a Python data-science script may need (certificates, time zones, the loader cache);
 # nothing else of the host's /etc is shown.
 _ETC = ("ssl", "ca-certificates", "localtime", "timezone", "nsswitch.conf", "hosts", "passwd", "group",
         "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "fonts", "mime.types", "os-release",
         "protocols", "services", "matplotlibrc")
+# Kernel interfaces under the fresh /proc that would let a process change the host, bound read-only
+# over themselves (bubblewrap's own covering of them is skipped when its access check fails).
+_PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_MAX_THREADS",
                 "VECLIB_MAXIMUM_THREADS")
+# Root sets the sandbox up without a user namespace, then the script drops to nobody for good.
+_DROP = ("setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--inh-caps=-all",
+         "--bounding-set=-all", "--no-new-privs", "--")
 
 
 class SandboxUnavailable(CbrError):
@@ -53,14 +71,16 @@ class SandboxUnavailable(CbrError):
 class SandboxPolicy:
     timeout: float = 600.0
     memory_mb: float = 8192.0
-    disk_mb: float = 4096.0  # the largest file, and the most the workspace may grow
+    disk_mb: float = 1024.0  # the largest file, and how much the workspace may grow
+    pids: int = 1024  # processes and threads at once
     cores: int = field(default_factory=usable_cores)
     allow_network: bool = False
     isolate: bool = True  # False: --no-sandbox, a plain child process
+    cgroups: bool = True  # False: measure and bound by polling only (machines without delegation; tests)
 
     def describe(self) -> dict[str, object]:
         return {"timeout_s": self.timeout, "memory_mb": self.memory_mb, "disk_mb": self.disk_mb,
-                "cores": self.cores, "network": self.allow_network, "sandbox": self.isolate}
+                "pids": self.pids, "cores": self.cores, "network": self.allow_network, "sandbox": self.isolate}
 
 
 @dataclass
@@ -74,16 +94,26 @@ class ProcessOutcome:
     peak_memory_mb: float
     isolated: bool
     network: bool
+    processes_exceeded: bool = False
+    limits: dict[str, str] = field(default_factory=dict)  # how each limit was enforced here
+
+
+def runs_as_root() -> bool:
+    return os.geteuid() == 0
 
 
 @cache
 def bwrap_problem() -> str | None:
-    """Why bubblewrap cannot sandbox here, or None when it can (probed once per process)."""
+    """Why bubblewrap cannot sandbox here, or None when it can (probed once per process, with the
+    same arguments every run uses)."""
     if shutil.which("bwrap") is None:
         return "bubblewrap (bwrap) is not installed (Debian/Ubuntu/Fedora package: bubblewrap)"
-    probe = subprocess.run(["bwrap", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL",
-                            "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev", "true"],
-                           capture_output=True, text=True, timeout=30, env={"PATH": os.environ.get("PATH", "")})
+    if runs_as_root() and shutil.which("setpriv") is None:
+        return "setpriv (util-linux) is missing: as root, scripts are dropped to an unprivileged user with it"
+    with tempfile.TemporaryDirectory(prefix="cbr-probe-") as folder:
+        argv = bwrap_argv(["true"], Path(folder), SandboxPolicy(memory_mb=64, cores=1))
+        probe = subprocess.run(argv, capture_output=True, text=True, timeout=30,
+                               env={"PATH": os.environ.get("PATH", "")})
     if probe.returncode != 0:
         return f"bubblewrap cannot start a sandbox here ({probe.stderr.strip() or probe.returncode})"
     return None
@@ -113,134 +143,132 @@ def _python_roots() -> list[str]:
     return sorted(r for r in roots if r and Path(r).is_dir() and not r.startswith("/usr/"))
 
 
-def bwrap_argv(command: list[str], workspace: Path, policy: SandboxPolicy) -> list[str]:
-    size = str(int(policy.memory_mb * 2**20))  # tmpfs is memory: it can never hold more than the limit
-    argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
-            "--hostname", "sandbox", "--ro-bind", "/usr", "/usr"]
-    if policy.allow_network:
-        argv += ["--share-net"]
+def _namespaces(policy: SandboxPolicy) -> list[str]:
+    """Root needs no user namespace (it would map the script to host root); everyone else needs one."""
+    if runs_as_root():
+        spaces = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
+        spaces += [] if policy.allow_network else ["--unshare-net"]
+        return [*spaces, "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
+                "--cap-add", "CAP_SETPCAP"]
+    return ["--unshare-all", *(["--share-net"] if policy.allow_network else []), "--cap-drop", "ALL"]
+
+
+def _system_binds(policy: SandboxPolicy) -> list[str]:
+    argv = ["--ro-bind", "/usr", "/usr"]
     for top in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
         path = Path("/") / top
         if path.is_symlink():
             argv += ["--symlink", os.readlink(path), str(path)]
         elif path.is_dir():
             argv += ["--ro-bind", str(path), str(path)]
-    for name in _ETC:
+    names = [*_ETC, *(["resolv.conf"] if policy.allow_network else [])]
+    for name in names:
         if (Path("/etc") / name).exists():
             argv += ["--ro-bind", f"/etc/{name}", f"/etc/{name}"]
-    if policy.allow_network and Path("/etc/resolv.conf").exists():
-        argv += ["--ro-bind", "/etc/resolv.conf", "/etc/resolv.conf"]
+    return argv
+
+
+def _python_binds() -> list[str]:
+    """The Python roots, each with the folders above it made traversable (bubblewrap makes them 0700,
+    which an unprivileged script could not pass)."""
+    argv: list[str] = []
+    made: set[Path] = set()
     for root in _python_roots():
+        for ancestor in reversed(Path(root).parents[:-1]):
+            if ancestor not in made:
+                made.add(ancestor)
+                argv += ["--perms", "0755", "--dir", str(ancestor)]
         argv += ["--ro-bind", root, root]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--size", size, "--tmpfs", "/dev/shm", "--size", size,
-             "--tmpfs", "/tmp", "--bind", str(workspace), WORKSPACE, "--chdir", WORKSPACE]
-    return [*argv, "--", *command]
+    return argv
 
 
-class _MemoryCgroup:
-    """A memory cgroup (v2, or v1's memory controller) limiting the whole tree, tmpfs pages included."""
-
-    def __init__(self, path: Path, version: int) -> None:
-        self.path, self.version = path, version
-
-    @classmethod
-    def create(cls, limit_mb: float) -> _MemoryCgroup | None:
-        limit = str(int(limit_mb * 2**20))
-        name = f"cbr-{os.getpid()}-{secrets.token_hex(4)}"
-        v2, v1 = Path("/sys/fs/cgroup"), Path("/sys/fs/cgroup/memory")
-        try:
-            if "memory" in (v2 / "cgroup.controllers").read_text().split() if (v2 / "cgroup.controllers").exists() else False:
-                path = v2 / name
-                path.mkdir()
-                (path / "memory.max").write_text(limit)
-                with contextlib.suppress(OSError):
-                    (path / "memory.swap.max").write_text("0")
-                return cls(path, 2)
-            if (v1 / "memory.limit_in_bytes").exists():
-                path = v1 / name
-                path.mkdir()
-                (path / "memory.limit_in_bytes").write_text(limit)
-                with contextlib.suppress(OSError):
-                    (path / "memory.memsw.limit_in_bytes").write_text(limit)
-                return cls(path, 1)
-        except OSError:
-            return None
-        return None
-
-    def join(self) -> None:
-        """Called in the child between fork and exec, so every descendant starts inside."""
-        (self.path / "cgroup.procs").write_text(str(os.getpid()))
-
-    def oom_killed(self) -> bool:
-        name = "memory.events" if self.version == 2 else "memory.oom_control"
-        with contextlib.suppress(OSError, ValueError):
-            for line in (self.path / name).read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill" and int(value) > 0:
-                    return True
-        return False
-
-    def peak_mb(self) -> float:
-        name = "memory.peak" if self.version == 2 else "memory.max_usage_in_bytes"
-        with contextlib.suppress(OSError, ValueError):
-            return int((self.path / name).read_text()) / 2**20
-        return 0.0
-
-    def remove(self) -> None:
-        for _ in range(40):  # pages of a torn-down tmpfs are released a moment after the last process
-            with contextlib.suppress(OSError):
-                for pid in (self.path / "cgroup.procs").read_text().split():
-                    with contextlib.suppress(ProcessLookupError, ValueError):
-                        os.kill(int(pid), 9)
-                self.path.rmdir()
-                return
-            time.sleep(0.05)
+def _hiding(hidden: tuple[Path, ...]) -> list[str]:
+    """Cover the source data of the tasks: an empty read-only folder over a folder, /dev/null over a file."""
+    argv: list[str] = []
+    for path in hidden:
+        if path.is_dir():
+            argv += ["--perms", "0555", "--size", "4096", "--tmpfs", str(path), "--remount-ro", str(path)]
+        elif path.is_file():
+            argv += ["--ro-bind", "/dev/null", str(path)]
+    return argv
 
 
-def _tree(root: psutil.Process) -> list[psutil.Process]:
+def bwrap_argv(command: list[str], workspace: Path, policy: SandboxPolicy,
+               hidden: tuple[Path, ...] = ()) -> list[str]:
+    size = str(int(policy.memory_mb * 2**20))  # tmpfs is memory: it can never hold more than the limit
+    argv = ["bwrap", *_namespaces(policy), "--die-with-parent", "--new-session", "--hostname", "sandbox",
+            *_system_binds(policy), *_python_binds(), *_hiding(hidden), "--proc", "/proc"]
+    for name in _PROC_READ_ONLY:
+        if Path("/proc", name).exists():
+            argv += ["--ro-bind", f"/proc/{name}", f"/proc/{name}"]
+    argv += ["--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
+             "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
+             "--bind", str(workspace), WORKSPACE, "--chdir", WORKSPACE, "--remount-ro", "/"]
+    return [*argv, "--", *(_DROP if runs_as_root() else ()), *command]
+
+
+@contextlib.contextmanager
+def _group(policy: SandboxPolicy) -> Iterator[Cgroup | None]:
+    group = Cgroup.create(policy.memory_mb, policy.pids) if policy.isolate and policy.cgroups else None
     try:
-        return [root, *root.children(recursive=True)]
-    except psutil.NoSuchProcess:
-        return []
+        yield group
+    finally:
+        if group is not None:
+            group.remove()
 
 
-def _rss_mb(processes: list[psutil.Process]) -> float:
-    total = 0
-    for proc in processes:
-        with contextlib.suppress(psutil.Error):
-            total += proc.memory_info().rss
-    return total / 2**20
+def _start(argv: list[str], cwd: Path | None, env: dict[str, str], out: Path, err: Path, policy: SandboxPolicy,
+           group: Cgroup | None) -> subprocess.Popen[bytes]:
+    fsize = int(policy.disk_mb * 2**20)
+    cap_processes = runs_as_root() and policy.isolate and not (group and group.has("pids"))
+
+    def limit_child() -> None:  # between fork and exec, while still ours
+        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if cap_processes:  # counted per user: the sandbox's user, once setpriv has switched to it
+            resource.setrlimit(resource.RLIMIT_NPROC, (policy.pids, policy.pids))
+        if group is not None:
+            group.join()
+
+    with out.open("wb") as stdout, err.open("wb") as stderr:
+        return subprocess.Popen(argv, cwd=cwd, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True, preexec_fn=limit_child)
 
 
-def _tmpfs_mb(processes: list[psutil.Process], size_bytes: int) -> float:
-    """What the child keeps in its private /tmp and /dev/shm: memory too, however it is named. Seen
-    through /proc/<pid>/root of the sandboxed processes; a mount counts only once it is one of ours
-    (its size is the one we gave), not the host's /tmp of a process still setting up."""
-    used: dict[str, int] = {}
-    for proc in processes[1:]:
-        for mount in ("tmp", "dev/shm"):
-            with contextlib.suppress(OSError):
-                st = os.statvfs(f"/proc/{proc.pid}/root/{mount}")
-                if abs(st.f_blocks * st.f_frsize - size_bytes) <= 2 * st.f_frsize:
-                    used[mount] = (st.f_blocks - st.f_bfree) * st.f_frsize
-        if len(used) == 2:
-            break
-    return sum(used.values()) / 2**20
+@dataclass
+class _Watch:
+    """The limits checked while the child runs; the first one broken ends it."""
 
+    policy: SandboxPolicy
+    space: Scratch
+    group: Cgroup | None
+    outputs: tuple[Path, Path]
+    max_output: int
+    start: float = field(default_factory=time.monotonic)
+    peak_mb: float = 0.0
+    next_disk: float = 0.0
 
-def _size_mb(folder: Path, limit: int = 100_000) -> float:
-    total, seen = 0, 0
-    stack = [folder]
-    while stack and seen < limit:
-        with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
-            for entry in entries:
-                seen += 1
-                with contextlib.suppress(OSError):
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(Path(entry.path))
-                    elif entry.is_file(follow_symlinks=False):
-                        total += entry.stat(follow_symlinks=False).st_blocks * 512
-    return total / 2**20
+    @property
+    def polls_memory(self) -> bool:
+        return not (self.group and self.group.has("memory"))
+
+    def broken(self, members: list[psutil.Process]) -> str | None:
+        now = time.monotonic()
+        if now - self.start > self.policy.timeout:
+            return "timeout"
+        if self.polls_memory:
+            tmpfs = int(self.policy.memory_mb * 2**20) if self.policy.isolate else 0
+            used = usage.memory_mb(members, tmpfs, self.policy.memory_mb)
+            self.peak_mb = max(self.peak_mb, used)
+            if used > self.policy.memory_mb:
+                return "memory"
+        if sum(p.stat().st_size for p in self.outputs) > self.max_output:
+            return "output"
+        if now >= self.next_disk:
+            self.next_disk = now + DISK_POLL_SECONDS * (1 if self.space.filesystem else 4)  # a walk costs more
+            if self.space.over_limit():
+                return "disk"
+        return None
 
 
 def _kill(processes: list[psutil.Process]) -> None:
@@ -249,79 +277,73 @@ def _kill(processes: list[psutil.Process]) -> None:
             proc.kill()
 
 
-@contextlib.contextmanager
-def _cgroup(policy: SandboxPolicy) -> Iterator[_MemoryCgroup | None]:
-    group = _MemoryCgroup.create(policy.memory_mb) if policy.isolate else None
+def _wait(proc: subprocess.Popen[bytes], watch: _Watch) -> tuple[int, str | None]:
+    """Watch the child until it ends or breaks a limit; returns its wait status and the limit broken."""
+    root = psutil.Process(proc.pid)
+    members = [root]
     try:
-        yield group
-    finally:
-        if group is not None:
-            group.remove()
+        while True:
+            done_pid, status, _ = os.wait4(proc.pid, os.WNOHANG)
+            if done_pid == proc.pid:
+                return status, None
+            members = usage.tree(root) or members
+            reason = watch.broken(members)
+            if reason:
+                _kill(members)
+                return os.wait4(proc.pid, 0)[1], reason
+            time.sleep(POLL_SECONDS)
+    except BaseException:  # Ctrl-C or an error of ours: the child never outlives the run
+        _kill(usage.tree(root) or members)
+        with contextlib.suppress(ChildProcessError):
+            os.wait4(proc.pid, 0)
+        raise
+    finally:  # whatever the child left behind (a daemonised grandchild, say) goes with it
+        _kill([p for p in members[1:] if p.is_running()])
 
 
-def run_sandboxed(command: list[str], *, workspace: Path, stdout_path: Path, stderr_path: Path,
-                  policy: SandboxPolicy, max_output_bytes: int = 64 * 1024 * 1024,
+def _cap_outputs(paths: tuple[Path, Path], limit: int) -> bool:
+    """Whether the output grew (or was ftruncate'd) past the limit; such a file is cut to it, so that
+    nothing reads it whole."""
+    over = False
+    for path in paths:
+        with contextlib.suppress(OSError):
+            if path.stat().st_size > limit:
+                over = True
+                os.truncate(path, limit)
+    return over
+
+
+def run_sandboxed(command: list[str], *, space: Scratch, stdout_path: Path, stderr_path: Path,
+                  policy: SandboxPolicy, hidden: tuple[Path, ...] = (), max_output_bytes: int = MAX_OUTPUT_BYTES,
                   environment: dict[str, str] | None = None) -> ProcessOutcome:
-    """Run `command` (paths relative to the workspace) and watch it until it ends or breaks a limit.
-    `environment` adds variables of ours (never the caller's own environment)."""
+    """Run `command` (paths relative to the workspace) in `space` and watch it until it ends or breaks a
+    limit. `environment` adds variables of ours (never the caller's own environment)."""
     require_sandbox(policy.isolate)
     if policy.isolate:
-        argv, cwd = bwrap_argv(command, workspace, policy), None
+        space.hand_over()
+        argv, cwd = bwrap_argv(command, space.path, policy, hidden), None
         env = child_environment(policy.cores, "/tmp")
     else:
-        argv, cwd = command, workspace
-        env = child_environment(policy.cores, str(workspace))
+        argv, cwd, env = command, space.path, child_environment(policy.cores, str(space.path))
     env.update(environment or {})
-    fsize, tmpfs_bytes = int(policy.disk_mb * 2**20), int(policy.memory_mb * 2**20)
-    with _cgroup(policy) as group:
+    outputs = (stdout_path, stderr_path)
+    with _group(policy) as group:
+        watch = _Watch(policy, space, group, outputs, max_output_bytes)
+        proc = _start(argv, cwd, env, stdout_path, stderr_path, policy, group)
+        status, broke = _wait(proc, watch)
+        wall = time.monotonic() - watch.start
+        oom = group.oom_killed() if group else False
+        refused = group.pids_refused() if group else False
+        peak = group.peak_mb() if group and group.has("memory") else None
+        limits = {"memory": "cgroup" if group and group.has("memory") else "poll",
+                  "processes": "cgroup" if group and group.has("pids") else "rlimit",
+                  "disk": "filesystem" if space.filesystem else "walk"}
+    too_much_output = _cap_outputs(outputs, max_output_bytes)
+    return ProcessOutcome(
+        exit_code=os.waitstatus_to_exitcode(status), timed_out=broke == "timeout",
+        memory_exceeded=broke == "memory" or oom, output_exceeded=broke == "output" or too_much_output,
+        disk_exceeded=broke == "disk" or space.over_limit() or space.holds_file_of(int(policy.disk_mb * 2**20)),
+        wall_time=wall,
+        peak_memory_mb=peak if peak is not None else watch.peak_mb, isolated=policy.isolate,
+        network=policy.allow_network, processes_exceeded=refused, limits=limits)
 
-        def limit_child() -> None:
-            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-            if group is not None:
-                group.join()
-
-        start = time.monotonic()
-        with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
-            proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
-                                    start_new_session=True, preexec_fn=limit_child)
-        root = psutil.Process(proc.pid)
-        timed_out = memory_exceeded = output_exceeded = disk_exceeded = False
-        peak_mb, members, next_disk_check = 0.0, [root], start + DISK_POLL_SECONDS
-        try:
-            while True:
-                done_pid, status, rusage = os.wait4(proc.pid, os.WNOHANG)
-                if done_pid == proc.pid:
-                    break
-                members = _tree(root) or members
-                used_mb = _rss_mb(members) + (_tmpfs_mb(members, tmpfs_bytes) if policy.isolate else 0.0)
-                peak_mb = max(peak_mb, used_mb)
-                now = time.monotonic()
-                if now - start > policy.timeout:
-                    timed_out = True
-                elif used_mb > policy.memory_mb:
-                    memory_exceeded = True
-                elif stdout_path.stat().st_size + stderr_path.stat().st_size > max_output_bytes:
-                    output_exceeded = True
-                elif now >= next_disk_check:
-                    next_disk_check = now + DISK_POLL_SECONDS
-                    disk_exceeded = _size_mb(workspace) > policy.disk_mb
-                if timed_out or memory_exceeded or output_exceeded or disk_exceeded:
-                    _kill(members)
-                    _, status, rusage = os.wait4(proc.pid, 0)
-                    break
-                time.sleep(POLL_SECONDS)
-        except BaseException:  # Ctrl-C or an error of ours: the child never outlives the run
-            _kill(_tree(root) or members)
-            with contextlib.suppress(ChildProcessError):
-                os.wait4(proc.pid, 0)
-            raise
-        wall = time.monotonic() - start
-        # Whatever the child left behind (a daemonised grandchild, say) goes with it.
-        _kill([p for p in members[1:] if p.is_running()])
-        if group is not None:
-            memory_exceeded = memory_exceeded or group.oom_killed()
-            peak_mb = max(peak_mb, group.peak_mb())
-    peak_mb = max(peak_mb, rusage.ru_maxrss / 1024 if rusage else 0.0)
-    return ProcessOutcome(os.waitstatus_to_exitcode(status), timed_out, memory_exceeded, output_exceeded,
-                          disk_exceeded, wall, peak_mb, policy.isolate, policy.allow_network)

@@ -1,59 +1,32 @@
-"""Grade the predictions a script wrote in its workspace against the task's private answers, reading
-only what the grader can trust: a regular file in the workspace, never a link, never unbounded."""
+"""Grade the predictions a script wrote in its workspace against the task's private answers. The file
+is an artefact like any other a script leaves: read and parsed by runner/artefacts.py, regular files
+only, its shape checked against what the task expects before it is parsed."""
 
 from __future__ import annotations
 
-import io
-import os
-import stat
 from pathlib import Path
 
 import numpy as np
 
+from dsagent_cbr.runner.artefacts import ArtefactError, read_bytes, read_csv, read_npy
 from dsagent_cbr.tasks.model import Task
 
-MAX_PREDICTIONS_BYTES = 512 * 2**20  # far above any real submission; parsing stays bounded
+EXTRA_COLUMNS = 64  # a submission may carry columns the grader does not read, but not without bound
 
 
-class GradingError(Exception):
+class GradingError(ArtefactError):
     """The predictions are missing or malformed; the message says how, for the agent to act on."""
-
-
-def read_untrusted(workspace: Path, name: str, limit: int = MAX_PREDICTIONS_BYTES) -> bytes:
-    """A file the script wrote, read only if it is a regular file directly in the workspace: never a
-    symlink (to the answers, say), never through one, never more than `limit` bytes."""
-    if "/" in name or name in ("", ".", ".."):
-        raise GradingError(f"{name!r} is not a plain file name")
-    try:
-        dir_fd = os.open(workspace, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-    except OSError as exc:
-        raise GradingError(f"the workspace cannot be opened ({exc.strerror})") from exc
-    try:
-        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
-    except FileNotFoundError:
-        raise GradingError(f"the script wrote no {name}") from None
-    except OSError as exc:
-        raise GradingError(f"{name} is not a regular file the grader may read ({exc.strerror})") from exc
-    finally:
-        os.close(dir_fd)
-    with os.fdopen(fd, "rb") as fh:
-        info = os.fstat(fh.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise GradingError(f"{name} is not a regular file")
-        if info.st_size > limit:
-            raise GradingError(f"{name} is {info.st_size / 2**20:.0f} MB; the grader reads at most {limit / 2**20:.0f} MB")
-        return fh.read(limit + 1)[:limit]
 
 
 def grade(task: Task, workspace: Path) -> float | None:
     """The test score of the predictions in `workspace`, or None for a task without answers (then only
     the predictions' form is checked: a submission must still be one a user can upload)."""
     assert task.predictions and task.data_format in ("csv", "npy")
-    raw = read_untrusted(workspace, task.predictions)
+    raw = read_bytes(workspace, task.predictions)
     try:
         if task.data_format == "npy":
             return _grade_npy(task, raw)
-        return _grade_csv(task, raw, workspace)
+        return _grade_csv(task, raw)
     except (ValueError, TypeError, IndexError) as exc:
         raise GradingError(f"the predictions cannot be scored with {task.metric_name}: {exc}") from exc
 
@@ -64,15 +37,14 @@ def _check_finite(values: np.ndarray, what: str) -> None:
 
 
 def _grade_npy(task: Task, raw: bytes) -> float | None:
-    try:
-        pred = np.load(io.BytesIO(raw), allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise GradingError(f"{task.predictions} is not a readable .npy array ({exc})") from exc
+    assert task.predictions
     if task.answers is None:
+        pred = read_npy(raw, task.predictions, max_items=len(raw))
         if pred.size == 0:
             raise GradingError(f"{task.predictions} is empty")
         return None
     truth = np.load(task.private_dir / task.answers, allow_pickle=False)
+    pred = read_npy(raw, task.predictions, max_items=truth.size)
     if pred.shape != truth.shape:
         if pred.size == truth.size and pred.squeeze().shape == truth.squeeze().shape:
             pred = pred.reshape(truth.shape)
@@ -87,13 +59,10 @@ def _grade_npy(task: Task, raw: bytes) -> float | None:
     return task.metric.fn(truth, pred)
 
 
-def _grade_csv(task: Task, raw: bytes, workspace: Path) -> float | None:
+def _grade_csv(task: Task, raw: bytes) -> float | None:
     import pandas as pd
 
-    try:
-        sub = pd.read_csv(io.BytesIO(raw))
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-        raise GradingError(f"{task.predictions} is not a readable CSV ({exc})") from exc
+    assert task.predictions
     if task.answers is not None:
         truth = pd.read_csv(task.private_dir / task.answers)
     elif task.test_file and task.id_column:  # no answers: the ids still have to be the test file's
@@ -103,9 +72,9 @@ def _grade_csv(task: Task, raw: bytes, workspace: Path) -> float | None:
     idc = task.id_column
     assert idc is not None
     columns = list(task.classes) if task.metric.name == "logloss" else list(task.target)
-    missing = [c for c in [idc, *columns] if c not in sub.columns]
-    if missing:
-        raise GradingError(f"{task.predictions} lacks column(s) {', '.join(missing)}")
+    wanted = list(dict.fromkeys([idc, *columns]))
+    sub = read_csv(raw, task.predictions, wanted=wanted, max_rows=len(truth),
+                   max_columns=len(wanted) + EXTRA_COLUMNS)
     if sub[idc].duplicated().any():
         raise GradingError(f"{task.predictions} repeats ids")
     merged = truth.merge(sub[[idc, *columns]], on=idc, how="left", suffixes=("", "__pred"), indicator=True)

@@ -1,0 +1,254 @@
+"""The one door from a script's workspace to the host: everything cbr takes from what a script left is
+read here, as untrusted input.
+
+`harvest` carries the script's files out of its scratch folder into the run folder once the script is
+dead: regular files only, each opened without following a link and copied through its descriptor;
+links, pipes, sockets and devices stay behind, and so does anything past the count and size bounds.
+The readers below then parse those copies with their size and shape checked before any parsing, within
+a time cap, and JSON against its schema: a file claiming a billion rows or columns, an .npy header
+claiming 10^12 values, or `{"x": null}` where numbers belong is an ArtefactError (the script's failure,
+one line), never an exception of ours and never an allocation on the host."""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import math
+import os
+import stat
+import time
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pandas as pd
+
+MAX_FILES = 10_000  # files harvested from one workspace; the rest stay behind
+MAX_ENTRIES = 100_000  # entries a harvest looks at, folders included
+MAX_FILE_BYTES = 512 * 2**20  # the largest file any reader takes
+HEADER_BYTES = 2**20  # a CSV header line longer than this is not a header
+CSV_CHUNK_ROWS = 20_000
+CSV_SECONDS = 60.0
+_COPY = 2**20
+
+
+FEATURE_IMPORTANCE = "cbr_feature_importance.json"  # written beside the predictions by bootstrap.py
+MAX_FEATURES = 1000
+
+
+class ArtefactError(Exception):
+    """A file the script left cannot be taken as it must be; the message says why, in one line."""
+
+
+class Missing(ArtefactError):
+    """The script did not write the file at all."""
+
+
+def _open_regular(folder: Path, relative: str) -> int:
+    """A descriptor of folder/relative if, and only if, every part of the path is a real folder or file:
+    no link followed on the way, not a pipe (which would block), not a device (which could be endless)."""
+    parts = Path(relative).parts
+    if not parts or any(p in ("", ".", "..") for p in parts) or Path(relative).is_absolute():
+        raise ArtefactError(f"{relative!r} is not a file name inside the workspace")
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        target = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fd)
+    finally:
+        os.close(fd)
+    if not stat.S_ISREG(os.fstat(target).st_mode):
+        os.close(target)
+        raise ArtefactError(f"{relative} is not a regular file")
+    return target
+
+
+def read_bytes(folder: Path, name: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file in `folder`, at most `limit` of them (more is an error)."""
+    try:
+        fd = _open_regular(folder, name)
+    except FileNotFoundError:
+        raise Missing(f"the script wrote no {name}") from None
+    except OSError as exc:
+        raise ArtefactError(f"{name} is not a regular file cbr may read ({exc.strerror})") from exc
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        if size > limit:
+            raise ArtefactError(f"{name} is {size / 2**20:.1f} MB; at most {limit / 2**20:.1f} MB is read")
+        data = fh.read(limit + 1)
+    if len(data) > limit:  # grew while being read
+        raise ArtefactError(f"{name} is over {limit / 2**20:.1f} MB")
+    return data
+
+
+def _copy_file(source: Path, relative: str, dest: Path, budget: int) -> int:
+    fd = _open_regular(source, relative)
+    target = dest / relative
+    target.parent.mkdir(parents=True, exist_ok=True)
+    copied = 0
+    with os.fdopen(fd, "rb") as src, target.open("wb") as out:
+        while copied < budget and (block := src.read(min(_COPY, budget - copied))):
+            out.write(block)
+            copied += len(block)
+    return copied
+
+
+def harvest(source: Path, dest: Path, *, unchanged: dict[str, tuple[int, int]],
+            max_bytes: int) -> list[str]:
+    """Copy the regular files the script made or changed under `source` into `dest` (cbr's files it did
+    not touch, named in `unchanged` with their (size, mtime_ns), are not copied again). Returns one line
+    per thing left behind."""
+    dest.mkdir(parents=True, exist_ok=True)
+    left: list[str] = []
+    files, seen, budget, stack = 0, 0, max_bytes, [""]
+    while stack:
+        folder = stack.pop()
+        try:
+            entries = sorted(os.scandir(source / folder), key=lambda e: e.name)
+        except OSError:
+            continue
+        seen += len(entries)
+        if seen > MAX_ENTRIES:
+            left.append(f"{folder or '.'}: more than {MAX_ENTRIES} entries; the rest were not looked at")
+            break
+        for entry in entries:
+            relative = os.path.join(folder, entry.name)
+            info = entry.stat(follow_symlinks=False)
+            if stat.S_ISDIR(info.st_mode):
+                stack.append(relative)
+            elif not stat.S_ISREG(info.st_mode):
+                left.append(f"{relative}: not a regular file")
+            elif unchanged.get(relative) != (info.st_size, info.st_mtime_ns):
+                files += 1
+                if files > MAX_FILES or budget <= 0:
+                    left.append(f"{relative}: past the harvest's bounds")
+                    continue
+                with contextlib.suppress(OSError, ArtefactError):
+                    budget -= _copy_file(source, relative, dest, budget)
+    return left
+
+
+def read_text(path: Path, limit: int) -> str:
+    """The head and tail of a text file the script wrote to (its stdout, say), never more than `limit`
+    characters in all, however large the file claims to be."""
+    half = limit // 2
+    try:
+        with path.open("rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            if size <= limit:
+                return fh.read(limit).decode("utf-8", errors="replace")
+            head = fh.read(half)
+            fh.seek(size - half)
+            tail = fh.read(half)
+    except OSError:
+        return ""
+    cut = size - 2 * half
+    return (f"{head.decode('utf-8', errors='replace')}\n... [{cut} bytes cut] ...\n"
+            f"{tail.decode('utf-8', errors='replace')}")
+
+
+def csv_columns(raw: bytes, name: str) -> list[str]:
+    """The header of a CSV, read by itself (a header line over HEADER_BYTES is an error)."""
+    end = raw.find(b"\n", 0, HEADER_BYTES + 1)
+    if end < 0 and len(raw) > HEADER_BYTES:
+        raise ArtefactError(f"{name}'s first line is over {HEADER_BYTES // 1024} kB: not a CSV header")
+    line = raw[: end if end >= 0 else len(raw)].decode("utf-8", errors="replace")
+    return next(csv.reader([line]), [])
+
+
+def read_csv(raw: bytes, name: str, *, wanted: list[str], max_rows: int, max_columns: int,
+             seconds: float = CSV_SECONDS) -> pd.DataFrame:
+    """The `wanted` columns of a CSV the script wrote, after its header passed the shape check; parsing
+    stops past `max_rows` rows (an error) and past `seconds`."""
+    import pandas as pd
+
+    columns = csv_columns(raw, name)
+    if len(columns) > max_columns:
+        raise ArtefactError(f"{name} has {len(columns)} columns; at most {max_columns} are expected")
+    missing = [c for c in wanted if c not in columns]
+    if missing:
+        raise ArtefactError(f"{name} lacks column(s) {', '.join(missing)}")
+    deadline, chunks = time.monotonic() + seconds, []
+    try:
+        reader = pd.read_csv(io.BytesIO(raw), usecols=wanted, nrows=max_rows + 1, chunksize=CSV_CHUNK_ROWS)
+        for chunk in reader:
+            chunks.append(chunk)
+            if time.monotonic() > deadline:
+                raise ArtefactError(f"{name} took over {seconds:g} s to parse")
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ArtefactError(f"{name} is not a readable CSV ({_first_line(exc)})") from exc
+    frame = pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame(columns=wanted)
+    if len(frame) > max_rows:
+        raise ArtefactError(f"{name} has more than the {max_rows} rows expected")
+    return frame
+
+
+def read_npy(raw: bytes, name: str, *, max_items: int) -> np.ndarray:
+    """An .npy array whose header has been checked first: no objects, at most `max_items` values, and
+    exactly the bytes the header promises (so the array never costs more than the file)."""
+    import numpy as np
+
+    fp = io.BytesIO(raw)
+    try:
+        version = np.lib.format.read_magic(fp)
+        if version == (1, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_1_0(fp)
+        elif version == (2, 0):
+            shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
+        else:
+            raise ArtefactError(f"{name} is an .npy file of version {version}, which cbr does not read")
+    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+        raise ArtefactError(f"{name} is not a readable .npy array ({_first_line(exc)})") from exc
+    items = math.prod(shape)
+    if dtype.hasobject or dtype.itemsize == 0:
+        raise ArtefactError(f"{name} holds Python objects or empty values, not numbers or strings")
+    if items > max_items:
+        raise ArtefactError(f"{name} claims {items} values; at most {max_items} are expected")
+    if len(raw) - fp.tell() != items * dtype.itemsize:
+        raise ArtefactError(f"{name}'s header claims {items} values of {dtype.itemsize} bytes, not what it holds")
+    flat = np.frombuffer(raw, dtype=dtype, count=items, offset=fp.tell())
+    return flat.reshape(shape, order="F" if fortran else "C").copy()
+
+
+def read_json(raw: bytes, name: str, schema: Any) -> Any:
+    """JSON validated against a pydantic TypeAdapter."""
+    from pydantic import ValidationError
+
+    try:
+        return schema.validate_json(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "the top level"
+        raise ArtefactError(f"{name} is not what cbr expects there ({where}: {first['msg']})") from exc
+
+
+@cache
+def _importance_schema() -> Any:
+    from typing import Annotated
+
+    from pydantic import FiniteFloat, StringConstraints, TypeAdapter
+
+    return TypeAdapter(dict[Annotated[str, StringConstraints(max_length=200)], FiniteFloat])
+
+
+def read_importance(folder: Path) -> dict[str, float] | None:
+    """The feature importances left beside the predictions ({feature: finite number}, at most
+    MAX_FEATURES), None when there are none; anything else there is an ArtefactError."""
+    try:
+        raw = read_bytes(folder, FEATURE_IMPORTANCE, limit=2**20)
+    except Missing:
+        return None
+    importance = read_json(raw, FEATURE_IMPORTANCE, _importance_schema())
+    if len(importance) > MAX_FEATURES:
+        raise ArtefactError(f"{FEATURE_IMPORTANCE} names {len(importance)} features; at most {MAX_FEATURES} are kept")
+    return importance
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
