@@ -4,6 +4,10 @@ process under a Python audit hook that logs every file opened for reading.
 The audit hook sees every open() made from Python (pandas, gzip, bz2, tarfile, numpy and pathlib all
 open through it), so the log is what the recipe took its data from, not what it says it did. A file
 opened by C code behind Python's back (pyarrow, say) would be missed; no recipe reads that way today.
+Everything opened that is not code, package metadata, a kernel or device file or the time zone
+database counts as data: a library that reads its own resources when imported (spaCy its config,
+sklearn its css) would show them too, which is why recipes read package files directly instead of
+importing the package that ships them.
 """
 
 from __future__ import annotations
