@@ -18,6 +18,7 @@ from support.task_copies import build, dsagent_folder
 from dsagent_cbr.tasks.datacard import MAX_COLUMNS, data_card
 from dsagent_cbr.tasks.loader import load_task
 from dsagent_cbr.tasks.recipes.kaggle_folders import FEEDBACK_SCORES, FOLDERS
+from dsagent_cbr.tasks.sources import folder_sources
 
 CBR = [sys.executable, "-m", "dsagent_cbr.cli"]
 
@@ -61,6 +62,7 @@ def test_kaggle_folders_are_inferred_and_starters_write_the_sample_format(kaggle
         assert spec["data"]["target"] == target and spec["data"]["id_column"] == idc
         assert "answers" not in spec["data"] and not (tmp_path / name / "private").exists()
         assert spec["source"] == (kaggle[name] / "source.txt").read_text().strip()
+        assert spec["sources"] == list(folder_sources(kaggle[name])) and spec["sources"]
         for word in (modality, task_type, metric):
             assert word in proc.stdout
         task = load_task(tmp_path / name, require_data=True)

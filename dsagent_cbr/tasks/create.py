@@ -29,6 +29,7 @@ from dsagent_cbr.tasks.infer import (
     is_number,
 )
 from dsagent_cbr.tasks.metrics import get_metric
+from dsagent_cbr.tasks.sources import SOURCES_FILE, entry_problem, folder_sources
 
 METRIC_WORDS = {
     "rmse": "root mean squared error (RMSE)", "mse": "mean squared error (MSE)",
@@ -54,6 +55,7 @@ class NewTaskRequest:
     holdout: float | None = None
     seed: int = 0
     source: str | None = None
+    sources: tuple[str, ...] = ()  # package data the files came from ("package:path", tasks/sources.py)
 
 
 # ---------------------------------------------------------------- reading
@@ -111,12 +113,16 @@ def _toml_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def task_toml(name: str, report: NewTaskReport, source: str, public: list[str]) -> str:
+def task_toml(name: str, report: NewTaskReport, source: str, public: list[str],
+              sources: tuple[str, ...] = ()) -> str:
     metric = get_metric(report.metric)
     lines = [f"name = {_toml_value(name)}", f"modality = {_toml_value(report.modality)}",
              f"task_type = {_toml_value(report.task_type)}", f"metric = {_toml_value(metric.name)}",
              f"direction = {_toml_value(metric.direction)}", 'stage = "development"', "paired_with = []",
-             f"source = {_toml_value(source)}", "", "[data]", 'format = "csv"', f"public = {_toml_value(public)}"]
+             f"source = {_toml_value(source)}"]
+    if sources:
+        lines.append(f"sources = {_toml_value(list(sources))}")
+    lines += ["", "[data]", 'format = "csv"', f"public = {_toml_value(public)}"]
     if report.has_answers:
         lines.append('answers = "answers.csv"')
     else:
@@ -188,6 +194,7 @@ def create_task(req: NewTaskRequest) -> NewTaskReport:
     if req.holdout is not None and not 0 < req.holdout < 1:
         raise NewTaskError(f"--holdout must be a fraction between 0 and 1, not {req.holdout}.")
     report = NewTaskReport(dest=dest)
+    sources = declared_sources(req)
     train = read_csv(req.train, "The training file")
     test = read_csv(req.test, "The test file") if req.test is not None else None
     sample = read_csv(req.sample, "The sample submission") if req.sample is not None else None
@@ -294,8 +301,20 @@ def create_task(req: NewTaskRequest) -> NewTaskReport:
         fill = _placeholder(report, y)
         made = pd.DataFrame({id_column: test[id_column].to_numpy(), **{c: fill[c] for c in columns}})
     source = req.source or f"user files: {', '.join(p.name for p in (req.train, req.test, req.sample) if p)}"
-    _write(req.dest, report, source, train, test, made, answers, positive)
+    _write(req.dest, report, source, train, test, made, answers, positive, sources)
     return report
+
+
+def declared_sources(req: NewTaskRequest) -> tuple[str, ...]:
+    """The package data the files were built from: the request's own, or the sources.txt beside the
+    training file (a folder made by `cbr tasks kaggle-example` has one), so that the sandbox hides it."""
+    sources = req.sources or folder_sources(req.train.parent)
+    where = "sources" if req.sources else str(req.train.parent / SOURCES_FILE)
+    for entry in sources:
+        problem = entry_problem(entry)
+        if problem:
+            raise NewTaskError(f"The entry {entry!r} of {where} {problem}.")
+    return sources
 
 
 def _carve(train: Any, targets: list[str], task_type: str, fraction: float, seed: int,
@@ -318,7 +337,7 @@ def _carve(train: Any, targets: list[str], task_type: str, fraction: float, seed
 
 
 def _write(dest: Path, report: NewTaskReport, source: str, train: Any, test: Any, sample: Any, answers: Any,
-           positive: Any) -> None:
+           positive: Any, sources: tuple[str, ...] = ()) -> None:
     from dsagent_cbr.tasks.datacard import csv_card
     from dsagent_cbr.tasks.starter import StarterSpec, starter_script
 
@@ -343,7 +362,8 @@ def _write(dest: Path, report: NewTaskReport, source: str, train: Any, test: Any
                         classes=report.classes if metric.name == "logloss" else None)
         (tmp / "description.md").write_text(describe(report, source, len(train), len(test), card, positive),
                                             encoding="utf-8")
-        (tmp / "task.toml").write_text(task_toml(dest.name, report, source, public), encoding="utf-8")
+        toml = task_toml(dest.name, report, source, public, sources)
+        (tmp / "task.toml").write_text(toml, encoding="utf-8")
         if dest.exists():
             dest.rmdir()  # empty, checked above
         tmp.rename(dest)

