@@ -183,9 +183,13 @@ def _python_binds() -> list[str]:
 
 
 def _hiding(hidden: tuple[Path, ...]) -> list[str]:
-    """Cover the source data of the tasks: an empty read-only folder over a folder, /dev/null over a file."""
+    """Cover the source data of the tasks: an empty read-only folder over a folder, /dev/null over a file.
+    What lies outside the mounted Python roots is not in the sandbox to begin with."""
+    roots = [Path(r) for r in _python_roots()]
     argv: list[str] = []
     for path in hidden:
+        if not any(path.is_relative_to(root) for root in roots):
+            continue
         if path.is_dir():
             argv += ["--perms", "0555", "--size", "4096", "--tmpfs", str(path), "--remount-ro", str(path)]
         elif path.is_file():
