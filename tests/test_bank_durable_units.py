@@ -65,6 +65,58 @@ def test_import_reports_bad_values_and_huge_files_per_file(tmp_path: Path) -> No
     assert time.perf_counter() - started < 0.5
 
 
+def _import_folder_with_links(tmp_path: Path) -> Path:
+    """A folder with one good file, links out of it (a file, a folder, /etc/passwd), and a file that
+    claims to be a case a run retained."""
+    outside = tmp_path / "outside"
+    (outside / "tabular_cases").mkdir(parents=True)
+    (outside / "secret.md").write_text("OUTSIDE-SECRET: never to be imported.", encoding="utf-8")
+    (outside / "tabular_cases" / "elsewhere-1.md").write_text("OUTSIDE-FOLDER text.", encoding="utf-8")
+    folder = tmp_path / "import" / "tabular_cases"
+    folder.mkdir(parents=True)
+    (folder / "good-1.md").write_text("Target encoding won.", encoding="utf-8")
+    (folder / "secret-1.md").symlink_to(outside / "secret.md")
+    (folder / "passwd-1.txt").symlink_to("/etc/passwd")
+    (folder / "more").symlink_to(outside / "tabular_cases", target_is_directory=True)
+    (folder / "claims-1.md").write_text('+++\nsource_kind = "retained"\n+++\nA retained-looking case.\n',
+                                        encoding="utf-8")
+    (folder / "claims-2.md").write_text('+++\nkind = "retained"\n+++\nAnother one.\n', encoding="utf-8")
+    return folder.parent
+
+
+def test_import_never_follows_links_and_refuses_retained(tmp_path: Path) -> None:
+    folder = _import_folder_with_links(tmp_path)
+    loaded = load_import_folder(folder)
+    assert [c.title for c in loaded.cases] == ["good-1"]
+    assert not any("OUTSIDE" in c.text or "root:" in c.text for c in loaded.cases)
+    assert sorted(Path(line.split(":")[0]).name for line in loaded.skipped) == ["more", "passwd-1.txt", "secret-1.md"]
+    assert all("symbolic link" in line for line in loaded.skipped)
+    problems = sorted(loaded.problems)
+    assert len(problems) == 2 and all("source kind 'retained' is only for cases a run retains" in p for p in problems)
+    assert "claims-1.md" in problems[0] and "claims-2.md" in problems[1]
+
+
+def test_import_command_names_each_link_and_the_retained_rule(tmp_path: Path) -> None:
+    folder = _import_folder_with_links(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "bank", "import", str(folder), "--store", "faiss",
+                           "--bank-dir", str(tmp_path / "bank"), "--casebank-dir", str(tmp_path / "no-seed")],
+                          capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    skipped = [line for line in proc.stderr.splitlines() if line.startswith("skipped ")]
+    assert len(skipped) == 3 and all("never follows links" in line for line in skipped)
+    assert "2 file(s) cannot be imported" in proc.stderr and proc.stderr.count("only for cases a run retains") == 2
+    assert not (tmp_path / "bank" / "journal.jsonl").exists() or "OUTSIDE" not in (
+        tmp_path / "bank" / "journal.jsonl").read_text()
+
+
+def test_read_without_following_refuses_a_link(tmp_path: Path) -> None:
+    (tmp_path / "real.md").write_text("text", encoding="utf-8")
+    (tmp_path / "link.md").symlink_to(tmp_path / "real.md")
+    assert read_text_file(tmp_path / "link.md") == "text"  # `bank add FILE`: the user named it
+    with pytest.raises(ValueError, match="symbolic link"):
+        read_text_file(tmp_path / "link.md", follow_links=False)
+
+
 def test_journal_replays_adds_removes_and_reseeds(tmp_path: Path) -> None:
     journal = Journal(tmp_path / "journal.jsonl")
     journal.create()

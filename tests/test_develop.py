@@ -154,6 +154,40 @@ def test_sigkill_then_resume_repeats_no_completed_step(settings, tmp_path):
 
 
 @pytest.mark.slow
+def test_resume_takes_isolation_from_the_command_line_not_config_json(tmp_path):
+    """A run folder is just files: its config.json saying isolate false and network on must not make
+    a resumed run's scripts unsandboxed or networked when the resume command asks for neither."""
+    task = prepared("concrete-strength")
+    run_dir = tmp_path / "runs" / "concrete-strength" / "planted"
+    run_dir.mkdir(parents=True)
+    weakened = {"timeout": 120.0, "memory_mb": 4096.0, "disk_mb": 512.0, "cores": 1, "allow_network": True,
+                "isolate": False}
+    (run_dir / "config.json").write_text(json.dumps({
+        "task_dir": str(task.root), "develop": {"iterations": 0, "seed": 7, "policy": weakened},
+        "settings": {"model": "none", "store": "faiss", "bank_dir": str(tmp_path / "bank"), "chroma_url": None,
+                     "runs_dir": str(tmp_path / "runs")}}))
+    env = {**os.environ, "CBR_HOME": str(tmp_path / "home")}
+    proc = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "develop", "--resume", str(run_dir), "--json"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: -T 0 grades no iteration beyond the starter
+    starter = json.loads((run_dir / "step-00" / "exec" / "result.json").read_text())
+    assert starter["isolated"] is True and starter["network"] is False
+    summary = json.loads((run_dir / "summary.json").read_text())
+    recorded = json.loads((run_dir / "config.json").read_text())["develop"]["policy"]
+    for policy in (summary["sandbox"], recorded):
+        assert policy["isolate"] is True and policy["allow_network"] is False
+        assert policy["timeout"] == 120.0  # the limits themselves still come from the run's config
+
+
+def test_resume_honours_no_sandbox_and_allow_network_given_to_it():
+    from dsagent_cbr.commands.develop_cmd import resumed_config
+
+    saved = DevelopConfig(policy={"timeout": 60.0, "isolate": True, "allow_network": False})
+    assert resumed_config(saved, allow_network=True, no_sandbox=True).policy == {
+        "timeout": 60.0, "isolate": False, "allow_network": True}
+
+
+@pytest.mark.slow
 def test_without_a_model_the_best_retained_solution_beats_the_starter(tmp_path):
     settings = load_settings(home=tmp_path / "home", store="faiss")
     task = prepared("taylor-demand")

@@ -5,15 +5,18 @@ that report each bad file as one line instead of stopping."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import re
+import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any
 
 from dsagent_cbr.bank.cases import Case
-from dsagent_cbr.bank.checks import MAX_SCRIPT_CHARS, MAX_TEXT_CHARS, problem_with
+from dsagent_cbr.bank.checks import MAX_SCRIPT_CHARS, MAX_TEXT_CHARS, problem_with, problem_with_file_case
 
 IMPORT_SUFFIXES = (".txt", ".md", ".case")
 MAX_FILE_BYTES = 4 * MAX_SCRIPT_CHARS + 10_000  # UTF-8 takes at most 4 bytes a character; room for front matter
@@ -32,6 +35,7 @@ FOLDER_MODALITIES = {
 class Loaded:
     cases: list[Case] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # one line per file that could not be used
+    skipped: list[str] = field(default_factory=list)  # one line per link met: never followed, never read
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
@@ -83,17 +87,28 @@ def infer_source_kind(stem: str, competition: str) -> str:
     return "writeup" if re.fullmatch(r"\d+", rest) or "place-solution" in rest else "notebook"
 
 
-def read_text_file(path: Path) -> str:
+def read_text_file(path: Path, follow_links: bool = True) -> str:
     """UTF-8 text, or ValueError saying why the file cannot be used. A file that cannot fit the size cap
-    of a case (checks.py) is refused before it is read."""
+    of a case (checks.py) is refused before it is read. Without follow_links the file is opened with
+    O_NOFOLLOW, so a link swapped in after the folder was listed is refused, not read through."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)  # NONBLOCK: a FIFO never hangs us
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise ValueError(f"{size / 1e6:.1f} MB is over the size cap of a case ({MAX_TEXT_CHARS:,} characters "
-                             f"of text, {MAX_SCRIPT_CHARS:,} of script); split it into several files")
-        data = path.read_bytes()
+        fd = os.open(path, flags)
     except OSError as exc:
+        if exc.errno == errno.ELOOP and not follow_links:
+            raise ValueError("a symbolic link (import never follows links)") from exc
         raise ValueError(f"unreadable ({exc.strerror or exc})") from exc
+    with os.fdopen(fd, "rb") as fh:
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise ValueError("not a regular file")
+            if info.st_size > MAX_FILE_BYTES:
+                raise ValueError(f"{info.st_size / 1e6:.1f} MB is over the size cap of a case ({MAX_TEXT_CHARS:,} "
+                                 f"characters of text, {MAX_SCRIPT_CHARS:,} of script); split it into several files")
+            data = fh.read(MAX_FILE_BYTES + 1)
+        except OSError as exc:
+            raise ValueError(f"unreadable ({exc.strerror or exc})") from exc
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -114,16 +129,33 @@ def insight_from_text(text: str, *, stem: str, modality: str = "", competition: 
     comp = str(header.get("competition", competition))
     url = str(header.get("url", "")) or (f"https://www.kaggle.com/competitions/{comp}" if comp else "")
     return Case(kind="insight", text=body, title=str(header.get("title", stem)), competition=comp,
-                source_url=url, source_kind=str(header.get("kind", source_kind or "writeup")),
+                source_url=url, source_kind=str(header.get("kind", header.get("source_kind", source_kind or "writeup"))),
                 modality=str(header.get("modality", modality)), task_type=str(header.get("task_type", "")),
                 extra={"origin": origin} if origin else {})
 
 
+def import_files(root: Path) -> tuple[list[Path], list[str]]:
+    """The .txt/.md/.case regular files under `root`, and one line per link met on the way. `root` is the
+    user's own choice and may be a link; a link inside it may point anywhere (/etc/passwd, a key, another
+    user's notes), so it is never followed: neither a linked file nor a linked folder is read."""
+    if root.is_file():
+        return [root], []
+    files, links = [], []
+    for folder, dirs, names in os.walk(root):  # followlinks=False: a linked folder is listed, not entered
+        here = Path(folder)
+        for name in sorted(dirs + names):
+            path = here / name
+            if path.is_symlink():
+                links.append(f"{path}: a symbolic link; import never follows links")
+            elif name in names and path.suffix.lower() in IMPORT_SUFFIXES and path.is_file():
+                files.append(path)
+    return sorted(files), sorted(links)
+
+
 def load_import_folder(root: Path, modality: str = "", source_kind: str = "") -> Loaded:
     """Every .txt/.md/.case file under `root` (or `root` itself if it is a file) as an insight case."""
-    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.suffix.lower() in IMPORT_SUFFIXES
-                                                  and p.is_file())
-    loaded = Loaded()
+    files, links = import_files(root)
+    loaded = Loaded(skipped=links)
     if not files:
         loaded.problems.append(f"{root}: no .txt, .md or .case files found")
         return loaded
@@ -132,12 +164,12 @@ def load_import_folder(root: Path, modality: str = "", source_kind: str = "") ->
     for path in files:
         relative = PurePath(base.name) / path.relative_to(base)
         try:
-            text = read_text_file(path)
+            text = read_text_file(path, follow_links=path == root)
             comp = comps[path.stem]
             case = insight_from_text(
                 text, stem=path.stem, modality=modality or modality_from_folders(relative), competition=comp,
                 source_kind=source_kind or infer_source_kind(path.stem, comp), origin=str(relative))
-            refused = problem_with(case)
+            refused = problem_with(case) or problem_with_file_case(case)
             if refused:
                 raise ValueError(refused)
         except (ValueError, tomllib.TOMLDecodeError) as exc:

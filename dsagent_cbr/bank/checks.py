@@ -13,6 +13,7 @@ KINDS = ("insight", "solution")
 CASE_MODALITIES = ("", *MODALITIES, "time-series")
 CASE_TASK_TYPES = ("", *TASK_TYPES)
 SOURCE_KINDS = {"insight": ("", "writeup", "notebook", "retained"), "solution": ("", "reference", "retained")}
+FILE_SOURCE_KINDS = ("writeup", "notebook")  # what a user's file may claim: only runs retain
 
 # A case is one write-up, notebook digest or solution. Only its first few hundred words are embedded
 # (doctext.MAX_CHUNKS), so a longer text would be stored whole but found by its opening alone; we refuse it
@@ -58,4 +59,14 @@ def problem_with(case: Case) -> str | None:
         return f"script of {len(case.script):,} characters is over the cap of {MAX_SCRIPT_CHARS:,} per case"
     if case.kind == "solution" and not case.script.strip():
         return "a solution case needs a script"
+    return None
+
+
+def problem_with_file_case(case: Case) -> str | None:
+    """Why a case read from a user's file (`bank import`, `bank add`) is refused beyond problem_with: a
+    retained case stands for a run's own validated work (runs and bench treat it so), and only runs
+    retain, so a file may not claim to be one."""
+    if case.source_kind == "retained":
+        return (f"source kind 'retained' is only for cases a run retains; a file may claim "
+                f"{' or '.join(FILE_SOURCE_KINDS)}")
     return None

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from dsagent_cbr.bank.checks import CASE_MODALITIES, CASE_TASK_TYPES, SOURCE_KINDS
+from dsagent_cbr.bank.checks import CASE_MODALITIES, CASE_TASK_TYPES, FILE_SOURCE_KINDS
 from dsagent_cbr.commands.options import bank_options, json_option
 from dsagent_cbr.errors import CbrError
 
@@ -150,7 +150,7 @@ def search(text: str, kind: str, k: int, exclude_task: str | None, as_json: bool
 @click.option("--modality", type=click.Choice(MODALITY_CHOICES), default=None, help="Modality of the case.")
 @click.option("--competition", default="", help="Competition slug.")
 @click.option("--url", default="", help="Source URL.")
-@click.option("--source-kind", type=click.Choice([k for k in SOURCE_KINDS["insight"] if k]), default="writeup",
+@click.option("--source-kind", type=click.Choice(FILE_SOURCE_KINDS), default="writeup",
               show_default=True, help="Where the insight comes from.")
 @click.option("--task-type", type=click.Choice(TASK_TYPE_CHOICES), default=None, help="Task type.")
 @store_options
@@ -160,7 +160,7 @@ def add(file: Path, modality: str | None, competition: str, url: str, source_kin
 
     A case holds at most 100,000 characters of text; split longer write-ups into several files."""
     from dsagent_cbr.bank.casefiles import insight_from_text, read_text_file
-    from dsagent_cbr.bank.checks import problem_with
+    from dsagent_cbr.bank.checks import problem_with, problem_with_file_case
 
     try:
         case = insight_from_text(read_text_file(file), stem=file.stem, modality=modality or "",
@@ -171,7 +171,7 @@ def add(file: Path, modality: str | None, competition: str, url: str, source_kin
         case.source_url = url
     if task_type:
         case.task_type = task_type
-    refused = problem_with(case)
+    refused = problem_with(case) or problem_with_file_case(case)
     if refused:
         raise CbrError(f"{file}: {refused}; nothing was added.")
     report = _open(opts).add([case])
@@ -184,7 +184,7 @@ def add(file: Path, modality: str | None, competition: str, url: str, source_kin
 @click.argument("folder", type=click.Path(exists=True, path_type=Path))
 @click.option("--modality", type=click.Choice(MODALITY_CHOICES), default=None,
               help="Modality for every file (default: from folder names).")
-@click.option("--source-kind", type=click.Choice(["writeup", "notebook"]), default=None,
+@click.option("--source-kind", type=click.Choice(FILE_SOURCE_KINDS), default=None,
               help="For every file (default: from file names).")
 @click.option("--skip-bad", is_flag=True, help="Import the good files even when some are bad.")
 @store_options
@@ -192,11 +192,14 @@ def import_(folder: Path, modality: str | None, source_kind: str | None, skip_ba
     """Import a folder of .txt, .md or .case insight files; any bad file stops the import (bank unchanged).
 
     A file is bad when it is not UTF-8 text, is empty, has broken front matter or values outside the
-    allowed sets, or holds more than 100,000 characters of text. Imports running at once each report
-    only the cases they wrote."""
+    allowed sets, claims source kind `retained` (only runs retain), or holds more than 100,000 characters
+    of text. Links inside FOLDER are never followed: each is skipped with one line. Imports running at
+    once each report only the cases they wrote."""
     from dsagent_cbr.bank.casefiles import load_import_folder
 
     loaded = load_import_folder(folder, modality=modality or "", source_kind=source_kind or "")
+    for line in loaded.skipped:
+        click.echo(f"skipped {line}", err=True)
     if loaded.problems and not skip_bad:
         raise CbrError(f"{len(loaded.problems)} file(s) cannot be imported; the bank is unchanged "
                        "(fix them or pass --skip-bad).", details=loaded.problems)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -24,6 +24,9 @@ from dsagent_cbr.commands.options import (
 )
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
+
+if TYPE_CHECKING:  # the agent's imports stay lazy: `cbr --help` is instant
+    from dsagent_cbr.agent.develop import DevelopConfig
 
 
 @click.command()
@@ -65,8 +68,9 @@ def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_
         saved = load_config(resume_dir)
         settings = load_settings(**{**saved["settings"], **{k: v for k, v in flags.items() if v is not None}})
         task = load_task(saved["task_dir"], require_data=True)
-        config = DevelopConfig.from_dict(saved["develop"])
+        config = resumed_config(DevelopConfig.from_dict(saved["develop"]), allow_network, no_sandbox)
         run_dir = resume_dir
+        save_config(run_dir, {**saved, "develop": asdict(config)})  # config.json says what this leg used
     else:
         if task_dir is None:
             raise CbrError("Give a task folder, or --resume RUN_DIR.")
@@ -95,6 +99,13 @@ def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_
         _print_summary(summary, task.metric_name)
     if summary["best_iteration"] is None:
         raise SystemExit(1)  # no iteration produced a working solution
+
+
+def resumed_config(config: DevelopConfig, allow_network: bool, no_sandbox: bool) -> DevelopConfig:
+    """The saved config with the sandbox's weakenings taken from this command line only: a run folder
+    is just files, so its config.json must not be able to turn isolation off or the network on."""
+    config.policy = {**config.policy, "isolate": not no_sandbox, "allow_network": allow_network}
+    return config
 
 
 def _print_summary(summary: dict[str, Any], metric: str) -> None:

@@ -31,7 +31,9 @@ sandbox_options = _stack(
                  help="Memory limit per script run (MB; processes, /tmp and /dev/shm together)."),
     click.option("--disk", type=float, default=1024.0, show_default=True,
                  help="Largest file a script may write, and how much its workspace may grow (MB)."),
-    click.option("--allow-network", is_flag=True, help="Let scripts reach the network (recorded in every result)."),
+    click.option("--allow-network", is_flag=True,
+                 help="Let scripts reach the network (recorded in every result). This shares the host's network "
+                      "namespace: the host's loopback services and abstract unix sockets become reachable too."),
     click.option("--no-sandbox", is_flag=True,
                  help="Run scripts without bubblewrap isolation (only where it is unavailable; recorded)."),
 )
