@@ -52,6 +52,17 @@ def test_read_local_formats(folder: Path) -> None:
         "latin.md: the page is not UTF-8 (invalid byte 0xe9 at offset 3) and declares no charset"]
 
 
+def test_read_local_never_follows_a_link_out_of_the_folder(folder: Path, tmp_path: Path) -> None:
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.md").write_text("# host notes\n\nnot for the bank", encoding="utf-8")
+    (folder / "linked.md").symlink_to(outside / "secret.md")
+    (folder / "linked-folder").symlink_to(outside)
+    docs, errors = read_local(folder, competition="feedback-prize-2021")
+    assert not [d for d in docs if "host notes" in d.content]
+    assert sorted(Path(e.url).name for e in errors if "symbolic link" in e.reason) == ["linked-folder", "linked.md"]
+
+
 @pytest.mark.slow  # real bank: loads the embedding model
 def test_cbr_ingest_folder_twice(folder: Path, home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code = main(["ingest", str(folder), "--competition", "feedback-prize-2021", "--modality", "text"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,13 +17,14 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import prepared
+from conftest import REPO, prepared
 from support.attacks import (
     DISK_MB,
     MARKER,
     MEMORY_MB,
     SECRET,
     SUCCESS,
+    ZEROS,
     Attack,
     Listener,
     attacks,
@@ -35,6 +37,7 @@ from dsagent_cbr.agent.develop import DevelopConfig, develop_with_model
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.llm import open_llm
+from dsagent_cbr.runner import cgroups, scratch
 from dsagent_cbr.runner.sandbox import SandboxPolicy
 from dsagent_cbr.runner.scratch import SANDBOX_UID
 
@@ -264,3 +267,136 @@ def test_task_configs_cannot_point_outside(world, tmp_path, bad):
     run = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "run", str(folder), str(folder / "train.py"),
                           "--out", str(tmp_path / "run")], capture_output=True, text=True)
     assert run.returncode == 2 and expected in run.stderr and not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("replacement", ["fifo", "dev-zero", "host-file"])
+def test_a_script_replacing_itself_cannot_reach_the_report(world, tmp_path, replacement):
+    """In deploy, the model's script swaps its own train.py for a pipe (a reader would block), a link to
+    /dev/zero (a reader would never finish) or a link to a host file (its text would land in report.md).
+    The report reads the script cbr kept before the run, never the workspace's copy."""
+    from dsagent_cbr.agent.deploy import DeployConfig, deploy
+
+    canary = tmp_path / "host-secret.txt"
+    canary.write_text(f"host file text {SECRET}\n")
+    swap = {"fifo": "os.mkfifo('train.py')", "dev-zero": "os.symlink('/dev/zero', 'train.py')",
+            "host-file": f"os.symlink({str(canary)!r}, 'train.py')"}[replacement]
+    script = ZEROS + f"import os\nos.remove('train.py')\n{swap}\nprint('Validation rmse: 9.5')\n"
+    settings = load_settings(home=tmp_path / "home", store="faiss", model="scripted", api_key="test",
+                             base_url="http://127.0.0.1:9/v1")
+    with ScriptedLLM([f"```python\n{script}```"]) as server, open_llm(
+            replace(settings, base_url=server.url), run_dir=tmp_path / "run") as client:
+        result = deploy(world["task"], DeployConfig(strategy="zero-shot", fallback=False,
+                                                    policy=SandboxPolicy(timeout=120)),
+                        tmp_path / "run", open_bank(settings), client, settings.tasks_dir)
+    assert result.one_pass and result.final_success
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert SECRET not in report and "host file text" not in report
+    assert result.attempts[0]["script"] == "llm-run/script.py"
+    assert (tmp_path / "run" / "llm-run" / "script.py").read_text().strip() == script.strip()
+
+
+# What a script sees of a file: something to read (the answers' source), or nothing.
+PROBE = """
+import json, sys
+seen = {}
+for path in json.load(open("paths.json")):
+    try:
+        with open(path, "rb") as fh:
+            seen[path] = len(fh.read(64))
+    except OSError as exc:
+        seen[path] = type(exc).__name__
+json.dump(seen, open("seen.json", "w"))
+"""
+
+
+def probe_sources(task, paths: list[str], folder: Path) -> dict[str, object]:
+    """Try to read each path from inside the sandbox, as a script run on `task` would."""
+    from dsagent_cbr.runner.run import run_script
+
+    data = folder / "data"
+    shutil.copytree(task.public_dir, data)
+    (data / "paths.json").write_text(json.dumps(paths))
+    probe_task = replace(task, public_dir=data, public_files=(*task.public_files, "paths.json"))
+    result = run_script(probe_task, PROBE, run_dir=folder / "run")
+    return json.loads((Path(result.workspace) / "seen.json").read_text())
+
+
+@pytest.mark.slow
+def test_no_recipe_source_can_be_read_in_the_sandbox(world, tmp_path):
+    """For every task recipe, each data file its prepare.py really reads (found by an audit hook) is read
+    from inside the sandbox: none may give a byte. Shuffled ids would not help; this is about the files."""
+    from support.recipe_reads import recipe_reads
+
+    from dsagent_cbr.tasks.loader import discover_tasks
+
+    reads = {folder.name: recipe_reads(folder.resolve()) for folder in discover_tasks(REPO / "tasks")}
+    paths = sorted({str(p) for files in reads.values() for p in files})
+    seen = probe_sources(world["task"], paths, tmp_path)
+    exposed = {name for name, files in reads.items() if any(isinstance(seen[str(p)], int) and seen[str(p)] > 0
+                                                             for p in files)}
+    assert len(reads) == 25 and len(paths) > 25
+    assert exposed == set(), f"{len(exposed)} of {len(reads)} tasks exposed: {sorted(exposed)}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif("memory" not in cgroups.places() or os.geteuid() != 0,
+                    reason="needs a memory cgroup this process may make children in")
+def test_the_sandbox_cgroup_is_nested_under_cbrs_own(world, tmp_path):
+    """cbr runs in a cgroup capped at 500 MB; a script given --memory 4096 that takes 800 MB must meet the
+    cap (its group is made inside cbr's), not hold 800 MB beside it."""
+    place = cgroups.places()["memory"]
+    cap = place.folder / f"cbr-test-cap-{os.getpid()}"
+    cap.mkdir()
+    (cap / ("memory.max" if place.version == 2 else "memory.limit_in_bytes")).write_text(str(500 * 2**20))
+    script = ZEROS + "import numpy as np\nheld = np.ones(100_000_000)\nprint('Validation rmse: 9.5')\n"
+    path = tmp_path / "hog.py"
+    path.write_text(script)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "run", str(world["task"].root), str(path),
+                               "--json", "--out", str(tmp_path / "run"), "--memory", "4096"], capture_output=True,
+                              text=True, env=_cbr_env(world), timeout=300,
+                              preexec_fn=lambda: (cap / "cgroup.procs").write_text(str(os.getpid())))
+        result = json.loads(proc.stdout)
+        assert result["status"] == "memory_limit" and result["limits"]["memory"] == "cgroup", result
+    finally:
+        for _ in range(40):
+            try:
+                cap.rmdir()
+                break
+            except OSError:
+                time.sleep(0.1)
+
+
+@pytest.mark.slow
+def test_what_a_killed_cbr_leaves_is_cleared_by_the_next(world, tmp_path):
+    """SIGKILL leaves cbr no chance to remove its cgroups and unmount its scratch filesystem; the next
+    cbr run removes them (and only those of dead cbrs)."""
+    script = tmp_path / "sleeper.py"
+    script.write_text(f"import os\nos.execvp('sleep', [{MARKER!r}, '600'])\n")
+    out = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, "-m", "dsagent_cbr.cli", "run", str(world["task"].root), str(script),
+                             "--out", str(out)], env=_cbr_env(world), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+    def leftovers() -> list[str]:
+        groups = [str(p) for place in cgroups.places().values()
+                  for p in place.folder.glob(f"{cgroups.PREFIX}{proc.pid}-*")]
+        mounts = [ln.split()[4] for ln in Path("/proc/self/mountinfo").read_text().splitlines()
+                  if f"/.scratch-{proc.pid}-" in ln.split()[4]]
+        return groups + mounts
+
+    deadline = time.monotonic() + 120
+    while not [p for p in psutil.process_iter(["cmdline"]) if MARKER in " ".join(p.info["cmdline"] or [])]:
+        assert time.monotonic() < deadline, "the script never started"
+        time.sleep(0.1)
+    expected = bool(cgroups.places()) or scratch.can_make_filesystems()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    time.sleep(1)
+    assert bool(leftovers()) == expected
+    again = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "run", str(world["task"].root),
+                            str(world["task"].starter), "--out", str(tmp_path / "next")], env=_cbr_env(world),
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert leftovers() == []

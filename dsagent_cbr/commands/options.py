@@ -6,6 +6,7 @@ import secrets
 import signal
 import threading
 from collections.abc import Callable
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -25,11 +26,14 @@ def _stack(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return apply
 
 
+_LIMITS = {f.name: f.default for f in fields(SandboxPolicy)}  # the sandbox's defaults are the commands' defaults
+
 sandbox_options = _stack(
-    click.option("--timeout", type=float, default=600.0, show_default=True, help="Time limit per script run (s)."),
-    click.option("--memory", type=float, default=8192.0, show_default=True,
+    click.option("--timeout", type=float, default=_LIMITS["timeout"], show_default=True,
+                 help="Time limit per script run (s)."),
+    click.option("--memory", type=float, default=_LIMITS["memory_mb"], show_default=True,
                  help="Memory limit per script run (MB; processes, /tmp and /dev/shm together)."),
-    click.option("--disk", type=float, default=1024.0, show_default=True,
+    click.option("--disk", type=float, default=_LIMITS["disk_mb"], show_default=True,
                  help="Largest file a script may write, and how much its workspace may grow (MB)."),
     click.option("--allow-network", is_flag=True,
                  help="Let scripts reach the network (recorded in every result). This shares the host's network "

@@ -3,6 +3,7 @@ rules, shared with the page spider, that decide a document's format and kind."""
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,18 +49,32 @@ def html_title(text: str) -> str:
     return title.get_text(" ", strip=True) if title else ""
 
 
+def _folder_files(folder: Path) -> tuple[list[Path], list[SourceError]]:
+    """The supported regular files under a folder, sorted; a link inside it (to a file or a folder) is
+    never followed, only named (the folder itself may be a link: the user gave it)."""
+    files, links = [], []
+    for root, dirs, names in os.walk(folder):
+        for name in [*dirs, *names]:
+            entry = Path(root) / name
+            if entry.is_symlink():
+                links.append(SourceError(url=str(entry), reason=f"{entry}: a symbolic link; ingest never follows "
+                                         "links", stage="file"))
+            elif name in names and entry.suffix.lower() in SUFFIX_FORMATS and entry.is_file():
+                files.append(entry)
+    return sorted(files), links
+
+
 def read_local(path: Path, *, kind: str = "auto", competition: str = "",
                max_bytes: int = MAX_FILE_BYTES) -> tuple[list[RawDoc], list[SourceError]]:
     """Documents from a file, or from every supported file under a folder (sorted, so runs repeat)."""
     if not path.exists():
         return [], [SourceError(url=str(path), reason=f"{path} does not exist", stage="file", fatal=True)]
-    files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in SUFFIX_FORMATS) \
-        if path.is_dir() else [path]
+    files, errors = _folder_files(path) if path.is_dir() else ([path], [])
     if path.is_dir() and not files:
         exts = ", ".join(sorted(SUFFIX_FORMATS))
-        return [], [SourceError(url=str(path), reason=f"{path} holds no {exts} files", stage="file", fatal=True)]
+        return [], [*errors, SourceError(url=str(path), reason=f"{path} holds no {exts} files", stage="file",
+                                         fatal=True)]
     docs: list[RawDoc] = []
-    errors: list[SourceError] = []
     for rank, file in enumerate(files, 1):
         url = file.resolve().as_uri()
         size = file.stat().st_size

@@ -32,8 +32,6 @@ from dsagent_cbr.tasks.grading import grade
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.tasks.sources import hidden_paths
 
-DEFAULT_TIMEOUT = 600.0
-DEFAULT_MEMORY_MB = 8192.0
 GRADER_POLICY = SandboxPolicy(timeout=300.0, memory_mb=4096.0, disk_mb=64.0)
 OUTPUT_CHARS = 2 * 2**20  # of stdout and stderr read back: the head and the tail, where scores and tracebacks are
 
@@ -137,7 +135,7 @@ def run_script(task: Task, script: str | Path, *, run_dir: Path | None = None, t
     an error line. Raises SandboxUnavailable when we cannot sandbox it: that is our failure, not the
     script's. With `refit` the script is told (CBR_REFIT=1) to train its final model on the validation
     rows too."""
-    policy = policy or SandboxPolicy(timeout=DEFAULT_TIMEOUT, memory_mb=DEFAULT_MEMORY_MB)
+    policy = policy or SandboxPolicy()
     policy = replace(policy, **{k: v for k, v in (("timeout", timeout), ("memory_mb", memory_mb)) if v is not None})
     require_sandbox(policy.isolate)  # before anything is written: no half-made run folder
     code = Path(script).read_text(encoding="utf-8") if isinstance(script, Path) else script

@@ -12,6 +12,7 @@ importing the package that ships them.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -86,9 +87,10 @@ def script_reads(script: Path, *, timeout: float = 600) -> list[Path]:
         return data_files(log.read_text(encoding="utf-8").splitlines(), folder)
 
 
+@functools.cache
 def recipe_reads(task_root: Path, *, timeout: float = 600) -> list[Path]:
     """The data files task_root/prepare.py reads, run on a copy of the recipe folder (so the task's
-    own data/ and private/ are left alone)."""
+    own data/ and private/ are left alone). Cached for the test session: several tests ask."""
     with tempfile.TemporaryDirectory(prefix="recipe-reads-") as scratch:
         copy = Path(scratch) / task_root.name
         shutil.copytree(task_root, copy, ignore=shutil.ignore_patterns("data", "private", "__pycache__"))
