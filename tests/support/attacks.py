@@ -228,19 +228,17 @@ def host_attacks() -> dict[str, Attack]:
                       "/proc/sys/kernel/core_pattern" in opened)
             sys.exit(0 if opened else "attack failed: nothing under /proc/sys opens for writing")
         """), frozenset({"error"})),
-        "root-tmpfs-fill": Attack(_d(f"""
+        # The sandbox's root was an unsized tmpfs the script could write (bounded only by a memory cgroup,
+        # where there was one): 50 MB there is enough to show it.
+        "root-tmpfs-write": Attack(_d(f"""
             import sys
-            written = 0
             try:
                 with open("/hoard", "wb") as fh:
-                    for _ in range(6):
-                        fh.write(b"x" * 50_000_000)
-                        fh.flush()
-                        written += 50
+                    fh.write(b"x" * 50_000_000)
             except OSError as exc:
-                sys.exit(f"attack failed after {{written}} MB: {{exc}}")
-            print("{SUCCESS}: 300 MB in the sandbox's root, outside every limit")
-        """), frozenset({"error", "memory_limit"})),
+                sys.exit(f"attack failed: {{exc}}")
+            print("{SUCCESS}: 50 MB in the sandbox's root")
+        """), frozenset({"error"})),
     }
 
 
@@ -306,7 +304,7 @@ def artefact_attacks() -> dict[str, Attack]:
                 for i in ids:
                     fh.write(f"{i},30\\n")
             print("Validation rmse: 1.0")
-        """), frozenset({"grading_error"})),
+        """), frozenset({"grading_error"}), args=("--memory", "4096")),
         "stdout-ftruncate-1gb": Attack(ZEROS + _d("""
             import os
             os.ftruncate(1, 1 << 30)
@@ -328,7 +326,7 @@ def limit_attacks() -> dict[str, Attack]:
             except RuntimeError as exc:
                 sys.exit(f"attack failed after {{started}} threads: {{exc}}")
             print("{SUCCESS}: 12000 threads held")
-        """), frozenset({"process_limit"})),
+        """), frozenset({"process_limit"}), args=("--memory", "4096")),
         "entries-hide-bytes": Attack(_d(f"""
             import os
             os.mkdir("d")
