@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import psutil  # noqa: E402
 from earlier_commit import REPO, checkout, prepare  # noqa: E402
-from support.attacks import MARKER, SECRET, SUCCESS, Listener, attacks, honest, limits  # noqa: E402
+from support.attacks import MARKER, SECRET, SUCCESS, Listener, attacks, honest, limits, source_probe  # noqa: E402
 from support.recipe_reads import recipe_reads  # noqa: E402
 
 TASKS = ("concrete-strength", "smoke-ban", "acsf1", "elec-demand")
@@ -72,25 +72,11 @@ def run_attack(root: Path, world: dict, name: str, attack, work: Path, env: dict
             "seconds": round(seconds, 1), "cbr_peak_mb": round(peak)}
 
 
-PROBE = """
-import json
-seen = {}
-for path in PATHS:
-    try:
-        with open(path, "rb") as fh:
-            seen[path] = len(fh.read(64))
-    except OSError as exc:
-        seen[path] = type(exc).__name__
-json.dump(seen, open("seen.json", "w"))
-print("probed", len(seen))
-"""
-
-
 def exposed_tasks(root: Path, reads: dict[str, list[Path]], work: Path, env: dict[str, str]) -> list[str]:
     """The tasks whose source data a script run by this version can read a byte of."""
     paths = sorted({str(p) for files in reads.values() for p in files})
     script = work / f"{root.name}-probe.py"
-    script.write_text(f"PATHS = {paths!r}\n" + PROBE)
+    script.write_text(source_probe(paths))
     out = work / f"probe-{root.name}"
     cbr_run(root, [str(root / "tasks" / "concrete-strength"), str(script), "--out", str(out)], env)
     seen = json.loads((out / "workspace" / "seen.json").read_text())

@@ -30,6 +30,7 @@ from support.attacks import (
     attacks,
     honest,
     limits,
+    source_probe,
 )
 from support.scripted_llm import ByRole, ScriptedLLM
 
@@ -256,7 +257,6 @@ def test_a_printed_test_score_counts_for_nothing_in_the_dsagent_layout(world, tm
 
 @pytest.mark.parametrize("bad", ["public-escape", "symlinked-data-file", "answers-escape"])
 def test_task_configs_cannot_point_outside(world, tmp_path, bad):
-    import shutil
 
     src, folder = world["task"].root, tmp_path / "concrete-strength"
     shutil.copytree(src, folder, ignore=shutil.ignore_patterns("__pycache__"))
@@ -307,29 +307,11 @@ def test_a_script_replacing_itself_cannot_reach_the_report(world, tmp_path, repl
     assert (tmp_path / "run" / "llm-run" / "script.py").read_text().strip() == script.strip()
 
 
-# What a script sees of a file: something to read (the answers' source), or nothing.
-PROBE = """
-import json, sys
-seen = {}
-for path in json.load(open("paths.json")):
-    try:
-        with open(path, "rb") as fh:
-            seen[path] = len(fh.read(64))
-    except OSError as exc:
-        seen[path] = type(exc).__name__
-json.dump(seen, open("seen.json", "w"))
-"""
-
-
 def probe_sources(task, paths: list[str], folder: Path) -> dict[str, object]:
     """Try to read each path from inside the sandbox, as a script run on `task` would."""
     from dsagent_cbr.runner.run import run_script
 
-    data = folder / "data"
-    shutil.copytree(task.public_dir, data)
-    (data / "paths.json").write_text(json.dumps(paths))
-    probe_task = replace(task, public_dir=data, public_files=(*task.public_files, "paths.json"))
-    result = run_script(probe_task, PROBE, run_dir=folder / "run")
+    result = run_script(task, source_probe(paths), run_dir=folder / "run")
     return json.loads((Path(result.workspace) / "seen.json").read_text())
 
 

@@ -18,6 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from dsagent_cbr.runner.leftovers import maker_alive
+
 PREFIX = "cbr-"
 KINDS = ("memory", "pids")
 _STALE = re.compile(rf"^{PREFIX}(\d+)-[0-9a-f]+$")
@@ -83,15 +85,6 @@ def places() -> dict[str, _Place]:
     return found
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
 
 def _empty_and_remove(folder: Path, attempts: int = 40) -> bool:
     """Kill what is left in a group and remove it; the pages of a torn-down tmpfs are released a moment
@@ -115,7 +108,7 @@ def sweep(parent: Path) -> list[Path]:
     with contextlib.suppress(OSError):
         for child in parent.iterdir():
             match = _STALE.match(child.name)
-            if match and child.is_dir() and not _alive(int(match.group(1))) and _empty_and_remove(child, 4):
+            if match and child.is_dir() and not maker_alive(int(match.group(1))) and _empty_and_remove(child, 4):
                 removed.append(child)
     return removed
 

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
+from dsagent_cbr.runner.leftovers import maker_alive
+
 SANDBOX_UID = 65534  # "nobody": scripts never run as host root, whoever runs cbr
 MAX_ENTRIES = 200_000  # a walked folder with more entries than this is over its limit
 _NAME = re.compile(r"^\.scratch-(\d+)-[0-9a-f]+(?:\.img)?$")
@@ -122,19 +124,10 @@ def _remove_tree(path: Path) -> None:
     shutil.rmtree(path, onerror=unlock)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
 
 def _stale(name: str) -> bool:
     match = _NAME.match(name)
-    return match is not None and not _alive(int(match.group(1)))
+    return match is not None and not maker_alive(int(match.group(1)))
 
 
 def sweep(parent: Path) -> None:

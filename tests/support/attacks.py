@@ -34,6 +34,25 @@ pd.DataFrame({"id": _test["id"], "compressive_strength": 0.0}).to_csv("submissio
 """
 
 
+# Reads the first bytes of every path in PATHS (set above it) and saves what each gave: a byte count,
+# or the error that refused it. A source data file that gives a byte is an exposed task.
+SOURCE_PROBE = """
+import json
+seen = {}
+for path in PATHS:
+    try:
+        with open(path, "rb") as fh:
+            seen[path] = len(fh.read(64))
+    except OSError as exc:
+        seen[path] = type(exc).__name__
+json.dump(seen, open("seen.json", "w"))
+"""
+
+
+def source_probe(paths: list[str]) -> str:
+    return f"PATHS = {paths!r}\n{SOURCE_PROBE}"
+
+
 @dataclass(frozen=True)
 class Attack:
     script: str
