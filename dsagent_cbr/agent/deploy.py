@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,7 @@ from dsagent_cbr.llm.parsing import ParseError, extract_code
 from dsagent_cbr.runner.result import RunResult
 from dsagent_cbr.runner.run import run_script
 from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.runner.scratch import clear_folder
 from dsagent_cbr.tasks.model import Task
 
 FALLBACK_CANDIDATES = 3  # the adapter walks at most this many compatible solutions before giving up
@@ -91,8 +91,7 @@ def _starter_of(case: Case, tasks_dir: Path) -> str:
 
 def _run(task: Task, code: str, folder: Path, config: DeployConfig, result: DeployResult, step: str,
          case: str) -> RunResult:
-    if folder.exists():
-        shutil.rmtree(folder)
+    clear_folder(folder)
     run = run_script(task, code, run_dir=folder, policy=config.policy)
     result.attempts.append({"iteration": len(result.attempts) + 1, "case": case, "step": step, "status": run.status,
                             "error": run.error, "valid": run.valid_metric, "test": run.test_metric,
@@ -153,8 +152,7 @@ def _refit(task: Task, config: DeployConfig, run_dir: Path, result: DeployResult
         result.refit = {"status": "skipped", "why": "the script does not read CBR_REFIT"}
         return
     folder = run_dir / "refit"
-    if folder.exists():
-        shutil.rmtree(folder)
+    clear_folder(folder)
     run = run_script(task, code, run_dir=folder, policy=config.policy, refit=True)
     result.refit = {"status": run.status, "error": run.error, "test_after_refit": run.test_metric}
     if run.ok:

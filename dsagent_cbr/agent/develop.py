@@ -21,7 +21,6 @@ stop the run with one sentence, keeping everything done so far."""
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ from dsagent_cbr.llm.parsing import ParseError
 from dsagent_cbr.runner.result import RunResult
 from dsagent_cbr.runner.run import run_script
 from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.runner.scratch import clear_folder
 from dsagent_cbr.tasks.model import Task
 
 INITIAL_LOG = "(no experiments yet)"
@@ -75,8 +75,7 @@ class SandboxExecutor:
     policy: SandboxPolicy
 
     def run(self, code: str, folder: Path, refit: bool = False) -> RunResult:
-        if folder.exists():  # a run cut off mid-flight is redone from scratch
-            shutil.rmtree(folder)
+        clear_folder(folder)  # a run cut off mid-flight is redone from scratch
         return run_script(self.task, code, run_dir=folder, policy=self.policy, refit=refit)
 
 
@@ -259,7 +258,7 @@ class DevelopRun:
         """After an interrupt: the iteration in flight leaves no row and no folder; resume redoes it."""
         if self.rows and self.rows[-1].status == "not run":
             t = self.rows.pop().iteration
-            shutil.rmtree(self.run_dir / f"step-{t:02d}", ignore_errors=True)
+            clear_folder(self.run_dir / f"step-{t:02d}")
 
     def finish(self) -> dict[str, Any]:
         best = self.best

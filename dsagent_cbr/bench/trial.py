@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from dsagent_cbr.cores import ENV as CORES_ENV
+from dsagent_cbr.runner.scratch import clear_folder
 
 PR_SET_PDEATHSIG = 1
 DONE = "done"
@@ -180,8 +181,7 @@ def execute(job: TrialJob, cores: int | None = None) -> dict[str, Any]:
     """Run the trial from a clean folder and save its record; returns the record. `cores`: the trial's
     share of the machine, which its run keeps its threads to (scripts and the local model alike)."""
     folder = Path(job.folder)
-    if folder.exists():
-        shutil.rmtree(folder)
+    clear_folder(folder)
     folder.mkdir(parents=True)
     env = {**os.environ, "CBR_HOME": str(folder / "home"), "PYTHONUNBUFFERED": "1"}
     if cores:

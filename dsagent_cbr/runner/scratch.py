@@ -130,14 +130,18 @@ def _stale(name: str) -> bool:
     return match is not None and not maker_alive(int(match.group(1)))
 
 
-def sweep(parent: Path) -> None:
-    """Unmount every scratch filesystem a dead cbr left mounted (anywhere), and clear the scratch
-    folders dead cbrs left in `parent`."""
+def unmount_stale() -> None:
+    """Unmount every scratch filesystem that a dead cbr left mounted, wherever it is."""
     with contextlib.suppress(OSError):
         for line in Path("/proc/self/mountinfo").read_text().splitlines():
             point = Path(line.split()[4].replace("\\040", " "))
             if _stale(point.name):
                 _unmount(point)
+
+
+def sweep(parent: Path) -> None:
+    """Unmount what dead cbrs left mounted, and clear the scratch folders they left in `parent`."""
+    unmount_stale()
     with contextlib.suppress(OSError):
         for child in parent.iterdir():
             if not _stale(child.name):
@@ -146,6 +150,14 @@ def sweep(parent: Path) -> None:
                 _remove_tree(child)
             else:
                 child.unlink(missing_ok=True)
+
+
+def clear_folder(path: Path) -> None:
+    """Remove a run folder to redo its run: a cbr killed in it may have left its scratch filesystem
+    mounted there, which would refuse removal (EBUSY) until unmounted."""
+    unmount_stale()
+    if path.exists():
+        _remove_tree(path)
 
 
 def _make_filesystem(point: Path, size_mb: float) -> bool:
