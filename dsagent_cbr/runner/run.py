@@ -36,13 +36,10 @@ GRADER_POLICY = SandboxPolicy(timeout=300.0, memory_mb=4096.0, disk_mb=64.0)
 OUTPUT_CHARS = 2 * 2**20  # of stdout and stderr read back: the head and the tail, where scores and tracebacks are
 
 
-def _public_mb(task: Task) -> float:
-    total = 0
-    for name in task.public_files:
-        path = task.public_dir / name
-        files = [path, *path.rglob("*")] if path.is_dir() else [path]
-        total += sum(f.stat().st_size for f in files if f.is_file())
-    return total / 2**20
+def _size_mb(paths: list[Path]) -> float:
+    """What the files at `paths` (folders with all they hold) take: the room a scratch folder needs."""
+    files = [f for p in paths for f in ([p, *p.rglob("*")] if p.is_dir() else [p])]
+    return sum(f.stat().st_size for f in files if f.is_file()) / 2**20
 
 
 def make_workspace(task: Task, script_text: str, workspace: Path) -> dict[str, tuple[int, int]]:
@@ -115,7 +112,7 @@ def _bootstrap() -> str:
 
 def _execute(task: Task, code: str, run_dir: Path, policy: SandboxPolicy, refit: bool) -> ProcessOutcome:
     """The script's run in a scratch folder of its own; what it made is harvested into run_dir/workspace."""
-    with scratch(run_dir, _public_mb(task), policy.disk_mb) as space:
+    with scratch(run_dir, _size_mb([task.public_dir / n for n in task.public_files]), policy.disk_mb) as space:
         unchanged = make_workspace(task, code, space.path)
         space.settle()
         outcome = run_sandboxed([sys.executable, "-c", _bootstrap()], space=space,
@@ -197,7 +194,7 @@ def _grade_dsagent(task: Task, workspace: Path, run_dir: Path, policy: SandboxPo
 
     predictions = read_bytes(workspace, dsagent_layout.PREDICTIONS)
     read_npy(predictions, dsagent_layout.PREDICTIONS, max_items=len(predictions))  # its header, checked here
-    grading_files = sum(p.stat().st_size for p in task.public_dir.iterdir() if p.is_file()) / 2**20
+    grading_files = _size_mb([p for p in task.public_dir.iterdir() if p.is_file()])
     with scratch(run_dir, grading_files + len(predictions) / 2**20, GRADER_POLICY.disk_mb) as space:
         printed = _run_grader(task, space, predictions, run_dir, policy)
     label = re.escape(task.test_pattern or "")

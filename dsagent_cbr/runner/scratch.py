@@ -76,13 +76,11 @@ class Scratch:
         self.base_mb = self.used_mb() or 0.0
 
     def over_limit(self) -> bool:
-        used = self.used_mb()
-        if used is None:
-            return True
         if self.filesystem:  # the filesystem refuses writes at its size: full means the script hit it
             st = os.statvfs(self.path)
             return st.f_bavail * st.f_frsize < 2**20 or st.f_favail == 0
-        return used - self.base_mb > self.limit_mb
+        used = _walk_mb(self.path)
+        return used is None or used - self.base_mb > self.limit_mb
 
     def holds_file_of(self, size: int) -> bool:
         """Whether some file reached `size` bytes: the largest a file may grow, where a write was cut."""

@@ -135,17 +135,8 @@ def _check_starter(starter: Path, problems: list[str], *, skeleton: bool) -> Non
                 problems.append(f"{starter}: the skeleton function {name}() is missing")
 
 
-def _load_cbr(root: Path) -> tuple[Task | None, list[str]]:
-    problems: list[str] = []
-    where = root / "task.toml"
-    meta = _read_toml(where, problems)
-    if not meta:
-        return None, problems or [f"{where}: empty"]
-    data = meta.get("data", {})
-    if not isinstance(data, dict):
-        problems.append(f"{where}: [data] must be a table")
-        data = {}
-
+def _check_head(meta: dict[str, Any], where: Path, problems: list[str]) -> tuple[Any, ...]:
+    """The task's identity: (modality, task type, metric, stage, paired_with, sources)."""
     for key in ("name", "modality", "task_type", "metric"):
         if not isinstance(meta.get(key), str) or not meta.get(key):
             problems.append(f"{where}: required key {key!r} is missing")
@@ -169,9 +160,12 @@ def _load_cbr(root: Path) -> tuple[Task | None, list[str]]:
     paired = _strings(meta.get("paired_with", []), "paired_with", where, problems)
     if stage == "deployment" and not paired:
         problems.append(f"{where}: a deployment task needs paired_with = [<development task>, ...]")
+    return modality, task_type, metric, stage, paired, _sources(meta.get("sources"), where, problems)
 
-    sources = _sources(meta.get("sources"), where, problems)
 
+def _check_data(root: Path, data: dict[str, Any], metric: Any, where: Path, problems: list[str]) -> dict[str, Any]:
+    """The [data] table: its files stay inside the folder, and csv tasks name their columns. Returns the
+    Task fields it gives."""
     fmt = data.get("format", "csv")
     if fmt not in ("csv", "npy"):
         problems.append(f"{where}: data.format {fmt!r} must be 'csv' or 'npy'")
@@ -200,10 +194,24 @@ def _load_cbr(root: Path) -> tuple[Task | None, list[str]]:
             problems.append(f"{where}: csv tasks need data.target")
         if metric and metric.name == "logloss" and not classes:
             problems.append(f"{where}: log-loss tasks need data.classes (the probability columns)")
-
     if isinstance(answers, str) and (root / "private" / answers).is_file():
         _check_not_linked(root / "private" / answers, [root / "data" / n for n in public], where, problems)
+    return {"data_format": fmt, "public_files": public, "answers": answers, "predictions": predictions,
+            "test_file": test_file, "id_column": data.get("id_column"), "target": target, "classes": classes}
 
+
+def _load_cbr(root: Path) -> tuple[Task | None, list[str]]:
+    problems: list[str] = []
+    where = root / "task.toml"
+    meta = _read_toml(where, problems)
+    if not meta:
+        return None, problems or [f"{where}: empty"]
+    data = meta.get("data", {})
+    if not isinstance(data, dict):
+        problems.append(f"{where}: [data] must be a table")
+        data = {}
+    modality, task_type, metric, stage, paired, sources = _check_head(meta, where, problems)
+    files = _check_data(root, data, metric, where, problems)
     description = root / "description.md"
     text = description.read_text(encoding="utf-8").strip() if description.is_file() else ""
     if not text:
@@ -214,17 +222,11 @@ def _load_cbr(root: Path) -> tuple[Task | None, list[str]]:
     if problems:
         return None, problems
     assert metric is not None
-    return (
-        Task(
-            name=meta["name"], root=root, description=text, modality=modality, task_type=task_type,
-            metric_name=metric.name, direction=metric.direction, starter=root / "train.py",
-            public_dir=root / "data", public_files=public, private_dir=root / "private",
-            answers=answers, predictions=predictions, data_format=fmt, test_file=test_file,
-            id_column=data.get("id_column"), target=target, classes=classes, stage=stage,
-            paired_with=paired, source=str(meta.get("source", "")), sources=sources, layout="cbr",
-        ),
-        problems,
-    )
+    task = Task(name=meta["name"], root=root, description=text, modality=modality, task_type=task_type,
+                metric_name=metric.name, direction=metric.direction, starter=root / "train.py",
+                public_dir=root / "data", private_dir=root / "private", stage=stage, paired_with=paired,
+                source=str(meta.get("source", "")), sources=sources, layout="cbr", **files)
+    return task, problems
 
 
 # Longest names first, so RMSLE is not read as RMSE and RMSE not as MSE.
