@@ -3,8 +3,8 @@
 Contract, for the commands that call it (`--mlflow [URI]`):
 
 `log_run_to_mlflow(run_dir, uri=None) -> str` logs one finished (or interrupted) run folder and returns the
-MLflow run id. It reads `summary.json` and `rows.json` (both required; rows.json is written by
-agent/report.py's write_report) and `config.json` (optional), and changes nothing in the folder.
+MLflow run id. It reads the run's record (`summary.json`, agent/record.py: required) and `config.json`
+(optional), and changes nothing in the folder.
 - Where: `resolve_tracking_uri(uri)`: the URI given, else $MLFLOW_TRACKING_URI, else the SQLite store
   `./mlflow.db` in the current folder. A local SQLite store keeps artifacts beside it in `mlartifacts/`,
   so `mlflow ui` (or `mlflow server`) started in that folder shows everything. Any tracking URI MLflow
@@ -100,8 +100,10 @@ def _artifact_root(uri: str) -> str | None:
 
 def log_run_to_mlflow(run_dir: Path, uri: str | None = None) -> str:
     run_dir = Path(run_dir).resolve()
-    summary = _read_json(run_dir / "summary.json", required=True)
-    rows = _read_json(run_dir / "rows.json", required=True)
+    from dsagent_cbr.agent.record import load_record
+
+    summary = load_record(run_dir).model_dump(mode="json")
+    rows = summary["rows"]
     config = _read_json(run_dir / "config.json", required=False) or {}
     try:
         from mlflow.exceptions import MlflowException
@@ -160,5 +162,5 @@ def _log(client: Any, uri: str, run_dir: Path, summary: dict[str, Any], rows: li
     for artifact in ARTIFACTS:
         if (run_dir / artifact).is_file():
             client.log_artifact(run_id, str(run_dir / artifact))
-    client.set_terminated(run_id, "KILLED" if summary.get("stopped") == "interrupted" else "FINISHED")
+    client.set_terminated(run_id, "KILLED" if summary.get("outcome") == "interrupted" else "FINISHED")
     return run_id

@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dsagent_cbr.agent.adapter import AdapterError, CaseSolution, adapt_solution
+from dsagent_cbr.adapter import AdapterError, CaseSolution, adapt_solution
 from dsagent_cbr.bank.casefiles import solution_from_folder
 from dsagent_cbr.runner.run import run_script
 from dsagent_cbr.tasks.export import dsagent_copy

@@ -10,8 +10,8 @@ import textwrap
 import pytest
 from conftest import REPO, prepared
 
-from dsagent_cbr.agent.adapter import AdapterError, CaseSolution, adapt_solution
-from dsagent_cbr.agent.adapter_rewrites import input_kinds
+from dsagent_cbr.adapter import AdapterError, CaseSolution, adapt_solution
+from dsagent_cbr.adapter.rewrites import input_kinds
 from dsagent_cbr.bank.casefiles import solution_from_folder
 from dsagent_cbr.runner.run import run_script
 from dsagent_cbr.tasks.export import dsagent_copy

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 
 from dsagent_cbr.runner.sandbox import SandboxPolicy
 from dsagent_cbr.tasks.model import Task
@@ -36,15 +37,13 @@ def budget_line(policy: SandboxPolicy) -> str:
             f"Installed: {library_versions()}.")
 
 
-def reference_valid(task: Task) -> float | None:
-    """The validation score of the task's hand-written reference, where the project ships one (for the
-    report's reference line; never shown to a model)."""
+def reference_valid(task: Task, casebank_dir: Path, tasks_dir: Path) -> float | None:
+    """The validation score of the task's hand-written reference, where the case bank's seed holds one
+    for this very task folder (for the report's reference line; never shown to a model)."""
     import tomllib
 
-    from dsagent_cbr.config import PROJECT_ROOT
-
-    meta = PROJECT_ROOT / "casebank" / "solutions" / task.name / "meta.toml"
-    if task.root.parent != PROJECT_ROOT / "tasks" or not meta.is_file():
+    meta = casebank_dir / "solutions" / task.name / "meta.toml"
+    if task.root.parent.resolve() != tasks_dir.resolve() or not meta.is_file():
         return None
     value = tomllib.loads(meta.read_text(encoding="utf-8")).get("valid_score")
     return float(value) if isinstance(value, int | float) else None

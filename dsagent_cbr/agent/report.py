@@ -1,26 +1,13 @@
 """The report of a run: a leaderboard, the metric per iteration and feature importance, as Markdown and as
 one self-contained HTML page (images inlined as PNG data URIs, no network).
 
-Contract, for the loops that call it:
-
-`write_report(run_dir, title, rows, summary)` writes, each atomically (temp name, then rename), in run_dir:
-`rows.json` (the rows as given, each with its `model` family and `params` added; tracking.py reads it),
-`metrics.png`, `importance.png` (when feature importance is given), `report.md` and `report.html`.
-It reads nothing but the scripts named by the rows and the feature-importance file, so it may be called
-after every iteration.
-- rows: one dict per iteration (or deploy candidate). Keys, all but `iteration` optional:
-  iteration (int); candidate (str, shown instead of the iteration number, e.g. "llm", "adapter");
-  case; step (the plan's decision); status ("ok" or a failure: error, timeout, memory_limit, output_limit,
-  grading_error, no plan, ...); error (one line or None); debug_attempts; valid; test (None when the task
-  has no answers); wall_time (seconds); retained (bool); script (the iteration's final script, relative
-  to run_dir; when absent the last script found in step-NN/ is read).
-- summary: task, model, metric, direction (minimize | maximize), best_iteration, best_valid, best_test
-  (the test score of the validation-selected script), stopped, cost_usd, tokens; optional `baselines`
-  {"starter": float | None, "reference": float | None} (validation scores, drawn as lines),
-  `feature_importance` (path of a JSON {feature: importance}, absolute or relative to run_dir; the top 20
-  are drawn) and `model_errors` (the journal's error records: iteration, role, error).
+Contract: `write_report(run_dir, record)` writes, from the run's record (record.py) and nothing else but
+the scripts its rows name and the feature-importance file, each atomically, in run_dir: `rows.json` (the
+rows, each with the `model` family and `params` its script trains), `metrics.png`, `importance.png` (when
+the run kept feature importance), `report.md` and `report.html`. It may be called after every iteration.
 Only rows with status "ok" and a validation score are ranked, by validation in the metric's direction;
-the test score is shown, never used to rank.
+the test score is shown, never used to rank. A row without a script path shows the last script found
+in its step-NN/ folder.
 
 `progress_line(iteration, total, role, status, valid, best_valid, metric)` is the one plain line printed
 per finished iteration when stdout is not a terminal (see progress.py)."""
@@ -35,17 +22,14 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dsagent_cbr.agent.journal import write_bytes_atomic, write_text_atomic
 from dsagent_cbr.agent.model_family import UNKNOWN, describe_model
+from dsagent_cbr.agent.record import RunRecord
 from dsagent_cbr.agent.rundir import step_path
+from dsagent_cbr.files import write_bytes_atomic, write_text_atomic
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-ROW_DEFAULTS: dict[str, Any] = {
-    "candidate": None, "case": "", "step": "", "status": "not run", "error": None, "debug_attempts": 0,
-    "valid": None, "test": None, "wall_time": None, "retained": False, "script": None,
-}
 TOP_FEATURES = 20
 
 
@@ -89,7 +73,6 @@ def _script_of(run_dir: Path, row: dict[str, Any]) -> Path | None:
 
 def _complete(run_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
     """A row with every key, and the model family and parameters of its script."""
-    row = {**ROW_DEFAULTS, **row}
     script = _script_of(run_dir, row)
     try:
         info = describe_model(script.read_text(encoding="utf-8")) if script else None
@@ -237,7 +220,7 @@ def _view(title: str, rows: list[dict[str, Any]], summary: dict[str, Any], impor
     if given:
         facts.append(("baselines (validation)", ", ".join(given)))
     facts.append(("stopped", summary.get("stopped", "")))
-    if summary.get("cost_usd") is not None:
+    if summary.get("tokens"):
         facts.append(("cost", f"${float(summary['cost_usd']):.4f} for {summary.get('tokens', 0)} tokens"))
     label = "candidate" if rows and all(r["candidate"] for r in rows) else "iteration"
     rank = {id(r): n for n, r in enumerate(board[:n_ranked], 1)}
@@ -259,9 +242,10 @@ def _view(title: str, rows: list[dict[str, Any]], summary: dict[str, Any], impor
             "images": {name: base64.b64encode(data).decode("ascii") for name, data in images.items()}}
 
 
-def write_report(run_dir: Path, title: str, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    run_dir = Path(run_dir)
-    rows = [_complete(run_dir, r) for r in rows]
+def write_report(run_dir: Path, record: RunRecord) -> None:
+    run_dir, title = Path(run_dir), f"cbr {record.kind}: {record.task}"
+    summary = record.model_dump(mode="json")
+    rows = [_complete(run_dir, row) for row in summary["rows"]]
     write_text_atomic(run_dir / "rows.json", json.dumps(rows, indent=2, default=str))
     metric, direction = str(summary.get("metric", "")), summary["direction"]
     images = {"metrics.png": _png(build_metrics_figure(rows, metric, direction, summary.get("baselines")))}

@@ -1,4 +1,5 @@
-"""Run folders: runs/<task>/<run-id>/ with its config and per-step folders (the report is report.py's)."""
+"""Run folders: runs/<task>/<run-id>/ with its config, its per-step folders and the chosen solution at its
+root (its record is record.py's, its report report.py's)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dsagent_cbr.agent.journal import write_bytes_atomic, write_text_atomic
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.files import write_bytes_atomic, write_json_atomic, write_text_atomic
+from dsagent_cbr.tasks.model import Task
 
 
 def new_run_dir(runs_dir: Path, task_name: str) -> Path:
@@ -21,7 +23,7 @@ def new_run_dir(runs_dir: Path, task_name: str) -> Path:
 
 
 def save_config(run_dir: Path, config: dict[str, Any]) -> None:
-    write_text_atomic(run_dir / "config.json", json.dumps(config, indent=2, default=str))
+    write_json_atomic(run_dir / "config.json", config)
 
 
 def load_config(run_dir: Path) -> dict[str, Any]:
@@ -45,7 +47,7 @@ def step_dir(run_dir: Path, iteration: int, attempt: int = 0) -> Path:
 IMPORTANCE = "feature_importance.json"
 
 
-def publish_outputs(run_dir: Path, task: Any, code: str, workspace: Path) -> None:
+def publish_outputs(run_dir: Path, task: Task, code: str, workspace: Path) -> None:
     """The chosen solution where a user looks first: best_solution.py, the predictions file (the
     submission to upload) and the model's feature importances at the run folder's root, each replaced
     atomically. What the script wrote is read as untrusted, through runner/artefacts.py."""
@@ -60,16 +62,3 @@ def publish_outputs(run_dir: Path, task: Any, code: str, workspace: Path) -> Non
         importance = read_importance(workspace)
         if importance:
             write_text_atomic(run_dir / IMPORTANCE, json.dumps(importance, indent=1))
-
-
-def write_summary(run_dir: Path, title: str, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    """summary.json, then the report (markdown and plot) from the same rows: once per call."""
-    write_text_atomic(run_dir / "summary.json", json.dumps(summary, indent=2, default=str))
-    write_report(run_dir, title, rows, summary)
-
-
-def write_report(run_dir: Path, title: str, rows: list[dict[str, Any]], summary: dict[str, Any]) -> None:
-    """The loop's entry point: report.md, report.html, metrics.png and rows.json (see agent/report.py)."""
-    from dsagent_cbr.agent.report import write_report as write
-
-    write(run_dir, title, rows, summary)

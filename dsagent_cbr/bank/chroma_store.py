@@ -16,7 +16,7 @@ import numpy as np
 
 from dsagent_cbr.bank.integrity import damaged
 from dsagent_cbr.bank.store import Match, Record, matches, parse_where, to_chroma_where
-from dsagent_cbr.errors import CbrError
+from dsagent_cbr.errors import CbrError, InfrastructureError
 
 META_COLLECTION = "cbr-bank-meta"
 
@@ -34,7 +34,7 @@ def connect(url: str) -> Any:
                                      settings=chromadb.Settings(anonymized_telemetry=False))
         client.heartbeat()
     except Exception as exc:
-        raise CbrError(f"Cannot reach the Chroma server at {url}: {exc}") from exc
+        raise InfrastructureError(f"Cannot reach the Chroma server at {url}: {exc}") from exc
     return client
 
 
@@ -85,7 +85,7 @@ class ChromaStore:
             raise
         except Exception as exc:
             if self._path is None:
-                raise CbrError(f"The Chroma server at {self.location} failed: {_first_line(exc)}") from exc
+                raise InfrastructureError(f"The Chroma server at {self.location} failed: {_first_line(exc)}") from exc
             raise damaged(self._path / "chroma.sqlite3", f"cannot be read by Chroma ({_first_line(exc)})") from exc
 
     def refresh(self) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from dsagent_cbr.bench.measures import measure
-from dsagent_cbr.bench.trial import write_atomic
 from dsagent_cbr.config import PROJECT_ROOT
+from dsagent_cbr.files import write_text_atomic as write_atomic
 
 BASELINES = PROJECT_ROOT / "experiments" / "results" / "baselines.json"
 RESULTS = PROJECT_ROOT / "experiments" / "results"

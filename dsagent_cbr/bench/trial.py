@@ -9,7 +9,6 @@ from __future__ import annotations
 import ctypes
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -19,18 +18,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsagent_cbr.agent.record import SUMMARY, RunRecord
 from dsagent_cbr.cores import ENV as CORES_ENV
+from dsagent_cbr.errors import Outcome
+from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.runner.scratch import clear_folder
 
 PR_SET_PDEATHSIG = 1
 DONE = "done"
 RECORD = "trial.json"
-# What says a failure was ours (a dead or missing server, a budget we set, a sandbox we could not
-# make), not the model's: such trials are reported apart and rerun on resume.
-INFRA_TEXT = re.compile(
-    r"cannot reach|could not be reached|unreachable|kept failing|budget|max[-_ ]cost|max[-_ ]tokens|"
-    r"sandbox (is )?unavailable|bubblewrap|bwrap|could not hide the private answers|needs an API key|"
-    r"is not installed|holds no \.gguf", re.IGNORECASE)
 
 
 @dataclass
@@ -49,12 +45,6 @@ class TrialJob:
     bank_remove: list[str] = field(default_factory=list)  # retained cases of this task, taken out
     store: str = "faiss"
     script: str | None = None  # written to <folder>/solution.py before the command runs (FLAML)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def is_done(folder: Path) -> bool:
@@ -115,11 +105,13 @@ def _read_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+AGENT_KINDS = ("deploy", "develop")  # trials whose command leaves a run record (agent/record.py)
+
+
 def find_result(kind: str, folder: Path) -> dict[str, Any] | None:
-    """The run's own JSON file, else the command's --json output on stdout."""
-    if kind in ("deploy", "develop"):
-        name = "result.json" if kind == "deploy" else "summary.json"
-        files = sorted((folder / "runs").glob(f"*/*/{name}"))
+    """The agent run's record, or the script run's result.json; else the command's --json output."""
+    if kind in AGENT_KINDS:
+        files = sorted((folder / "runs").glob(f"*/*/{SUMMARY}"))
     else:
         files = [folder / "run" / "result.json"]
     for path in reversed(files):
@@ -131,19 +123,16 @@ def find_result(kind: str, folder: Path) -> dict[str, Any] | None:
 
 def summarise(kind: str, data: dict[str, Any]) -> dict[str, Any]:
     """The fields the measures need, whichever command wrote the result."""
-    if kind == "deploy":
-        return {"success": bool(data.get("final_success")), "one_pass": data.get("one_pass"),
-                "test_metric": data.get("test_metric"), "valid_metric": data.get("valid_metric"),
-                "solved_by": data.get("solved_by"), "error": data.get("llm_error") or data.get("adapter_error"),
-                "cost_usd": float(data.get("cost_usd") or 0.0), "tokens": int(data.get("tokens") or 0),
-                "run_dir": data.get("run_dir")}
-    if kind == "develop":
-        stopped = str(data.get("stopped") or "")
-        return {"success": data.get("best_test") is not None, "one_pass": None,
-                "test_metric": data.get("best_test"), "valid_metric": data.get("best_valid"),
-                "error": None if stopped == "completed" else stopped, "stopped": stopped,
-                "cost_usd": float(data.get("cost_usd") or 0.0), "tokens": int(data.get("tokens") or 0),
-                "run_dir": data.get("run_dir")}
+    if kind in AGENT_KINDS:
+        record = RunRecord.model_validate(data)
+        facts = record.deploy
+        error = (facts.llm_error or facts.adapter_error) if facts else None
+        return {"success": record.solved, "run_outcome": str(record.outcome),
+                "one_pass": facts.one_pass if facts else None, "solved_by": facts.solved_by if facts else None,
+                "test_metric": record.best_test, "valid_metric": record.best_valid,
+                "error": error or (None if record.stopped == "completed" else record.stopped),
+                "stopped": record.stopped, "cost_usd": record.cost_usd, "tokens": record.tokens,
+                "run_dir": record.run_dir}
     return {"success": data.get("status") == "ok", "one_pass": None, "test_metric": data.get("test_metric"),
             "valid_metric": data.get("valid_metric"), "error": data.get("error"), "status": data.get("status"),
             "cost_usd": 0.0, "tokens": 0, "script_seconds": data.get("wall_time")}
@@ -159,22 +148,17 @@ def _last_line(path: Path) -> str:
 
 def classify(kind: str, data: dict[str, Any] | None, summary: dict[str, Any], exit_code: int | None,
              timed_out: bool, stderr_line: str, wall_limit: float) -> tuple[str, str | None]:
-    """(outcome, reason): ok, failed (the model's or the script's), or infrastructure (ours)."""
+    """(outcome, reason): ok, failed (the model's or the script's), or infrastructure (ours: the budget,
+    a dead server, no sandbox, an interrupt, as the run's record says; or no record at all)."""
     if timed_out:
         return "infrastructure", f"the trial passed the harness's wall limit of {wall_limit:g}s and was killed"
     if data is None:
         return "infrastructure", f"no result was written (exit {exit_code}): {stderr_line or 'no output'}"
-    if data.get("outcome") == "infrastructure":
-        return "infrastructure", str(data.get("reason") or data.get("error") or summary.get("error") or "")
-    stopped = summary.get("stopped")
-    if kind == "develop" and stopped and stopped != "completed" and INFRA_TEXT.search(stopped):
-        return "infrastructure", stopped
+    if kind in AGENT_KINDS and Outcome(summary["run_outcome"]).ours:
+        return "infrastructure", str(summary.get("stopped") or stderr_line)
     if summary["success"]:
         return "ok", None
-    error = str(summary.get("error") or "")
-    if INFRA_TEXT.search(error):
-        return "infrastructure", error
-    return "failed", error or None
+    return "failed", str(summary.get("error") or "") or None
 
 
 def execute(job: TrialJob, cores: int | None = None) -> dict[str, Any]:
@@ -192,7 +176,7 @@ def execute(job: TrialJob, cores: int | None = None) -> dict[str, Any]:
                               "host": os.uname().nodename, "cores": cores, "started": started}
     problem = _prepare_bank(job, folder, env)
     if job.script is not None:
-        write_atomic(folder / "solution.py", job.script)
+        write_text_atomic(folder / "solution.py", job.script)
     if problem is not None:
         exit_code, timed_out, data = None, False, None
         record.update(outcome="infrastructure", reason=problem, exit_code=None)
@@ -206,7 +190,7 @@ def execute(job: TrialJob, cores: int | None = None) -> dict[str, Any]:
         if data is not None:
             record.update(metric=data.get("metric"), direction=data.get("direction"))
     record["wall_seconds"] = round(time.time() - started, 3)
-    write_atomic(folder / RECORD, json.dumps(record, indent=2, default=str))
+    write_text_atomic(folder / RECORD, json.dumps(record, indent=2, default=str))
     if record["outcome"] != "infrastructure":  # ours failed: a resume tries it again
-        write_atomic(folder / DONE, f"{time.time()}\n")
+        write_text_atomic(folder / DONE, f"{time.time()}\n")
     return record

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -22,7 +21,9 @@ from dsagent_cbr.commands.options import (
     trial_seed,
 )
 from dsagent_cbr.config import load_settings
-from dsagent_cbr.errors import CbrError
+
+if TYPE_CHECKING:
+    from dsagent_cbr.agent.record import RunRecord
 
 
 @click.command()
@@ -48,6 +49,7 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
            store: str | None, bank_dir: Path | None, chroma_url: str | None, runs_dir: Path | None,
            max_cost: float | None, no_cache: bool, refit: bool, mlflow_uri: str | None, as_json: bool) -> None:
     """Solve TASK_DIR by adapting the most similar past (task, solution) pair in one shot."""
+    from dsagent_cbr.agent.context import reference_valid
     from dsagent_cbr.agent.deploy import DeployConfig
     from dsagent_cbr.agent.deploy import deploy as run_deploy
     from dsagent_cbr.agent.rundir import new_run_dir, save_config
@@ -68,42 +70,47 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     run_dir = new_run_dir(settings.runs_dir, task.name)
     save_config(run_dir, {"task_dir": str(task.root), "deploy": {**asdict(config), "policy": policy.describe()},
                           "settings": {"model": settings.model, "store": settings.store}})
-    if settings.model == "none":
-        result = run_deploy(task, config, run_dir, bank, None, settings.tasks_dir)
-    else:
-        from dsagent_cbr.llm import open_llm
+    reference = reference_valid(task, settings.casebank_dir, settings.tasks_dir)
+    try:
+        if settings.model == "none":
+            record = run_deploy(task, config, run_dir, bank, None, settings.tasks_dir, reference=reference)
+        else:
+            from dsagent_cbr.llm import open_llm
 
-        with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
-            result = run_deploy(task, config, run_dir, bank, client, settings.tasks_dir)
-    track(run_dir, mlflow_uri)
+            with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
+                record = run_deploy(task, config, run_dir, bank, client, settings.tasks_dir, reference=reference)
+    finally:
+        if (run_dir / "summary.json").is_file():
+            track(run_dir, mlflow_uri)
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2, default=str))
+        click.echo(record.model_dump_json(indent=2))
     else:
-        _print_result(result, task)
-    if result.outcome != "agent":
-        raise CbrError(f"The model was never reached ({result.llm_error}); this run is not counted as the "
-                       f"model's. Run folder: {run_dir}")
-    if not result.final_success:
-        raise SystemExit(1)
+        _print_result(record)
+    if record.outcome.exit_code:
+        raise SystemExit(record.outcome.exit_code)  # errors.py: nothing graded (1), the budget (4)
 
 
-def _print_result(result: Any, task: Any) -> None:
-    near = result.retrieved[0] if result.retrieved else None
-    click.echo(f"task:          {task.name} ({task.metric_name}, {task.direction})")
-    click.echo(f"model:         {result.model} ({result.strategy}, seed {result.seed})")
+def _print_result(record: RunRecord) -> None:
+    facts = record.deploy
+    assert facts is not None
+    near = facts.retrieved[0] if facts.retrieved else None
+    click.echo(f"task:          {record.task} ({record.metric}, {record.direction})")
+    click.echo(f"model:         {record.model} ({facts.strategy}, seed {record.seed})")
     if near:
-        sim = f"{near['similarity']:.3f}" if near["similarity"] is not None else "random"
+        sim = f"{near['similarity']:.3f}" if isinstance(near["similarity"], float) else "random"
         click.echo(f"example:       {near['task']} ({near['source']}, similarity {sim})")
-    if result.outcome == "agent":
-        one_pass = "n/a (no LLM)" if result.one_pass is None else ("yes" if result.one_pass else f"no — {result.llm_error}")
+    if not record.outcome.ours:
+        one_pass = "n/a (no LLM)" if facts.one_pass is None else ("yes" if facts.one_pass else f"no — {facts.llm_error}")
         click.echo(f"one-pass:      {one_pass}")
-    click.echo(f"final:         {'graded' if result.final_success else 'failed'} (solved by {result.solved_by})")
-    click.echo(f"validation:    {result.valid_metric}")
-    click.echo(f"test:          {result.test_metric if result.test_answers else 'no test answers'}")
-    if result.tokens:
-        click.echo(f"cost:          ${result.cost_usd:.4f} for {result.tokens} tokens")
-    click.echo(f"run:           {result.run_dir}")
-    if result.best_solution:
-        click.echo(f"best solution: {result.best_solution}")
-    if result.submission:
-        click.echo(f"submission:    {result.submission}")
+    else:
+        click.echo(f"stopped:       {record.stopped} (not counted as the model's)")
+    click.echo(f"final:         {'graded' if record.solved else 'failed'} (solved by {facts.solved_by})")
+    click.echo(f"validation:    {record.best_valid}")
+    click.echo(f"test:          {record.best_test if record.test_answers else 'no test answers'}")
+    if record.tokens:
+        click.echo(f"cost:          ${record.cost_usd:.4f} for {record.tokens} tokens")
+    click.echo(f"run:           {record.run_dir}")
+    if record.best_solution:
+        click.echo(f"best solution: {record.best_solution}")
+    if record.submission:
+        click.echo(f"submission:    {record.submission}")

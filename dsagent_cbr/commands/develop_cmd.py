@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -27,6 +26,9 @@ from dsagent_cbr.errors import CbrError
 
 if TYPE_CHECKING:  # the agent's imports stay lazy: `cbr --help` is instant
     from dsagent_cbr.agent.develop import DevelopConfig
+    from dsagent_cbr.agent.record import RunRecord
+    from dsagent_cbr.config import Settings
+    from dsagent_cbr.tasks.model import Task
 
 
 @click.command()
@@ -89,16 +91,16 @@ def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_
     require_sandbox(config.sandbox.isolate)
     interrupt_on_sigterm()
     try:
-        summary = run_develop(task, config, run_dir, settings)
+        record = run_develop(task, config, run_dir, settings)
     finally:
         if (run_dir / "summary.json").is_file():  # interrupted runs are tracked too, as killed
             track(run_dir, mlflow_uri)
     if as_json:
-        click.echo(json.dumps(summary, indent=2, default=str))
+        click.echo(record.model_dump_json(indent=2))
     else:
-        _print_summary(summary, task.metric_name)
-    if summary["best_iteration"] is None:
-        raise SystemExit(1)  # no iteration produced a working solution
+        _print_summary(record)
+    if record.outcome.exit_code:
+        raise SystemExit(record.outcome.exit_code)  # errors.py: no graded solution (1), the budget (4)
 
 
 def resumed_config(config: DevelopConfig, allow_network: bool, no_sandbox: bool) -> DevelopConfig:
@@ -108,36 +110,38 @@ def resumed_config(config: DevelopConfig, allow_network: bool, no_sandbox: bool)
     return config
 
 
-def _print_summary(summary: dict[str, Any], metric: str) -> None:
-    click.echo(f"run:             {summary['run_dir']}")
-    click.echo(f"stopped:         {summary['stopped']}")
-    if summary["best_iteration"] is None:
+def _print_summary(record: RunRecord) -> None:
+    click.echo(f"run:             {record.run_dir}")
+    click.echo(f"stopped:         {record.stopped}")
+    if record.best_iteration is None:
         click.echo("best:            no iteration produced a graded solution")
     else:
-        test = summary["best_test"] if summary["test_answers"] else "no test answers"
-        click.echo(f"best validation: {summary['best_valid']} ({metric}, iteration {summary['best_iteration']}, "
+        test = record.best_test if record.test_answers else "no test answers"
+        click.echo(f"best validation: {record.best_valid} ({record.metric}, iteration {record.best_iteration}, "
                    f"chosen by validation)")
         click.echo(f"its test score:  {test}")
-    if summary.get("tokens"):
-        click.echo(f"cost:            ${summary['cost_usd']:.4f} for {summary['tokens']} tokens")
-    click.echo(f"report:          {Path(summary['run_dir']) / 'report.md'}")
-    if summary["best_solution"]:
-        click.echo(f"best solution:   {summary['best_solution']}")
-    if summary["submission"]:
-        click.echo(f"submission:      {summary['submission']}")
+    if record.tokens:
+        click.echo(f"cost:            ${record.cost_usd:.4f} for {record.tokens} tokens")
+    click.echo(f"report:          {Path(record.run_dir) / 'report.md'}")
+    if record.best_solution:
+        click.echo(f"best solution:   {record.best_solution}")
+    if record.submission:
+        click.echo(f"submission:      {record.submission}")
 
 
-def run_develop(task: Any, config: Any, run_dir: Path, settings: Any) -> dict[str, Any]:
+def run_develop(task: Task, config: DevelopConfig, run_dir: Path, settings: Settings) -> RunRecord:
+    from dsagent_cbr.agent.context import reference_valid
     from dsagent_cbr.agent.develop import develop_with_model
     from dsagent_cbr.agent.progress import LiveProgress
     from dsagent_cbr.agent.search import develop_without_model
     from dsagent_cbr.bank import open_bank
 
     bank = open_bank(settings)
+    reference = reference_valid(task, settings.casebank_dir, settings.tasks_dir)
     with LiveProgress(f"developing {task.name}", total=config.iterations) as progress:
         if settings.model == "none":
-            return develop_without_model(task, config, run_dir, bank, progress=progress)
+            return develop_without_model(task, config, run_dir, bank, progress=progress, reference=reference)
         from dsagent_cbr.llm import open_llm
 
         with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
-            return develop_with_model(task, config, run_dir, bank, client, progress=progress)
+            return develop_with_model(task, config, run_dir, bank, client, progress=progress, reference=reference)

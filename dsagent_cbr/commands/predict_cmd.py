@@ -7,6 +7,7 @@ NEW.csv, in its order."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import time
@@ -19,6 +20,7 @@ import click
 from dsagent_cbr.commands.options import policy_from, sandbox_options
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.runner.artefacts import ArtefactError, read_bytes, read_csv
 from dsagent_cbr.runner.sandbox import SandboxPolicy
 from dsagent_cbr.tasks.grading import EXTRA_COLUMNS
@@ -35,8 +37,8 @@ def run_solution(run_dir: Path) -> Path:
 
 
 def run_task_dir(run_dir: Path, tasks_dir: Path, given: str | None) -> Path:
-    """The task folder of a run: --task, else config.json's task_dir (develop), else the task named in
-    result.json or summary.json, under the tasks folder."""
+    """The task folder of a run: --task, else config.json's task_dir, else the task named in the run's
+    record (summary.json), under the tasks folder."""
     from dsagent_cbr.tasks.loader import resolve_task_path
 
     if given:
@@ -46,15 +48,10 @@ def run_task_dir(run_dir: Path, tasks_dir: Path, given: str | None) -> Path:
         task_dir = json.loads(config.read_text(encoding="utf-8")).get("task_dir")
         if task_dir and Path(task_dir).is_dir():
             return Path(task_dir)
-    for name in ("result.json", "summary.json"):
-        path = run_dir / name
-        if path.is_file():
-            task = json.loads(path.read_text(encoding="utf-8")).get("task")
-            if task:
-                try:
-                    return resolve_task_path(str(task), tasks_dir)
-                except CbrError:
-                    break
+    from dsagent_cbr.agent.record import load_record
+
+    with contextlib.suppress(CbrError):
+        return resolve_task_path(load_record(run_dir).task, tasks_dir)
     raise CbrError(f"Cannot tell which task {run_dir} ran on; give it with --task TASK_DIR.")
 
 
@@ -125,10 +122,7 @@ def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_
     order = {v: i for i, v in enumerate(new[idc].astype(str))}
     sub = sub.iloc[sub[idc].astype(str).map(order).argsort()]
     out = out or folder / "submission.csv"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    sub.to_csv(tmp, index=False)
-    tmp.replace(out)
+    write_text_atomic(out, sub.to_csv(index=False))
     return out, notes
 
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dsagent_cbr.errors import CbrError
+from dsagent_cbr.errors import InfrastructureError
 from dsagent_cbr.llm.cache import ResponseCache, request_key
 from dsagent_cbr.llm.ledger import BudgetExceeded, CallRecord, Ledger
 from dsagent_cbr.llm.models import ModelSpec
@@ -96,23 +96,23 @@ class LLMClient:
             try:
                 return self._sdk.chat.completions.create(**kwargs)
             except openai.AuthenticationError as exc:
-                raise CbrError(f"{where} rejected the API key for model {self.model} (HTTP 401).") from exc
+                raise InfrastructureError(f"{where} rejected the API key for model {self.model} (HTTP 401).") from exc
             except openai.PermissionDeniedError as exc:
-                raise CbrError(f"{where} refused access to model {self.model} (HTTP 403).") from exc
+                raise InfrastructureError(f"{where} refused access to model {self.model} (HTTP 403).") from exc
             except openai.NotFoundError as exc:
-                raise CbrError(f"{where} does not know the model {self.spec.name!r} (HTTP 404).") from exc
+                raise InfrastructureError(f"{where} does not know the model {self.spec.name!r} (HTTP 404).") from exc
             except openai.BadRequestError as exc:
-                raise CbrError(f"{where} refused the request for {self.model}: {exc.message}") from exc
+                raise InfrastructureError(f"{where} refused the request for {self.model}: {exc.message}") from exc
             except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
                     openai.APIConnectionError) as exc:
                 if attempt == self.max_retries:
                     if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError):
-                        raise CbrError(f"Cannot reach the model server at {where} (is it running?).") from exc
-                    raise CbrError(f"The model server at {where} kept failing after {attempt + 1} tries: "
+                        raise InfrastructureError(f"Cannot reach the model server at {where} (is it running?).") from exc
+                    raise InfrastructureError(f"The model server at {where} kept failing after {attempt + 1} tries: "
                                    f"{type(exc).__name__}.") from exc
                 time.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
             except openai.APIStatusError as exc:
                 if exc.status_code < 500 or attempt == self.max_retries:
-                    raise CbrError(f"{where} answered HTTP {exc.status_code} for {self.model}.") from exc
+                    raise InfrastructureError(f"{where} answered HTTP {exc.status_code} for {self.model}.") from exc
                 time.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
         raise AssertionError("unreachable")

@@ -9,9 +9,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from dsagent_cbr.errors import BudgetExceeded
 
-class BudgetExceeded(RuntimeError):
-    """The run's cost or token budget is spent; the caller stops cleanly, keeping what it has."""
+__all__ = ["BudgetExceeded", "CallRecord", "Ledger"]
 
 
 @dataclass

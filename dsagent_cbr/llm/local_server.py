@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dsagent_cbr.cores import usable_cores
-from dsagent_cbr.errors import CbrError
+from dsagent_cbr.errors import InfrastructureError
 
 DEFAULT_CTX = 8192
 
@@ -33,7 +33,7 @@ def serve(gguf: Path, port: int, host: str = "127.0.0.1", n_ctx: int = DEFAULT_C
     try:
         import xllamacpp
     except ImportError as exc:
-        raise CbrError("The local server needs the xllamacpp package: pip install -e '.[local]'.") from exc
+        raise InfrastructureError("The local server needs the xllamacpp package: pip install -e '.[local]'.") from exc
     params = xllamacpp.CommonParams()
     params.model.path = str(gguf)
     params.n_ctx = n_ctx
@@ -54,11 +54,11 @@ def serve(gguf: Path, port: int, host: str = "127.0.0.1", n_ctx: int = DEFAULT_C
 
 
 def wait_ready(health_url: str, proc: subprocess.Popen, timeout: float, what: str = "The local model server") -> None:
-    """Poll `health_url` until it answers 200; CbrError if `proc` exits first or time runs out."""
+    """Poll `health_url` until it answers 200; InfrastructureError if `proc` exits first or time runs out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise CbrError(f"{what} exited with code {proc.returncode} before it was ready.")
+            raise InfrastructureError(f"{what} exited with code {proc.returncode} before it was ready.")
         try:
             with urllib.request.urlopen(health_url, timeout=2) as response:
                 if response.status == 200:
@@ -66,7 +66,7 @@ def wait_ready(health_url: str, proc: subprocess.Popen, timeout: float, what: st
         except OSError:
             pass
         time.sleep(0.3)
-    raise CbrError(f"{what} did not answer {health_url} within {timeout:g}s.")
+    raise InfrastructureError(f"{what} did not answer {health_url} within {timeout:g}s.")
 
 
 @contextlib.contextmanager

@@ -37,7 +37,7 @@ from pathlib import Path
 import psutil
 
 from dsagent_cbr.cores import usable_cores
-from dsagent_cbr.errors import CbrError
+from dsagent_cbr.errors import InfrastructureError
 from dsagent_cbr.runner import usage
 from dsagent_cbr.runner.cgroups import Cgroup
 from dsagent_cbr.runner.scratch import SANDBOX_UID, Scratch
@@ -61,10 +61,8 @@ _DROP = ("setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear
          "--bounding-set=-all", "--no-new-privs", "--")
 
 
-class SandboxUnavailable(CbrError):
+class SandboxUnavailable(InfrastructureError):
     """bubblewrap is missing or cannot start here: ours to fix, never the script's fault."""
-
-    exit_code = 3
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,114 @@
+"""What a run did, in one typed record: `summary.json` of every develop, search and deploy run.
+
+The report, MLflow tracking, `cbr predict` and `cbr bench` read this one schema; none of them parses
+words. A row is one iteration (or one deploy candidate); the run's choice is made by validation score
+and its test score is only carried along to be reported."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, computed_field
+
+from dsagent_cbr.errors import CbrError, Outcome
+from dsagent_cbr.files import write_text_atomic
+
+SUMMARY = "summary.json"
+Kind = Literal["develop", "search", "deploy"]
+
+
+class Row(BaseModel):
+    """One script run the loop chose to record: an iteration of develop or the search, or a deploy candidate."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    iteration: int
+    candidate: str | None = None  # deploy: who wrote the script ("llm", "adapter")
+    case: str = ""  # the case it was built from
+    step: str = ""  # the plan's decision, or what was adapted
+    status: str = "not run"  # ok, or a run's failure (error, timeout, memory_limit, ...), or "no plan"/"no script"
+    error: str | None = None
+    debug_attempts: int = 0
+    valid: float | None = None
+    test: float | None = None  # reported only: never shown to the model, never used to choose
+    wall_time: float | None = None
+    retained: bool = False
+    script: str | None = None  # the row's final script, relative to the run folder
+    log: str = ""  # what the logger wrote of it (develop)
+
+
+class Refit(BaseModel):
+    status: str  # ok, skipped, or the refit run's failure
+    why: str | None = None
+    error: str | None = None
+    test_after_refit: float | None = None
+
+
+class DeployFacts(BaseModel):
+    """Algorithm 2's own measures: one pass (the model's first script graded) apart from final success."""
+
+    strategy: str
+    one_pass: bool | None = None  # None: no script was asked of a model, or it was never reached
+    solved_by: Literal["llm", "adapter", "none"] = "none"
+    retrieved: list[dict[str, str | float | None]] = []
+    llm_error: str | None = None
+    adapter_notes: list[str] = []
+    adapter_error: str | None = None
+
+
+class RunRecord(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    kind: Kind
+    task: str
+    model: str
+    metric: str
+    direction: Literal["minimize", "maximize"]
+    seed: int = 0
+    run_dir: str
+    outcome: Outcome = Outcome.AGENT_FAILURE
+    stopped: str = "completed"  # why the run ended, in words, for people
+    selected_by: str = "validation"
+    planned_iterations: int | None = None
+    rows: list[Row] = []
+    best_iteration: int | None = None
+    best_valid: float | None = None
+    best_test: float | None = None
+    test_answers: bool = True
+    baselines: dict[str, float | None] = {}
+    best_solution: str | None = None
+    submission: str | None = None
+    feature_importance: str | None = None
+    refit: Refit | None = None
+    sandbox: dict[str, object] = {}
+    tokens: int = 0
+    cost_usd: float = 0.0
+    model_errors: list[dict[str, object]] = []
+    deploy: DeployFacts | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def iterations(self) -> int:
+        return len(self.rows)
+
+    @property
+    def solved(self) -> bool:
+        """A graded solution was kept."""
+        return self.best_iteration is not None
+
+    def save(self, run_dir: Path) -> None:
+        write_text_atomic(Path(run_dir) / SUMMARY, self.model_dump_json(indent=2))
+
+
+def load_record(run_dir: Path) -> RunRecord:
+    """The record of a run folder; one sentence when there is none or it is not one."""
+    path = Path(run_dir) / SUMMARY
+    try:
+        return RunRecord.model_validate(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        raise CbrError(f"{run_dir} is not a finished run folder (no {SUMMARY}).") from None
+    except (OSError, ValueError, ValidationError) as exc:
+        first = str(exc).splitlines()[0]
+        raise CbrError(f"{path} is not a run record cbr can read ({first}).") from None

@@ -1,0 +1,203 @@
+"""One run of develop, the search or deploy: its typed record, the journal that makes it resumable, and
+the effects every loop shares. The loops (develop.py, search.py, deploy.py) are short bodies over it.
+
+    ask       a model step, journaled; a reply the model got wrong is recorded and comes back as None
+    execute   a script run in the executor (the sandbox), journaled, its script kept in step-NN/
+    consider  record a row's outcome; when its validation score is the best yet, publish its outputs
+              and (develop, search) retain the (task, script) pair in the bank
+    refit     --refit: the selected script once more on train + validation rows
+    stopping  how a run ends early (errors.py): the budget is a clean stop; an interrupt or a failure of
+              ours saves the record and goes up to the CLI
+    finish    summary.json and the report, written after every iteration
+
+Nothing here chooses by a test score: the best row is the best by validation, and the test score of
+that choice is only recorded."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+from dsagent_cbr.agent.journal import RunJournal
+from dsagent_cbr.agent.record import Kind, Refit, Row, RunRecord
+from dsagent_cbr.agent.report import write_report
+from dsagent_cbr.agent.rundir import IMPORTANCE, publish_outputs, step_dir
+from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress, Quiet
+from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.errors import BudgetExceeded, InfrastructureError, Outcome, outcome_of
+from dsagent_cbr.files import write_text_atomic
+from dsagent_cbr.llm.parsing import ParseError
+from dsagent_cbr.runner.result import RunResult
+from dsagent_cbr.runner.scratch import clear_folder
+from dsagent_cbr.tasks.model import Task
+
+T = TypeVar("T")
+REFIT_VARIABLE = "CBR_REFIT"
+FIRST_GRADED = "first graded run"
+
+
+class Run:
+    def __init__(self, kind: Kind, task: Task, run_dir: Path, bank: Bank, executor: Executor, *,
+                 model: Model | None = None, progress: Progress | None = None, planned: int | None = None,
+                 seed: int = 0, sandbox: dict[str, object] | None = None, refit: bool = False,
+                 reference: float | None = None) -> None:
+        self.task, self.run_dir, self.bank, self.executor, self.model = task, run_dir, bank, executor, model
+        self.progress, self.wants_refit = progress or Quiet(), refit
+        self.journal = RunJournal(run_dir)
+        self.record = RunRecord(kind=kind, task=task.name, model=model.model if model else "none",
+                                metric=task.metric_name, direction=task.direction, seed=seed, run_dir=str(run_dir),
+                                planned_iterations=planned, test_answers=task.has_answers, sandbox=sandbox or {})
+        self.best: Row | None = None
+        self.baseline: float | None = None  # the starter's validation score, when it ran
+        self.reference = reference  # the hand-written reference's, for the report only
+        self.ended: Outcome | None = None  # set when a failure of ours or the budget stopped the run
+
+    @property
+    def rows(self) -> list[Row]:
+        return self.record.rows
+
+    # -- journaled effects -------------------------------------------------------------------------
+    def ask(self, t: int, role: str, fn: Callable[[], T], attempt: int = 0) -> T | None:
+        """A model step, once per (iteration, role, attempt) across resumes. A reply the model got wrong
+        is journaled with its raw text and comes back as None; everything else propagates."""
+        self.say(t, role, attempt)
+
+        def guarded() -> dict[str, object]:
+            try:
+                return {"value": fn()}
+            except ParseError as exc:
+                return {"error": str(exc), "raw": exc.raw}
+
+        out = self.journal.step(t, role, guarded, attempt=attempt)
+        return out.get("value") if "error" not in out else None  # type: ignore[return-value]
+
+    def execute(self, t: int, attempt: int, code: str, *, refit: bool = False) -> RunResult:
+        """Run `code` as step t's attempt (step-NN/, step-NN/debug-K/, or refit/), once across resumes."""
+        self.say(t, "refit" if refit else "execute", attempt)
+        folder = self.run_dir / "refit" if refit else step_dir(self.run_dir, t, attempt)
+        write_text_atomic(folder / "script.py", code)
+        return RunResult.from_dict(self.journal.step(t, "refit" if refit else "execute", lambda: self.executor.run(
+            code, folder / "exec", refit=refit).to_dict(), attempt=attempt))
+
+    def say(self, t: int, role: str, attempt: int = 0) -> None:
+        self.progress.update(iteration=t, total=self.record.planned_iterations, role=role, attempt=attempt,
+                             best=self.best.valid if self.best else None, tokens=self.record.tokens,
+                             cost=self.record.cost_usd)
+
+    # -- rows and the best so far ------------------------------------------------------------------
+    def baseline_run(self) -> RunResult:
+        """Iteration 0: the starter as it is, so that the log and the report start from a number."""
+        result = self.execute(0, 0, self.task.starter.read_text(encoding="utf-8"))
+        self.baseline = result.valid_metric if result.ok else None
+        return result
+
+    def begin(self, t: int, **fields: object) -> Row:
+        row = Row(iteration=t, **fields)
+        self.rows.append(row)
+        return row
+
+    def consider(self, row: Row, code: str, result: RunResult, attempt: int = 0, *,
+                 retain: str | None = None) -> bool:
+        """Record a run's outcome in its row; when its validation score is the best yet, make it the
+        run's solution and, given a plan text to retain with it, add the pair to the bank."""
+        row.status, row.error, row.valid, row.test = result.status, result.error, result.valid_metric, result.test_metric
+        row.wall_time = result.wall_time
+        row.script = str(step_dir(self.run_dir, row.iteration, attempt).relative_to(self.run_dir) / "script.py")
+        if not self._improves(result):
+            return False
+        self.best = row
+        publish_outputs(self.run_dir, self.task, code, Path(result.workspace))
+        if retain is not None:
+            row.retained = True
+            self.journal.step(row.iteration, "retain", lambda: self._retain(row, code, retain))
+        return True
+
+    def _improves(self, result: RunResult) -> bool:
+        if not result.ok:
+            return False
+        if self.record.selected_by == FIRST_GRADED:  # deploy keeps its first graded script, scored or not
+            return self.best is None
+        return self.task.metric.better(result.valid_metric, self.best.valid if self.best else None)
+
+    def _retain(self, row: Row, code: str, plan: str) -> dict[str, str]:
+        """The (task, solution) pair as the paper's agent bank keeps it, with an insight of how it came."""
+        task, extra = self.task, {"run": self.run_dir.name, "iteration": row.iteration}
+        solution = Case(kind="solution", text=task.description, source_kind="retained", modality=task.modality,
+                        title=f"{task.name} (retained, iteration {row.iteration})", task_type=task.task_type,
+                        task_name=task.name, script=code, metric=task.metric_name, valid_score=row.valid, extra=extra)
+        insight = Case(kind="insight", text=f"Task: {task.description}\n\nPlan: {plan}\n\nLog: {row.log}",
+                       title=f"retained insight from {task.name}", competition=task.name, source_kind="retained",
+                       modality=task.modality, task_type=task.task_type, task_name=task.name, extra=extra)
+        self.bank.add([solution, insight])
+        return {"solution": solution.id, "insight": insight.id}
+
+    def close(self) -> RunRecord:
+        """The run's last steps after its loop: the refit (a budget stop still gets it), then the record."""
+        with self.stopping():
+            self.refit_best()
+        return self.finish()
+
+    def refit_best(self) -> None:
+        """--refit: the selected script once more, told to learn from the validation rows too; its
+        predictions become the submission. Its validation score means nothing then, and is not kept."""
+        if not (self.wants_refit and self.best and self.best.script):
+            return
+        code = (self.run_dir / self.best.script).read_text(encoding="utf-8")
+        if REFIT_VARIABLE not in code:
+            self.record.refit = Refit(status="skipped", why=f"the selected script does not read {REFIT_VARIABLE}")
+            return
+        result = self.execute(self.best.iteration, 0, code, refit=True)
+        self.record.refit = Refit(status=result.status, error=result.error, test_after_refit=result.test_metric)
+        if result.ok:
+            publish_outputs(self.run_dir, self.task, code, Path(result.workspace))
+
+    # -- how a run ends ----------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def stopping(self) -> Iterator[None]:
+        """The budget ends the loop cleanly (what follows the block, the refit, still runs); an interrupt
+        or a failure of ours discards the step in flight, saves the record, and goes up to the CLI."""
+        try:
+            yield
+        except BudgetExceeded as exc:
+            self.stop(Outcome.BUDGET, f"budget: {exc}")
+            self.discard_in_flight()
+        except (KeyboardInterrupt, InfrastructureError) as exc:
+            outcome = outcome_of(exc) or Outcome.INFRASTRUCTURE
+            self.stop(outcome, "interrupted" if outcome is Outcome.INTERRUPTED else f"infrastructure: {exc}")
+            self.discard_in_flight()
+            self.finish()
+            raise
+
+    def stop(self, outcome: Outcome, why: str) -> None:
+        self.ended, self.record.stopped = outcome, why
+
+    def discard_in_flight(self) -> None:
+        """The iteration in flight when the run stopped leaves no row and no folder; resume redoes it."""
+        if self.rows and self.rows[-1].status == "not run":
+            clear_folder(step_dir(self.run_dir, self.rows.pop().iteration))
+
+    def end(self, row: Row) -> RunRecord:
+        """An iteration is over: one progress line, and the record and report written once."""
+        self.progress.update(iteration=row.iteration, status=row.status, valid=row.valid,
+                             best_valid=self.best.valid if self.best else None, metric=self.task.metric_name)
+        return self.finish()
+
+    def finish(self) -> RunRecord:
+        record, best = self.record, self.best
+        if self.model is not None:
+            usage = self.model.usage()
+            record.tokens, record.cost_usd = usage["tokens"], usage["cost_usd"]
+        record.outcome = self.ended or (Outcome.OK if best else Outcome.AGENT_FAILURE)
+        record.best_iteration = best.iteration if best else None
+        record.best_valid, record.best_test = (best.valid, best.test) if best else (None, None)
+        record.baselines = {"starter": self.baseline, "reference": self.reference}
+        record.model_errors = self.journal.errors()
+        record.best_solution = str(self.run_dir / "best_solution.py") if best else None
+        record.submission = str(self.run_dir / self.task.predictions) if best and self.task.predictions else None
+        importance = self.run_dir / IMPORTANCE
+        record.feature_importance = str(importance) if importance.is_file() else None
+        record.save(self.run_dir)
+        write_report(self.run_dir, record)
+        return record

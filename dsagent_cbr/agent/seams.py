@@ -1,0 +1,92 @@
+"""What the agent needs of the world, as Protocols: a model to ask, a bank to search and add to, an
+executor that runs a script and grades it, and somewhere to say how far it got.
+
+The CLI passes the real ones (LLMClient, CaseBank, the sandbox); the fast tests pass fakes, so every loop
+can be run in milliseconds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
+
+from dsagent_cbr.runner.result import RunResult
+from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.runner.scratch import clear_folder
+from dsagent_cbr.tasks.model import Task
+
+if TYPE_CHECKING:
+    from dsagent_cbr.bank.cases import Case
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+Messages = list[dict[str, str]]
+
+
+class Usage(TypedDict):
+    tokens: int
+    cost_usd: float
+
+
+class Reply(Protocol[T_co]):
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def parsed(self) -> T_co: ...
+
+
+class Model(Protocol):
+    """An LLM behind one call (LLMClient is one). `validate` parses the text or raises ParseError with the
+    raw reply; the budget raises BudgetExceeded, an unreachable server InfrastructureError."""
+
+    model: str
+
+    def complete(self, role: str, messages: Messages, *, temperature: float = ...,
+                 max_tokens: int | None = ..., validate: Callable[[str], T]) -> Reply[T]: ...
+
+    def usage(self) -> Usage: ...
+
+
+class Hit(Protocol):
+    @property
+    def case(self) -> Case: ...
+
+    @property
+    def score(self) -> float: ...
+
+
+class Bank(Protocol):
+    def search(self, text: str, kind: str = ..., k: int = ..., where: dict[str, object] | None = ...,
+               exclude_task: str | None = ...) -> Sequence[Hit]: ...
+
+    def list(self, kind: str = ..., where: dict[str, object] | None = ...) -> list[Case]: ...
+
+    def add(self, cases: list[Case]) -> object: ...
+
+
+class Executor(Protocol):
+    """Runs a script on the task in `folder` and grades it outside the script's reach."""
+
+    def run(self, code: str, folder: Path, refit: bool = False) -> RunResult: ...
+
+
+class Progress(Protocol):
+    def update(self, **fields: object) -> None: ...
+
+
+class Quiet:
+    def update(self, **fields: object) -> None:
+        pass
+
+
+@dataclass
+class SandboxExecutor:
+    task: Task
+    policy: SandboxPolicy
+
+    def run(self, code: str, folder: Path, refit: bool = False) -> RunResult:
+        clear_folder(folder)  # a run cut off mid-flight is redone from scratch
+        return run_script(self.task, code, run_dir=folder, policy=self.policy, refit=refit)
