@@ -19,6 +19,8 @@ import click
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from dsagent_cbr.agent.record import Row, RunRecord  # noqa: E402
+
 
 def run_folder(root: Path, n: int) -> tuple[list[dict], dict]:
     """n iterations with the seed bank's real solution scripts, every third one failed, feature importance."""
@@ -62,10 +64,11 @@ def main(n: int, repeat: int) -> None:
     totals = []
     with tempfile.TemporaryDirectory() as tmp:
         rows, summary = run_folder(Path(tmp), n)
+        record = RunRecord(kind="develop", run_dir=tmp, rows=[Row(**r) for r in rows], **summary)
         for _ in range(repeat + 1):  # the first call pays for imports and template compilation: not counted
             plotting.append(0.0)
             started = time.perf_counter()
-            report.write_report(Path(tmp), "bench", rows, summary)
+            report.write_report(Path(tmp), record)
             totals.append(time.perf_counter() - started)
     total, plot = statistics.median(totals[1:]), statistics.median(plotting[1:])
     print(f"write_report, {n} rows, median of {repeat}: {total * 1000:.0f} ms in all, "

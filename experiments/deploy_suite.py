@@ -67,12 +67,15 @@ def main() -> None:
             run_dir = new_run_dir(runs_root, task.name)
             with _model(settings, run_dir, repeat) as client:
                 result = deploy(task, config, run_dir, bank, client, settings.tasks_dir)
-            beats = result.final_success and task.metric.better(result.test_metric, starter.test_metric)
-            rows.append({**result.to_dict(), "repeat": repeat, "random": starter.test_metric,
+            facts = result.deploy
+            beats = result.solved and task.metric.better(result.best_test, starter.test_metric)
+            rows.append({"task": task.name, "one_pass": facts.one_pass, "final_success": result.solved,
+                         "solved_by": facts.solved_by, "test_metric": result.best_test,
+                         "repeat": repeat, "random": starter.test_metric,
                          "beats_random": beats, "paired_with": list(task.paired_with),
                          "paired_reference": reference_score(task.paired_with[0]) if task.paired_with else None})
-            print(f"  {task.name} #{repeat}: one-pass={result.one_pass} final={result.final_success} "
-                  f"by={result.solved_by} test={result.test_metric}", flush=True)
+            print(f"  {task.name} #{repeat}: one-pass={facts.one_pass} final={result.solved} "
+                  f"by={facts.solved_by} test={result.best_test}", flush=True)
     print_summary(rows, args)
     out = args.out or REPO / "experiments" / "results" / f"deploy_suite-{args.model.replace(':', '_').replace('/', '_')}-{args.strategy}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -49,8 +49,8 @@ def measure(names: list[str], root: Path) -> list[dict]:
             "folder": name, "modality": task.modality, "task_type": task.task_type, "metric": task.metric_name,
             "direction": task.direction, "train_rows": len(pd.read_csv(task_dir / "data" / "train.csv")),
             "holdout_rows": len(pd.read_csv(task_dir / "data" / "test.csv")),
-            "random_test": starter.test_metric, "deploy_valid": deployed["valid_metric"],
-            "deploy_test": deployed["test_metric"], "develop_valid": developed["best_valid"],
+            "random_test": starter.test_metric, "deploy_valid": deployed["best_valid"],
+            "deploy_test": deployed["best_test"], "develop_valid": developed["best_valid"],
             "develop_test": developed["best_test"],
         })
         print(f"  measured {name}", flush=True)

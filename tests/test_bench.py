@@ -136,33 +136,39 @@ def test_commands_use_the_public_cli_with_the_trial_s_own_folders(tmp_path):
     assert deploy.trial_id in again.finished and deploy.trial_id not in {j.trial_id for j in again.jobs}
 
 
-@pytest.mark.parametrize("data,summary,code,timed_out,expected", [
-    (None, {}, 2, False, "infrastructure"),
-    ({"final_success": True}, {"success": True}, 0, True, "infrastructure"),
-    ({"outcome": "infrastructure", "reason": "sandbox unavailable"}, {"success": False}, 1, False, "infrastructure"),
-    ({}, {"success": False, "error": "Cannot reach the model server at http://127.0.0.1:9 (is it running?)."},
-     1, False, "infrastructure"),
-    ({}, {"success": False, "error": "error: NameError: name 'np' is not defined"}, 1, False, "failed"),
-    ({}, {"success": True, "error": "error: SyntaxError"}, 0, False, "ok"),
+def record_data(**fields: object) -> dict:
+    """A run record as summary.json holds it (agent/record.py)."""
+    return {"kind": "deploy", "task": "t", "model": "m", "metric": "rmse", "direction": "minimize", "run_dir": "r",
+            **fields}
+
+
+@pytest.mark.parametrize("data,code,timed_out,expected", [
+    (None, 2, False, "infrastructure"),  # no record: the run never began
+    (record_data(outcome="ok", best_iteration=1), 0, True, "infrastructure"),  # past the harness's wall limit
+    (record_data(outcome="infrastructure", stopped="infrastructure: Cannot reach the model server"), 3, False,
+     "infrastructure"),
+    (record_data(outcome="budget", best_iteration=1, stopped="budget: cost budget $0.50 spent"), 4, False,
+     "infrastructure"),
+    (record_data(outcome="interrupted", stopped="interrupted"), 130, False, "infrastructure"),
+    (record_data(outcome="agent_failure", deploy={"strategy": "cbr", "one_pass": False,
+                                                  "llm_error": "error: NameError: name 'np' is not defined"}),
+     1, False, "failed"),
+    (record_data(outcome="ok", best_iteration=1, best_test=0.8), 0, False, "ok"),
 ])
-def test_outcomes_tell_ours_from_the_model_s(data, summary, code, timed_out, expected):
+def test_outcomes_are_read_from_the_run_record_not_from_words(data, code, timed_out, expected):
+    summary = trial.summarise("deploy", data) if data is not None else {"success": False}
     assert trial.classify("deploy", data, summary, code, timed_out, "boom", 60)[0] == expected
-
-
-def test_a_develop_run_stopped_by_our_budget_is_ours():
-    summary = {"success": True, "stopped": "budget: max_cost of $0.50 reached"}
-    assert trial.classify("develop", {"stopped": summary["stopped"]}, summary, 0, False, "", 60)[0] == "infrastructure"
 
 
 def test_results_are_read_from_the_run_folder_before_stdout(tmp_path):
     run = tmp_path / "runs" / "smoke-ban" / "20260101-000000-abcd"
     run.mkdir(parents=True)
-    (run / "result.json").write_text(json.dumps({"final_success": False, "test_metric": None, "one_pass": False,
-                                                 "llm_error": "error: KeyError"}))
+    (run / "summary.json").write_text(json.dumps(record_data(outcome="agent_failure", deploy={
+        "strategy": "cbr", "one_pass": False, "llm_error": "error: KeyError"})))
     (tmp_path / "stdout.txt").write_text("not json")
     data = trial.find_result("deploy", tmp_path)
     assert trial.summarise("deploy", data)["one_pass"] is False
-    assert trial.find_result("develop", tmp_path) is None
+    assert trial.find_result("starter", tmp_path) is None
 
 
 def test_flaml_script_keeps_the_starter_skeleton():

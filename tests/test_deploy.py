@@ -34,16 +34,17 @@ def test_one_pass_and_fallback_are_kept_apart(settings, tmp_path):
     with ScriptedLLM([broken, broken, broken]) as server:
         with open_llm(replace(settings, base_url=server.url), run_dir=tmp_path) as client:
             res = deploy(task, DeployConfig(policy=SandboxPolicy(timeout=300)), tmp_path / "a", bank, client, settings.tasks_dir)
-            assert res.retrieved[0]["task"] == "mlc-churn" and res.retrieved[0]["similarity"] > 0
-            assert res.one_pass is False and "NameError" in res.llm_error
-            assert res.final_success and res.solved_by == "adapter" and res.test_metric > 0.6
+            facts = res.deploy
+            assert facts.retrieved[0]["task"] == "mlc-churn" and facts.retrieved[0]["similarity"] > 0
+            assert facts.one_pass is False and "NameError" in facts.llm_error
+            assert res.solved and facts.solved_by == "adapter" and res.best_test > 0.6
             (tmp_path / "b").mkdir()
             off = deploy(task, DeployConfig(fallback=False), tmp_path / "b", bank, client, settings.tasks_dir)
-            assert off.one_pass is False and not off.final_success and off.test_metric is None
+            assert off.deploy.one_pass is False and not off.solved and off.best_test is None
         prompt = server.requests[0]["messages"][0]["content"]
     assert "Example task 1" in prompt and task.description[:200] in prompt and "mlc-churn" not in task.description
-    saved = json.loads((tmp_path / "a" / "result.json").read_text())
-    assert saved["one_pass"] is False and saved["final_success"] is True and saved["tokens"] > 0
+    saved = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert saved["deploy"]["one_pass"] is False and saved["solved"] is True and saved["tokens"] > 0
     assert (tmp_path / "a" / "best_solution.py").is_file() and (tmp_path / "a" / "reply.md").read_text() == broken
     assert (tmp_path / "a" / "submission.csv").is_file() and (tmp_path / "a" / "prompt.md").is_file()
 
@@ -57,7 +58,7 @@ def test_zero_shot_sends_no_example(settings, tmp_path):
             res = deploy(task, DeployConfig(strategy="zero-shot", fallback=False), tmp_path / "z", bank, client,
                          settings.tasks_dir)
         assert "(no example)" in server.requests[0]["messages"][0]["content"]
-    assert res.retrieved == [] and res.one_pass is False and "no Python code" in res.llm_error
+    assert res.deploy.retrieved == [] and res.deploy.one_pass is False and "no Python code" in res.deploy.llm_error
 
 
 @pytest.mark.slow
@@ -70,9 +71,10 @@ def test_real_local_model_deploy_ends_graded(tmp_path):
                           env=env, capture_output=True, text=True, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout)
-    assert result["final_success"] and result["test_metric"] is not None
-    assert isinstance(result["one_pass"], bool)  # recorded as it really was, whichever way
-    assert result["solved_by"] == ("llm" if result["one_pass"] else "adapter")
+    facts = result["deploy"]
+    assert result["solved"] and result["best_test"] is not None
+    assert isinstance(facts["one_pass"], bool)  # recorded as it really was, whichever way
+    assert facts["solved_by"] == ("llm" if facts["one_pass"] else "adapter")
     assert result["tokens"] > 0
 
 
@@ -83,7 +85,7 @@ def test_a_script_that_runs_is_one_pass(settings, tmp_path):
     reply = f"Here is the solution.\n```python\n{task.starter.read_text()}```"
     with ScriptedLLM([reply]) as server, open_llm(replace(settings, base_url=server.url), run_dir=tmp_path) as client:
         res = deploy(task, DeployConfig(), tmp_path / "o", bank, client, settings.tasks_dir)
-    assert res.one_pass is True and res.solved_by == "llm" and res.final_success and res.test_metric is not None
+    assert res.deploy.one_pass is True and res.deploy.solved_by == "llm" and res.solved and res.best_test is not None
 
 
 @pytest.mark.slow
@@ -104,17 +106,18 @@ def test_repeats_are_independent_samples(settings, tmp_path):
 
 @pytest.mark.slow
 def test_a_dead_server_is_not_the_models_failure(settings, tmp_path):
-    """Nothing listens on the server's port: the run says so, exits non-zero, and counts no one-pass."""
+    """Nothing listens on the server's port: the run says so, exits 3 (ours), and counts no one-pass; a
+    spent budget exits 4, also not the model's."""
     task = prepared("titanic-survival")
     env = {**os.environ, "CBR_HOME": str(tmp_path / "home"), "CBR_BASE_URL": "http://127.0.0.1:9/v1",
            "CBR_API_KEY": "test", "CBR_MAX_RETRIES": "0"}
     proc = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "deploy", str(task.root), "--model", "scripted",
                            "--store", "faiss", "--runs-dir", str(tmp_path / "runs")], env=env, capture_output=True,
                           text=True, timeout=600)
-    assert proc.returncode == 2 and "never reached" in proc.stderr and "Traceback" not in proc.stderr
-    saved = json.loads(next((tmp_path / "runs").glob("titanic-survival/*/result.json")).read_text())
-    assert saved["outcome"] == "infrastructure" and saved["one_pass"] is None and not saved["final_success"]
+    assert proc.returncode == 3 and "Cannot reach the model server" in proc.stderr and "Traceback" not in proc.stderr
+    saved = json.loads(next((tmp_path / "runs").glob("titanic-survival/*/summary.json")).read_text())
+    assert saved["outcome"] == "infrastructure" and saved["deploy"]["one_pass"] is None and not saved["solved"]
     budget = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "deploy", str(task.root), "--model", "scripted",
                              "--store", "faiss", "--runs-dir", str(tmp_path / "runs"), "--max-cost", "0"],
                             env=env, capture_output=True, text=True, timeout=600)
-    assert budget.returncode == 2 and "budget" in budget.stderr and "Traceback" not in budget.stderr
+    assert budget.returncode == 4 and "budget" in budget.stdout and "Traceback" not in budget.stderr

@@ -89,8 +89,8 @@ def test_rerank_debug_retain_and_retrieval(settings, tmp_path):
     executes = [r for r in journal if r["role"] == "execute"]
     assert [(r["iteration"], r["output"]["status"]) for r in executes] == [(0, "ok"), (1, "error"), (1, "ok"), (2, "ok")]
     assert "NameError" in executes[1]["output"]["error"]
-    assert summary["best_iteration"] == 1 and summary["best_valid"] == executes[2]["output"]["valid_metric"]
-    assert summary["best_test"] == executes[2]["output"]["test_metric"] and summary["selected_by"] == "validation"
+    assert summary.best_iteration == 1 and summary.best_valid == executes[2]["output"]["valid_metric"]
+    assert summary.best_test == executes[2]["output"]["test_metric"] and summary.selected_by == "validation"
     retained = [r for r in journal if r["role"] == "retain"]
     assert [r["iteration"] for r in retained] == [1]  # iteration 2 was worse: nothing retained
     assert (tmp_path / "run" / "best_solution.py").read_text() == LINEAR
@@ -197,7 +197,7 @@ def test_without_a_model_the_best_retained_solution_beats_the_starter(tmp_path):
     summary = develop_without_model(task, DevelopConfig(iterations=2), tmp_path / "run", open_bank(settings))
     assert (tmp_path / "run" / "predictions.npy").is_file()
     starter = run_script(task, task.starter, run_dir=tmp_path / "starter")
-    assert summary["best_test"] is not None and task.metric.better(summary["best_test"], starter.test_metric)
+    assert summary.best_test is not None and task.metric.better(summary.best_test, starter.test_metric)
     assert (tmp_path / "run" / "best_solution.py").is_file()
 
 
@@ -260,7 +260,7 @@ def test_validation_picks_and_no_test_score_reaches_a_prompt(settings, tmp_path)
     runs = {(r["iteration"], r["attempt"]): r["output"] for r in journal if r["role"] == "execute"}
     boosted, leaky = runs[(1, 0)], runs[(2, 0)]
     assert leaky["valid_metric"] < boosted["valid_metric"] and leaky["test_metric"] > boosted["test_metric"]
-    assert summary["best_iteration"] == 2 and summary["best_test"] == leaky["test_metric"]
+    assert summary.best_iteration == 2 and summary.best_test == leaky["test_metric"]
     assert (tmp_path / "run" / "best_solution.py").read_text() == LEAKY
     assert [r["iteration"] for r in journal if r["role"] == "retain"] == [1, 2]
     # The debugger's first reply held no code: the retry was a new request, not the cached failure.

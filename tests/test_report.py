@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 import pytest
+from support.records import as_record
 
 from dsagent_cbr.agent.model_family import describe_model
 from dsagent_cbr.agent.progress import LiveProgress
@@ -123,7 +124,7 @@ def _run_folder(tmp_path: Path) -> tuple[Path, list[dict], dict]:
 
 def test_write_report_markdown_html_and_rows(tmp_path):
     run, rows, summary = _run_folder(tmp_path)
-    write_report(run, "cbr develop: concrete-strength", rows, summary)
+    write_report(run, as_record(rows, summary))
     assert {"report.md", "report.html", "metrics.png", "importance.png", "rows.json"} <= {p.name for p in run.iterdir()}
     assert not list(run.glob("*.tmp*"))  # atomic writes leave no temp files
     assert (run / "metrics.png").read_bytes().startswith(PNG)
@@ -148,7 +149,7 @@ def test_write_report_markdown_html_and_rows(tmp_path):
 
 def test_html_report_is_self_contained_and_escaped(tmp_path):
     run, rows, summary = _run_folder(tmp_path)
-    write_report(run, "cbr develop: concrete-strength", rows, summary)
+    write_report(run, as_record(rows, summary))
     html = (run / "report.html").read_text()
     assert not re.search(r"""(src|href)\s*=\s*["']?(https?:|//)""", html, re.IGNORECASE)
     assert "<link" not in html and "<script" not in html  # the plan's text is shown escaped
@@ -165,7 +166,7 @@ def test_report_without_scores_or_importance(tmp_path):
     rows = [row(1, None, "no plan"), row(2, None, "timeout", error="exceeded 600 s")]
     summary = {"task": "t", "model": "m", "metric": "accuracy", "direction": "maximize", "best_iteration": None,
                "best_valid": None, "best_test": None, "stopped": "completed", "feature_importance": "missing.json"}
-    write_report(tmp_path, "t", rows, summary)
+    write_report(tmp_path, as_record(rows, summary))
     md = (tmp_path / "report.md").read_text()
     assert "none (no iteration succeeded)" in md and "timeout: exceeded 600 s" in md
     assert "could not be read" in md and not (tmp_path / "importance.png").exists()
@@ -188,12 +189,25 @@ def test_progress_line_and_one_line_per_finished_iteration_off_a_terminal():
 
 
 def test_model_errors_are_only_the_steps_that_went_wrong(tmp_path):
-    from dsagent_cbr.agent.journal import Journal
+    from dsagent_cbr.agent.journal import RunJournal
 
-    journal = Journal(tmp_path)
-    journal.append(0, "execute", {"status": "ok", "error": None, "valid_metric": 0.9})  # a run result that worked
-    journal.append(1, "program", {"error": "the reply held no code block"})
-    journal.append(1, "execute", {"status": "error", "error": "NameError: name 'X' is not defined"}, attempt=1)
+    journal = RunJournal(tmp_path)
+    journal.step(0, "execute", lambda: {"status": "ok", "error": None, "valid_metric": 0.9})  # a run that worked
+    journal.step(1, "program", lambda: {"error": "the reply held no code block", "raw": "hello"})
+    journal.step(1, "execute", lambda: {"status": "error", "error": "NameError: name 'X' is not defined"}, attempt=1)
     assert journal.errors() == [
         {"iteration": 1, "role": "program", "attempt": 0, "error": "the reply held no code block"},
         {"iteration": 1, "role": "execute", "attempt": 1, "error": "NameError: name 'X' is not defined"}]
+
+
+def test_a_torn_journal_line_is_dropped_and_the_next_step_appends_cleanly(tmp_path):
+    """A run killed mid-write leaves half a line; the resumed run redoes that step and its journal stays
+    readable (appending after the torn half would glue two records into one damaged line)."""
+    from dsagent_cbr.agent.journal import RunJournal
+
+    RunJournal(tmp_path).step(0, "execute", lambda: {"status": "ok"})
+    with (tmp_path / "journal.jsonl").open("a") as fh:
+        fh.write('{"iteration": 1, "role": "plan", "attem')
+    resumed = RunJournal(tmp_path)
+    assert resumed.step(1, "plan", lambda: "again") == "again"
+    assert [r["role"] for r in RunJournal(tmp_path).records] == ["execute", "plan"]

@@ -37,9 +37,9 @@ def test_deploy_adapts_a_classifier_even_when_the_nearest_text_is_a_regression(t
                "--json", home=tmp_path / "home")
     assert proc.returncode == 0, proc.stderr[-2000:]
     result = json.loads(proc.stdout)
-    assert result["final_success"] and result["solved_by"] == "adapter"
-    assert "movie-snippets-sentiment" not in " ".join(result["adapter_notes"])
-    assert any(a["case"] == "bbc-news" for a in result["attempts"]) and result["test_metric"] > 0.6
+    assert result["solved"] and result["deploy"]["solved_by"] == "adapter"
+    assert "movie-snippets-sentiment" not in " ".join(result["deploy"]["adapter_notes"])
+    assert any(r["case"] == "bbc-news" for r in result["rows"]) and result["best_test"] > 0.6
     folder = Path(result["run_dir"])
     assert (folder / "best_solution.py").is_file() and (folder / "submission.csv").is_file()
     assert "best solution" in (folder / "report.md").read_text().lower()
@@ -70,8 +70,8 @@ def test_exit_codes_tell_the_truth(tmp_path):
     failed = cbr("deploy", str(task.root), "--model", "none", "--store", "faiss", "--runs-dir", runs, "--timeout",
                  "0.2", "--json", home=home)
     result = json.loads(failed.stdout)
-    assert failed.returncode == 1 and not result["final_success"] and result["outcome"] == "agent"
-    assert {a["status"] for a in result["attempts"]} == {"timeout"}
+    assert failed.returncode == 1 and not result["solved"] and result["outcome"] == "agent_failure"
+    assert {r["status"] for r in result["rows"]} == {"timeout"}
 
 
 @pytest.mark.slow
@@ -92,7 +92,7 @@ def test_ctrl_c_is_recorded_as_interrupted_and_resume_finishes(tmp_path):
     assert proc.returncode == 130, err[-2000:]
     folder = run_folder(tmp_path / "runs", "concrete-strength")
     summary = json.loads((folder / "summary.json").read_text())
-    assert summary["stopped"] == "interrupted" and summary["iterations"] == 0
+    assert summary["stopped"] == "interrupted" and summary["outcome"] == "interrupted" and summary["iterations"] == 0
     assert not (folder / "step-01").exists()  # the step in flight left nothing half-written
     resumed = subprocess.run([*CBR, "develop", "--resume", str(folder), "--json"], env=env, capture_output=True,
                              text=True, timeout=900)

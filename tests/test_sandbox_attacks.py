@@ -35,6 +35,7 @@ from support.attacks import (
 from support.scripted_llm import ByRole, ScriptedLLM
 
 from dsagent_cbr.agent.develop import DevelopConfig, develop_with_model
+from dsagent_cbr.agent.record import RunRecord
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.llm import open_llm
@@ -165,7 +166,7 @@ def test_forked_children_are_not_counted_once_each_without_a_cgroup(world, tmp_p
     assert result.ok and result.limits["memory"] == "poll", (result.status, result.error)
 
 
-def _develop(world: dict, tmp_path: Path, named: dict[str, Attack], replies: ByRole) -> dict:
+def _develop(world: dict, tmp_path: Path, named: dict[str, Attack], replies: ByRole) -> RunRecord:
     settings = load_settings(home=tmp_path / "home", store="faiss", model="scripted", api_key="test",
                              base_url="http://127.0.0.1:9/v1")
     policy = SandboxPolicy(timeout=120, memory_mb=MEMORY_MB, disk_mb=DISK_MB)
@@ -195,7 +196,7 @@ def test_attacks_written_by_a_model_in_develop(world, tmp_path):
     for t, (name, attack) in enumerate(named.items(), 1):
         assert executed[t]["status"] in attack.statuses and executed[t]["test_metric"] is None, (name, executed[t])
         assert SUCCESS not in executed[t]["stdout"], name
-    assert summary["best_iteration"] is None and rows["best_solution"] is None
+    assert summary.best_iteration is None and rows["best_solution"] is None
     assert not any(r["role"] == "retain" for r in journal)
     assert not (tmp_path / "run" / "best_solution.py").exists()
     assert open_bank(load_settings(home=tmp_path / "home", store="faiss")).list(
@@ -300,11 +301,11 @@ def test_a_script_replacing_itself_cannot_reach_the_report(world, tmp_path, repl
         result = deploy(world["task"], DeployConfig(strategy="zero-shot", fallback=False,
                                                     policy=SandboxPolicy(timeout=120)),
                         tmp_path / "run", open_bank(settings), client, settings.tasks_dir)
-    assert result.one_pass and result.final_success
+    assert result.deploy.one_pass and result.solved
     report = (tmp_path / "run" / "report.md").read_text()
     assert "4242" not in report and "RandomForest" not in report
-    assert result.attempts[0]["script"] == "llm-run/script.py"
-    assert (tmp_path / "run" / "llm-run" / "script.py").read_text().strip() == script.strip()
+    assert result.rows[0].script == "step-01/script.py"
+    assert (tmp_path / "run" / "step-01" / "script.py").read_text().strip() == script.strip()
 
 
 def probe_sources(task, paths: list[str], folder: Path) -> dict[str, object]:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from conftest import prepared
 from mlflow.tracking import MlflowClient
+from support.records import as_record
 
 from dsagent_cbr.agent.report import write_report
 from dsagent_cbr.errors import CbrError
@@ -38,8 +39,9 @@ def _folder(root: Path, rows: list[dict], summary: dict) -> Path:
     (root / "config.json").write_text(json.dumps({"task_dir": "tasks/concrete-strength",
                                                   "develop": {"iterations": 3, "k": 5},
                                                   "settings": {"store": "faiss", "chroma_url": None}}))
-    (root / "summary.json").write_text(json.dumps(summary))
-    write_report(root, "cbr develop: concrete-strength", rows, summary)
+    record = as_record(rows, summary, run_dir=root)
+    record.save(root)
+    write_report(root, record)
     return root
 
 
@@ -78,7 +80,7 @@ def test_run_folder_round_trip_and_resume(tmp_path, store):
 
 
 def test_interrupted_run_ends_killed_and_any_store_by_uri(tmp_path, store, monkeypatch):
-    run_dir = _folder(tmp_path / "run-b", ROWS[:1], {**SUMMARY, "stopped": "interrupted"})
+    run_dir = _folder(tmp_path / "run-b", ROWS[:1], {**SUMMARY, "stopped": "interrupted", "outcome": "interrupted"})
     assert MlflowClient(tracking_uri=store).get_run(log_run_to_mlflow(run_dir, store)).info.status == "KILLED"
     # MLflow's plain-folder store, for those who opt in to it
     monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")

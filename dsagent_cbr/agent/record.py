@@ -93,6 +93,7 @@ class RunRecord(BaseModel):
     def iterations(self) -> int:
         return len(self.rows)
 
+    @computed_field  # type: ignore[prop-decorator]
     @property
     def solved(self) -> bool:
         """A graded solution was kept."""

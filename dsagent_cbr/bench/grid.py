@@ -14,6 +14,7 @@ from dsagent_cbr.bench.flaml_script import flaml_script, unsupported
 from dsagent_cbr.bench.references import reference_script
 from dsagent_cbr.bench.spec import GridSpec, Trial, trial_dir
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.files import write_json_atomic
 from dsagent_cbr.tasks.loader import discover_tasks, load_task
 from dsagent_cbr.tasks.model import Task
 
@@ -43,7 +44,7 @@ def open_grid(grid_dir: Path, spec: GridSpec) -> bool:
             raise CbrError(f"{grid_dir} holds another grid (its grid.json differs); choose another --grid or --name.")
         return True
     grid_dir.mkdir(parents=True, exist_ok=True)
-    trials.write_atomic(path, json.dumps(spec.to_dict(), indent=2))
+    write_json_atomic(path, spec.to_dict())
     return False
 
 
