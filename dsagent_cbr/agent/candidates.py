@@ -4,8 +4,7 @@ validation) before the hand-written references that seed it; each group nearest 
 
 from __future__ import annotations
 
-from typing import Any
-
+from dsagent_cbr.agent.seams import Bank
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.tasks.model import Task
 
@@ -22,7 +21,7 @@ COMPATIBLE = {
 SOURCE_ORDER = ("retained", "reference")
 
 
-def solution_candidates(bank: Any, task: Task, k: int) -> list[tuple[Case, float]]:
+def solution_candidates(bank: Bank, task: Task, k: int) -> list[tuple[Case, float]]:
     """Up to k candidates for `task`, retained ones first, each group by similarity."""
     from dsagent_cbr.bank.doctext import task_query
 

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import TypeVar
 
 from dsagent_cbr.agent.context import Context
+from dsagent_cbr.agent.seams import Model, Reply
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.llm import parsing
 from dsagent_cbr.llm.prompts import render
@@ -22,22 +23,12 @@ SUMMARY_CHARS = 220  # what rerank sees of each case: its opening, enough to jud
 # Replies longer than these are rambling (small models run on to the end of their context); scripts
 # are bounded by the client's default.
 MAX_REPLY_TOKENS = {"rerank": 64, "plan": 600, "log": 300}
+T = TypeVar("T")
 NO_CODE_NUDGE = "Your reply had no Python code. Return the full script in one ```python block."
 
 
-class Model(Protocol):
-    """What the agent needs of an LLM (LLMClient is one; tests may pass their own)."""
-
-    model: str
-
-    def complete(self, role: str, messages: list[dict[str, str]], *, temperature: float = ...,
-                 max_tokens: int | None = ..., validate: Callable[[str], Any] | None = ...) -> Any: ...
-
-    def usage(self) -> dict[str, Any]: ...
-
-
-def _ask(model: Model, role: str, temperature: float, validate: Callable[[str], Any] | None = None,
-         **variables: Any) -> Any:
+def _ask(model: Model, role: str, temperature: float, validate: Callable[[str], T],
+         **variables: object) -> Reply[T]:
     messages = [{"role": "user", "content": render(role, **variables)}]
     return model.complete(role, messages, temperature=temperature, max_tokens=MAX_REPLY_TOKENS.get(role),
                           validate=validate)

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from dsagent_cbr.llm.ledger import Usage
 from dsagent_cbr.runner.result import RunResult
 from dsagent_cbr.runner.run import run_script
 from dsagent_cbr.runner.sandbox import SandboxPolicy
@@ -23,11 +24,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
 Messages = list[dict[str, str]]
-
-
-class Usage(TypedDict):
-    tokens: int
-    cost_usd: float
 
 
 class Reply(Protocol[T_co]):

@@ -12,9 +12,8 @@ structural adapter, runs it, and keeps the one with the best validation score.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from dsagent_cbr.adapter import adapt_case
+from dsagent_cbr.adapter import Adapted, adapt_case
 from dsagent_cbr.agent.candidates import solution_candidates
 from dsagent_cbr.agent.develop import DevelopConfig, open_run
 from dsagent_cbr.agent.record import RunRecord
@@ -44,7 +43,7 @@ def search_iteration(run: Run, t: int, case: Case) -> None:
     row = run.begin(t)
     row.case = row.step = case.task_name or case.id
     run.say(t, "adapt")
-    adapted: dict[str, Any] = run.journal.step(t, "adapt", lambda: adapt_case(case, run.task))
+    adapted: Adapted = run.journal.step(t, "adapt", lambda: adapt_case(case, run.task))
     if "error" in adapted:
         row.status, row.error = "not adaptable", adapted["error"]
         return

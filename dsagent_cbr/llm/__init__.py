@@ -7,9 +7,13 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from dsagent_cbr.errors import CbrError
+
+if TYPE_CHECKING:
+    from dsagent_cbr.config import Settings
+    from dsagent_cbr.llm.client import LLMClient
 
 LOCAL_MAX_TOKENS = 1024  # a small model left unbounded can ramble to the end of its context
 # On a CPU a long prompt can take minutes; a timed-out request also keeps the one-slot server busy, so
@@ -18,7 +22,7 @@ LOCAL_TIMEOUT, LOCAL_RETRIES = 1800.0, 1
 
 
 @contextlib.contextmanager
-def open_llm(settings: Any, run_dir: Path | None = None, seed: int = 0) -> Iterator[Any]:
+def open_llm(settings: Settings, run_dir: Path | None = None, seed: int = 0) -> Iterator[LLMClient]:
     """A ready client for settings.model; for local and gguf: models, the server lives as long as the
     block. `seed` is the trial's: it seeds every call's sampling and is part of every cache key."""
     from dsagent_cbr.llm.cache import ResponseCache

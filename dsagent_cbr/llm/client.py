@@ -12,7 +12,7 @@ from typing import Any
 
 from dsagent_cbr.errors import InfrastructureError
 from dsagent_cbr.llm.cache import ResponseCache, request_key
-from dsagent_cbr.llm.ledger import BudgetExceeded, CallRecord, Ledger
+from dsagent_cbr.llm.ledger import BudgetExceeded, CallRecord, Ledger, Usage
 from dsagent_cbr.llm.models import ModelSpec
 
 __all__ = ["BudgetExceeded", "Completion", "LLMClient"]
@@ -76,7 +76,7 @@ class LLMClient:
             self.cache.put(key, self.spec.name, text, p_tok, c_tok)
         return Completion(text, p_tok, c_tok, cost, latency, False, self.model, parsed)
 
-    def usage(self) -> dict[str, Any]:
+    def usage(self) -> Usage:
         totals = self.ledger.summary()
         return {"tokens": int(totals["prompt_tokens"]) + int(totals["completion_tokens"]),
                 "cost_usd": round(float(totals["cost"]), 6), "calls": totals["calls"]}

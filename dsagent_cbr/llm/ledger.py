@@ -7,11 +7,19 @@ import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from dsagent_cbr.errors import BudgetExceeded
 
-__all__ = ["BudgetExceeded", "CallRecord", "Ledger"]
+__all__ = ["BudgetExceeded", "CallRecord", "Ledger", "Usage"]
+
+
+class Usage(TypedDict):
+    """What a run has spent on its model so far."""
+
+    tokens: int
+    cost_usd: float
+    calls: NotRequired[int]
 
 
 @dataclass
