@@ -57,7 +57,8 @@ def _cli(args: list[str], what: str) -> None:
 
 def ensure_base_bank(grid_dir: Path, store: str, source: Path | None) -> Path:
     """The bank every trial copies, made once per grid: a copy of `source`, or a fresh seed bank.
-    Built beside its final name and renamed, so a half-made bank is never used."""
+    Built beside its final name and renamed, so a half-made bank is never used (a folder renamed whole:
+    not the one-file write of files.py)."""
     final = grid_dir / BASE_BANK
     if (final / CASES).is_file():
         return final

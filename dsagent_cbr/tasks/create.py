@@ -342,6 +342,8 @@ def _write(dest: Path, report: NewTaskReport, source: str, train: Any, test: Any
     from dsagent_cbr.tasks.starter import StarterSpec, starter_script
 
     dest.parent.mkdir(parents=True, exist_ok=True)
+    # The whole task folder is built beside `dest` and renamed into place, so a half-made task is never
+    # found. That is a folder's atomicity, not files.py's one-file write: its files need no fsync each.
     tmp = dest.parent / f".{dest.name}.tmp-{secrets.token_hex(3)}"
     try:
         (tmp / "data").mkdir(parents=True)
