@@ -68,6 +68,19 @@ def test_budget_stops_cleanly(tmp_path):
     assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 2
 
 
+def test_a_resumed_ledger_skips_a_line_torn_by_a_kill(tmp_path):
+    """A call whose record was cut mid-write never returned: the resumed run does not count it, and the
+    next record starts on a line of its own."""
+    with ScriptedLLM(["one two three"]) as server:
+        client_for(server.url, tmp_path).complete("plan", HELLO)
+    path = tmp_path / "ledger.jsonl"
+    path.write_bytes(path.read_bytes() + b'{"role": "plan", "mod')
+    ledger = Ledger(path)
+    assert len(ledger.records) == 1
+    ledger.record(ledger.records[0])
+    assert [json.loads(line)["role"] for line in path.read_text().splitlines()] == ["plan", "plan"]
+
+
 def test_cache_answers_only_a_repeat_of_the_same_trial(tmp_path):
     """The cache key holds the trial seed and each call's sampling parameters: rerunning trial 7 is
     answered from the cache, another trial or another temperature is a new sample."""
