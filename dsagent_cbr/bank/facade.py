@@ -24,7 +24,7 @@ from dsagent_cbr.bank.cases import Case, modality_family
 from dsagent_cbr.bank.checks import KINDS, problem_with
 from dsagent_cbr.bank.embedder import Embedder, EmbeddingCache, normalise
 from dsagent_cbr.bank.integrity import notice
-from dsagent_cbr.bank.journal import JOURNAL_NAME, BankLock, Journal, JournalState
+from dsagent_cbr.bank.journal import JOURNAL_NAME, BankLock, CaseJournal, JournalState
 from dsagent_cbr.bank.places import Place, make_place, recover
 from dsagent_cbr.bank.store import Record, VectorStore
 from dsagent_cbr.errors import CbrError
@@ -83,7 +83,7 @@ class CaseBank:
         self.bank_dir = bank_dir
         self.casebank_dir = casebank_dir
         self.seed_problems: list[str] = []
-        self.journal = Journal(bank_dir / JOURNAL_NAME)
+        self.journal = CaseJournal(bank_dir / JOURNAL_NAME)
         self.lock = BankLock(bank_dir)
         self._slot: str | None = None
         self._store: VectorStore | None = None
@@ -448,7 +448,7 @@ class CaseBank:
             cases.update(state.cases)
             carried = self._carry_over(cases, state.removed)
             cases.update(carried)
-            staged_id, size = self.journal.create(Journal.compacted(state), staged=True)
+            staged_id, size = self.journal.create(CaseJournal.compacted(state), staged=True)
             slot = self.place.new_slot()
             try:
                 store = self._fill(slot, list(cases.values()), seed_ids, {f"journal:{staged_id}": str(size)})

@@ -56,7 +56,9 @@ class JournalState:
             self.removed.clear()
 
 
-class Journal:
+class CaseJournal:
+    """The bank's journal of user cases (not the run journal of agent/journal.py)."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
 
