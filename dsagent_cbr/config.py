@@ -40,7 +40,7 @@ class Settings:
     casebank_dir: Path = PROJECT_ROOT / "casebank"
     tasks_dir: Path = PROJECT_ROOT / "tasks"
     bank_dir: Path | None = None  # None: <home>/bank
-    store: str = "chroma"  # chroma | faiss
+    store: str = "chroma"  # one of stores.STORES (checked when the bank opens)
     chroma_url: str | None = None
     embedding_model: str = "all-MiniLM-L6-v2"
     model: str = "none"

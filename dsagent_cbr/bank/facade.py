@@ -29,8 +29,8 @@ from dsagent_cbr.bank.places import Place, make_place, recover
 from dsagent_cbr.bank.store import Record, VectorStore
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.files import write_text_atomic
+from dsagent_cbr.stores import STORES
 
-STORES = ("chroma", "faiss", "faiss-hnsw")
 T = TypeVar("T")
 REBUILD_BATCH = 256  # cases embedded and written at a time while a rebuild fills its new store
 
