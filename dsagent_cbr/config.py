@@ -19,7 +19,12 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, TomlConfigSetting
 
 from dsagent_cbr.errors import CbrError
 
+# The source tree the package sits in. Its casebank/ and tasks/ are only the defaults of settings below
+# (a user points elsewhere); the folders named after them are cbr's own code and data, shipped beside the
+# package and found here, since nothing a user configures should move them.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+CRAWLERS_DIR = PROJECT_ROOT / "crawlers"  # the Scrapy project ingest/crawl.py runs
+EXPERIMENTS_DIR = PROJECT_ROOT / "experiments"  # the paper's: deployment references, baselines, tables
 
 
 def default_home() -> Path:

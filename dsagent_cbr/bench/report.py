@@ -17,9 +17,6 @@ from dsagent_cbr.bench.measures import measure
 from dsagent_cbr.config import PROJECT_ROOT
 from dsagent_cbr.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 
-BASELINES = PROJECT_ROOT / "experiments" / "results" / "baselines.json"
-RESULTS = PROJECT_ROOT / "experiments" / "results"
-
 
 def stamp(**extra: Any) -> dict[str, Any]:
     argv = list(sys.argv)
@@ -27,13 +24,14 @@ def stamp(**extra: Any) -> dict[str, Any]:
         argv[0:1] = ["python", "-m", "dsagent_cbr.cli"]
     elif argv:
         argv[0] = Path(argv[0]).name
+    # The commit of the code that ran: cbr's own source tree, whatever the settings say.
     commit = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     return {"command": shlex.join(argv), "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
             "load_average": [round(x, 2) for x in os.getloadavg()], "commit": commit or None, **extra}
 
 
-def load_baselines(path: Path = BASELINES) -> dict[str, dict[str, Any]]:
+def load_baselines(path: Path) -> dict[str, dict[str, Any]]:
     """task -> its row of experiments/baselines.py's table (random and reference test scores)."""
     if not path.is_file():
         return {}
@@ -167,7 +165,7 @@ def plot(report: dict[str, Any], path: Path, title: str) -> None:
     write_bytes_atomic(path, png.getvalue())
 
 
-def write(report: dict[str, Any], name: str, out_dir: Path = RESULTS) -> list[Path]:
+def write(report: dict[str, Any], name: str, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     title = f"cbr bench: {name}"
     paths = [out_dir / f"bench-{name}.json", out_dir / f"bench-{name}.md", out_dir / f"bench-{name}.png"]
