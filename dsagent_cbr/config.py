@@ -1,15 +1,15 @@
 """One Settings object, layered: defaults < config file < environment (CBR_*) < command-line flags.
 
 pydantic-settings reads the layers (TOML files, CBR_* variables); pydantic validates the merged values
-once, in `Settings`, so a bad value from any layer, or one set later with `with_overrides` or
-`dataclasses.replace`, fails with one sentence naming the setting."""
+once, in `Settings`, so a bad value from any layer, or one set later with `dataclasses.replace`, fails
+with one sentence naming the setting."""
 
 from __future__ import annotations
 
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -70,10 +70,6 @@ class Settings:
     @property
     def cache_path(self) -> Path:
         return self.home / "cache"
-
-    def with_overrides(self, **values: Any) -> Settings:
-        """Apply command-line flags; None means 'not given' and keeps the layer below."""
-        return _validated(lambda: replace(self, **{k: v for k, v in values.items() if v is not None}))
 
 
 def _validated(build: Callable[[], Settings]) -> Settings:
