@@ -1,15 +1,15 @@
 """One Settings object, layered: defaults < config file < environment (CBR_*) < command-line flags.
 
 pydantic-settings reads the layers (TOML files, CBR_* variables); pydantic validates the merged values
-once, in `Settings`, so a bad value from any layer, or one set later with `with_overrides` or
-`dataclasses.replace`, fails with one sentence naming the setting."""
+once, in `Settings`, so a bad value from any layer, or one set later with `dataclasses.replace`, fails
+with one sentence naming the setting."""
 
 from __future__ import annotations
 
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,12 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, TomlConfigSetting
 
 from dsagent_cbr.errors import CbrError
 
+# The source tree the package sits in. Its casebank/ and tasks/ are only the defaults of settings below
+# (a user points elsewhere); the folders named after them are cbr's own code and data, shipped beside the
+# package and found here, since nothing a user configures should move them.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
+CRAWLERS_DIR = PROJECT_ROOT / "crawlers"  # the Scrapy project ingest/crawl.py runs
+EXPERIMENTS_DIR = PROJECT_ROOT / "experiments"  # the paper's: deployment references, baselines, tables
 
 
 def default_home() -> Path:
@@ -40,7 +45,7 @@ class Settings:
     casebank_dir: Path = PROJECT_ROOT / "casebank"
     tasks_dir: Path = PROJECT_ROOT / "tasks"
     bank_dir: Path | None = None  # None: <home>/bank
-    store: str = "chroma"  # chroma | faiss
+    store: str = "chroma"  # one of stores.STORES (checked when the bank opens)
     chroma_url: str | None = None
     embedding_model: str = "all-MiniLM-L6-v2"
     model: str = "none"
@@ -65,10 +70,6 @@ class Settings:
     @property
     def cache_path(self) -> Path:
         return self.home / "cache"
-
-    def with_overrides(self, **values: Any) -> Settings:
-        """Apply command-line flags; None means 'not given' and keeps the layer below."""
-        return _validated(lambda: replace(self, **{k: v for k, v in values.items() if v is not None}))
 
 
 def _validated(build: Callable[[], Settings]) -> Settings:

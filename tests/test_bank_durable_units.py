@@ -19,7 +19,7 @@ from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.bank.checks import MAX_TEXT_CHARS, problem_with
 from dsagent_cbr.bank.embedder import EmbeddingCache
 from dsagent_cbr.bank.integrity import sqlite_problem
-from dsagent_cbr.bank.journal import BankLock, Journal
+from dsagent_cbr.bank.journal import BankLock, CaseJournal
 from dsagent_cbr.bank.places import FolderPlace, recover
 from dsagent_cbr.bank.store import Record
 
@@ -118,7 +118,7 @@ def test_read_without_following_refuses_a_link(tmp_path: Path) -> None:
 
 
 def test_journal_replays_adds_removes_and_reseeds(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "journal.jsonl")
+    journal = CaseJournal(tmp_path / "journal.jsonl")
     journal.create()
     a, b, seed = insight("case a"), insight("case b"), insight("a seed case")
     journal.append([{"op": "add", "case": a.to_dict()}, {"op": "add", "case": b.to_dict()}])
@@ -130,14 +130,14 @@ def test_journal_replays_adds_removes_and_reseeds(tmp_path: Path) -> None:
     assert list(state.cases) == [b.id, a.id] and state.removed == set()
     # compaction keeps the meaning and drops the texts of removed cases
     journal.append([{"op": "remove", "ids": [b.id]}])
-    ident, _ = journal.create(Journal.compacted(journal.state()), staged=True)
+    ident, _ = journal.create(CaseJournal.compacted(journal.state()), staged=True)
     journal.commit_staged()
     assert journal.ident() == ident
     assert list(journal.state().cases) == [a.id] and "case b" not in journal.path.read_text()
 
 
 def test_journal_ignores_and_cuts_a_torn_last_line(tmp_path: Path) -> None:
-    journal = Journal(tmp_path / "journal.jsonl")
+    journal = CaseJournal(tmp_path / "journal.jsonl")
     journal.create([{"op": "add", "case": insight("kept").to_dict()}])
     with journal.path.open("ab") as fh:  # a writer killed in the middle of its line
         fh.write(b'{"op": "add", "case": {"kind": "insight", "te')

@@ -52,13 +52,13 @@ def test_each_layer_beats_the_one_below(home, monkeypatch):
     assert load_settings(environ={"CBR_MODEL": "local"}).model == "local"
 
 
-def test_with_overrides_and_replace_are_validated(home):
+def test_flags_and_replace_are_validated(home):
+    assert load_settings(max_cost="0.5", runs_dir=None).max_cost == 0.5
+    assert load_settings(runs_dir="~/runs").runs_dir == home / "runs"
     settings = load_settings()
-    assert settings.with_overrides(max_cost="0.5", runs_dir=None).max_cost == 0.5
-    assert settings.with_overrides(runs_dir="~/runs").runs_dir == home / "runs"
     assert replace(settings, base_url="http://127.0.0.1:1/v1").base_url == "http://127.0.0.1:1/v1"
     with pytest.raises(CbrError, match=r"^Unknown setting\(s\): colour, shape\.$"):
-        settings.with_overrides(shape=1, colour="red")
+        load_settings(shape=1, colour="red")
     with pytest.raises(Exception, match="max_retries"):
         replace(settings, max_retries="many")
     with pytest.raises(AttributeError):

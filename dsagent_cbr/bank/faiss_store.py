@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from dsagent_cbr.bank.integrity import damaged
-from dsagent_cbr.bank.journal import write_atomic
 from dsagent_cbr.bank.store import Match, Record, matches, parse_where
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.files import write_bytes_atomic
 
 
 def _why(exc: BaseException) -> str:
@@ -197,7 +197,7 @@ class FaissStore:
         return meta
 
     def set_meta(self, values: dict[str, str]) -> None:
-        write_atomic(self.root / "meta.json", json.dumps({**self.get_meta(), **values}, indent=1).encode("utf-8"))
+        write_bytes_atomic(self.root / "meta.json", json.dumps({**self.get_meta(), **values}, indent=1).encode("utf-8"))
 
     def refresh(self) -> None:
         """Forget the collections read so far: another process may have written since."""

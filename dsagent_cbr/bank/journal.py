@@ -28,29 +28,10 @@ from typing import Any
 
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.files import append_lines, fsync_dir, json_line, whole_lines, write_bytes_atomic
 
 JOURNAL_NAME = "journal.jsonl"
 LOCK_NAME = ".bank.lock"
-
-
-def fsync_dir(folder: Path) -> None:
-    """Make a rename or a new file in `folder` survive a power cut, not only a killed process."""
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write to a temporary name, fsync, rename over `path`: readers see the old file or the new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
-    fsync_dir(path.parent)
 
 
 @dataclass
@@ -75,7 +56,9 @@ class JournalState:
             self.removed.clear()
 
 
-class Journal:
+class CaseJournal:
+    """The bank's journal of user cases (not the run journal of agent/journal.py)."""
+
     def __init__(self, path: Path) -> None:
         self.path = path
 
@@ -94,8 +77,9 @@ class Journal:
         """A new journal holding `ops`, replacing any old one atomically (or, when staged, written to
         next_path for `commit_staged`); returns its id and size."""
         journal_id = uuid.uuid4().hex[:16]
-        data = b"".join([_line({"op": "journal", "id": journal_id, "version": 1}), *(_line(op) for op in ops or [])])
-        write_atomic(self.next_path if staged else self.path, data)
+        data = b"".join([json_line({"op": "journal", "id": journal_id, "version": 1}),
+                         *(json_line(op) for op in ops or [])])
+        write_bytes_atomic(self.next_path if staged else self.path, data)
         return journal_id, len(data)
 
     def commit_staged(self) -> None:
@@ -120,57 +104,25 @@ class Journal:
 
     def append(self, ops: list[dict[str, Any]]) -> int:
         """Append whole lines and fsync; returns the journal's size after them. Call under the bank lock."""
-        with self.path.open("r+b") as fh:
-            end = fh.seek(0, os.SEEK_END)
-            if end:
-                fh.seek(end - 1)
-                if fh.read(1) != b"\n":  # a torn line from a writer that died: it never returned, drop it
-                    fh.truncate(_last_newline(fh, end))
-                    fh.seek(0, os.SEEK_END)
-            fh.write(b"".join(_line(op) for op in ops))
-            fh.flush()
-            os.fsync(fh.fileno())
-            return fh.tell()
+        if not self.path.is_file():  # append_lines would create it; a journal without its header is not one
+            raise FileNotFoundError(self.path)
+        return append_lines(self.path, [json_line(op) for op in ops])
 
     def ops(self, start: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
         """(offset after the line, op) for every whole line from byte `start` on; a torn last line is skipped."""
-        with self.path.open("rb") as fh:
-            fh.seek(start)
-            at = start
-            for number, raw in enumerate(fh, 1):
-                if not raw.endswith(b"\n"):
-                    return
-                at += len(raw)
-                try:
-                    op = json.loads(raw)
-                except ValueError:
-                    raise CbrError(f"Line {number} after byte {start} of the bank journal {self.path} is not "
-                                   "JSON; the journal was edited or damaged, fix or remove that line.") from None
-                yield at, op
+        for number, at, raw in whole_lines(self.path, start):
+            try:
+                op = json.loads(raw)
+            except ValueError:
+                raise CbrError(f"Line {number} after byte {start} of the bank journal {self.path} is not "
+                               "JSON; the journal was edited or damaged, fix or remove that line.") from None
+            yield at, op
 
     def state(self) -> JournalState:
         state = JournalState()
         for _, op in self.ops():
             state.apply(op)
         return state
-
-
-def _line(op: dict[str, Any]) -> bytes:
-    return (json.dumps(op, ensure_ascii=False, default=str) + "\n").encode("utf-8")
-
-
-def _last_newline(fh: Any, end: int) -> int:
-    """Offset just after the last newline before `end` (0 when there is none)."""
-    at = end
-    while at > 0:
-        step = min(65536, at)
-        fh.seek(at - step)
-        block = fh.read(step)
-        found = block.rfind(b"\n")
-        if found >= 0:
-            return at - step + found + 1
-        at -= step
-    return 0
 
 
 class BankLock:

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Protocol
 
 from dsagent_cbr.bank.integrity import damaged, sqlite_problem
-from dsagent_cbr.bank.journal import fsync_dir, write_atomic
 from dsagent_cbr.bank.store import VectorStore
+from dsagent_cbr.files import fsync_dir, write_bytes_atomic
 
 COMPLETE = ".complete"
 
@@ -118,10 +118,10 @@ class FolderPlace:
         return (self.bank_dir / slot / COMPLETE).is_file()
 
     def mark_complete(self, slot: str, store: VectorStore) -> None:
-        write_atomic(self.bank_dir / slot / COMPLETE, b"")
+        write_bytes_atomic(self.bank_dir / slot / COMPLETE, b"")
 
     def point_to(self, slot: str) -> None:
-        write_atomic(self.pointer, slot.encode("utf-8"))
+        write_bytes_atomic(self.pointer, slot.encode("utf-8"))
 
     def discard(self, slot: str) -> None:
         folder = self.bank_dir / slot

@@ -57,7 +57,8 @@ def _cli(args: list[str], what: str) -> None:
 
 def ensure_base_bank(grid_dir: Path, store: str, source: Path | None) -> Path:
     """The bank every trial copies, made once per grid: a copy of `source`, or a fresh seed bank.
-    Built beside its final name and renamed, so a half-made bank is never used."""
+    Built beside its final name and renamed, so a half-made bank is never used (a folder renamed whole:
+    not the one-file write of files.py)."""
     final = grid_dir / BASE_BANK
     if (final / CASES).is_file():
         return final
@@ -110,14 +111,7 @@ class Plan:
     unsupported: list[dict[str, str]] = field(default_factory=list)
 
 
-def develop_takes_seed() -> bool:
-    """Whether this version of `cbr develop` has --seed (asked of the command's own options)."""
-    from dsagent_cbr.commands.develop_cmd import develop
-
-    return any(p.name == "seed" for p in develop.params)
-
-
-def _command(spec: GridSpec, trial: Trial, task: Task, folder: Path, seeded_develop: bool) -> list[str]:
+def _command(spec: GridSpec, trial: Trial, task: Task, folder: Path) -> list[str]:
     agent = trial.agent
     limits = ["--timeout", f"{script_timeout(spec, trial):g}", "--memory", f"{spec.memory_mb:g}"]
     if agent.kind in ("deploy", "develop"):
@@ -129,8 +123,8 @@ def _command(spec: GridSpec, trial: Trial, task: Task, folder: Path, seeded_deve
             return [*trials.cli_command(), "deploy", str(task.root), "--strategy", agent.variant,
                     "--seed", str(trial.seed), *common]
         ablation = {"full": [], "no-rerank": ["--no-rerank"], "no-cbr": ["--no-cbr"]}[agent.variant]
-        seed = ["--seed", str(trial.seed)] if seeded_develop else []
-        return [*trials.cli_command(), "develop", str(task.root), "-T", str(spec.iterations), *ablation, *seed, *common]
+        return [*trials.cli_command(), "develop", str(task.root), "-T", str(spec.iterations), *ablation,
+                "--seed", str(trial.seed), *common]
     return [*trials.cli_command(), "run", str(task.root), str(folder / "solution.py"), "--json",
             "--out", str(folder / "run"), *limits]
 
@@ -153,7 +147,6 @@ def plan(grid_dir: Path, spec: GridSpec, tasks_dir: Path, bank: Path | None) -> 
     """A job for every trial without a `done` marker; finished ones are listed, never rerun."""
     out = Plan()
     tasks = {name: load_task(tasks_dir / name) for name in spec.tasks}
-    seeded_develop = develop_takes_seed()
     removals = {name: retained_ids(bank, name) for name in spec.tasks} if bank is not None else {}
     for t in spec.trial_list():
         task, folder = tasks[t.task], trial_dir(grid_dir, t)
@@ -168,7 +161,7 @@ def plan(grid_dir: Path, spec: GridSpec, tasks_dir: Path, bank: Path | None) -> 
         uses_bank = t.agent.kind in ("deploy", "develop")
         out.jobs.append(trials.TrialJob(
             trial_id=t.id, task=t.task, agent=t.agent.label, kind=t.agent.kind, index=t.index, seed=t.seed,
-            folder=str(folder), command=_command(spec, t, task, folder, seeded_develop),
+            folder=str(folder), command=_command(spec, t, task, folder),
             wall_limit=wall_limit(spec, t), bank_base=str(bank) if uses_bank and bank else None,
             bank_remove=removals.get(t.task, []) if uses_bank else [], store=spec.store, script=script))
     return out

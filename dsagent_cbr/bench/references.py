@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dsagent_cbr.config import PROJECT_ROOT
+from dsagent_cbr.config import EXPERIMENTS_DIR, PROJECT_ROOT
 
+# The shipped seed casebank's, not settings.casebank_dir's: baselines.json was measured with these scripts.
 DEVELOPMENT_REFERENCES = PROJECT_ROOT / "casebank" / "solutions"
-DEPLOYMENT_REFERENCES = PROJECT_ROOT / "experiments" / "references"
+DEPLOYMENT_REFERENCES = EXPERIMENTS_DIR / "references"
 
 
 def reference_script(task_name: str, stage: str) -> Path | None:

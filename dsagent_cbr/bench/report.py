@@ -3,6 +3,7 @@ command that made it, the machine's cores and the date."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shlex
@@ -14,10 +15,7 @@ from typing import Any
 
 from dsagent_cbr.bench.measures import measure
 from dsagent_cbr.config import PROJECT_ROOT
-from dsagent_cbr.files import write_text_atomic as write_atomic
-
-BASELINES = PROJECT_ROOT / "experiments" / "results" / "baselines.json"
-RESULTS = PROJECT_ROOT / "experiments" / "results"
+from dsagent_cbr.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 
 
 def stamp(**extra: Any) -> dict[str, Any]:
@@ -26,13 +24,14 @@ def stamp(**extra: Any) -> dict[str, Any]:
         argv[0:1] = ["python", "-m", "dsagent_cbr.cli"]
     elif argv:
         argv[0] = Path(argv[0]).name
+    # The commit of the code that ran: cbr's own source tree, whatever the settings say.
     commit = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     return {"command": shlex.join(argv), "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
             "load_average": [round(x, 2) for x in os.getloadavg()], "commit": commit or None, **extra}
 
 
-def load_baselines(path: Path = BASELINES) -> dict[str, dict[str, Any]]:
+def load_baselines(path: Path) -> dict[str, dict[str, Any]]:
     """task -> its row of experiments/baselines.py's table (random and reference test scores)."""
     if not path.is_file():
         return {}
@@ -160,17 +159,17 @@ def plot(report: dict[str, Any], path: Path, title: str) -> None:
     s = report["stamp"]
     fig.text(0.01, 0.005, f"{s['command']}  |  {s['cores']} cores  |  {s['date']}", fontsize=6, color="dimgrey")
     fig.tight_layout(rect=(0, 0.03, 1, 1))
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=110)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=110)
     plt.close(fig)
-    tmp.replace(path)
+    write_bytes_atomic(path, png.getvalue())
 
 
-def write(report: dict[str, Any], name: str, out_dir: Path = RESULTS) -> list[Path]:
+def write(report: dict[str, Any], name: str, out_dir: Path) -> list[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     title = f"cbr bench: {name}"
     paths = [out_dir / f"bench-{name}.json", out_dir / f"bench-{name}.md", out_dir / f"bench-{name}.png"]
-    write_atomic(paths[0], json.dumps(report, indent=2, default=str))
-    write_atomic(paths[1], markdown(report, title))
+    write_json_atomic(paths[0], report)
+    write_text_atomic(paths[1], markdown(report, title))
     plot(report, paths[2], title)
     return paths

@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from dsagent_cbr.config import load_settings
+from dsagent_cbr.config import EXPERIMENTS_DIR, load_settings
 from dsagent_cbr.errors import CbrError
 
 DEFAULT_TASKS = "smoke-ban,titanic-survival,deliveries-time"
@@ -128,9 +128,11 @@ def _write_report(records: list[dict[str, Any]], unsupported: list[dict[str, str
 
     if not records:
         raise CbrError("No finished trials to tabulate yet.")
-    result = tables.build(records, tables.load_baselines(), tables.stamp(grids=[str(g) for g in grids], **extra))
+    results = EXPERIMENTS_DIR / "results"  # the paper's tables, beside the baselines they are normalised by
+    result = tables.build(records, tables.load_baselines(results / "baselines.json"),
+                          tables.stamp(grids=[str(g) for g in grids], **extra))
     result["unsupported"] = [dict(t) for t in sorted({tuple(sorted(u.items())) for u in unsupported})]
-    paths = tables.write(result, name, out_dir or tables.RESULTS)
+    paths = tables.write(result, name, out_dir or results)
     text = tables.markdown(result, f"cbr bench: {name}")
     click.echo("\n" + text.split("\n## Per task and agent")[0].rstrip())
     click.echo("\nwritten " + ", ".join(str(p) for p in paths))

@@ -13,8 +13,7 @@ from typing import Any
 import click
 
 from dsagent_cbr.runner.sandbox import SandboxPolicy
-
-STORES = ["chroma", "faiss", "faiss-hnsw"]
+from dsagent_cbr.stores import STORES
 
 
 def _stack(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:

@@ -16,11 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dsagent_cbr.config import PROJECT_ROOT
+from dsagent_cbr.config import CRAWLERS_DIR, PROJECT_ROOT
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.ingest.documents import RawDoc, SourceError
-
-CRAWLERS_DIR = PROJECT_ROOT / "crawlers"
 
 
 @dataclass

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from dsagent_cbr.files import write_text_atomic
 
 # Bump when the distil prompt changes meaning: old cache entries then stop matching.
 PROMPT_VERSION = "1"
@@ -65,16 +65,8 @@ class DistilCache:
         return text if isinstance(text, str) and text.strip() else None
 
     def put(self, key: str, model: str, kind: str, text: str) -> None:
-        path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                json.dump({"model": model, "kind": kind, "prompt_version": PROMPT_VERSION, "text": text}, fh)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_text_atomic(self._path(key), json.dumps({"model": model, "kind": kind,
+                                                       "prompt_version": PROMPT_VERSION, "text": text}))
 
 
 class Distiller:

@@ -48,7 +48,7 @@ class LLMClient:
                            max_retries=0)
 
     def complete(self, role: str, messages: list[dict[str, str]], *, temperature: float = 0.5,
-                 max_tokens: int | None = None, json_mode: bool = False, seed: int | None = None,
+                 max_tokens: int | None = None, seed: int | None = None,
                  validate: Callable[[str], Any] | None = None) -> Completion:
         """One call. `validate` parses the text (raising ParseError for an unusable reply); a reply it
         refuses is never cached, so asking again is a new request."""
@@ -57,7 +57,7 @@ class LLMClient:
         if seed is None:
             seed = (self.seed * 1_000_003 + self._calls) % 2**31
         params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens or self.default_max_tokens,
-                                  "json_mode": json_mode, "seed": seed}
+                                  "seed": seed}
         key = request_key(self.spec.name, messages, params)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             self.ledger.record(CallRecord(role, self.model, 0, 0, 0.0, 0.0, cached=True))
@@ -87,8 +87,6 @@ class LLMClient:
         kwargs: dict[str, Any] = {"model": self.spec.name, "messages": messages, "temperature": params["temperature"]}
         if params["max_tokens"]:
             kwargs["max_tokens"] = params["max_tokens"]
-        if params["json_mode"]:
-            kwargs["response_format"] = {"type": "json_object"}
         if params["seed"] is not None:
             kwargs["seed"] = params["seed"]
         where = self.spec.base_url or "the server"

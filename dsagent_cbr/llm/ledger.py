@@ -13,6 +13,8 @@ from dsagent_cbr.errors import BudgetExceeded
 
 __all__ = ["BudgetExceeded", "CallRecord", "Ledger", "Usage"]
 
+from dsagent_cbr.files import append_lines, json_line, whole_lines
+
 
 class Usage(TypedDict):
     """What a run has spent on its model so far."""
@@ -39,7 +41,7 @@ class Ledger:
         self.path, self.max_cost, self.max_tokens = path, max_cost, max_tokens
         self.records: list[CallRecord] = []
         if path is not None and path.is_file():  # a resumed run keeps counting from where it was
-            for line in path.read_text(encoding="utf-8").splitlines():
+            for _, _, line in whole_lines(path):  # a line torn by a kill was never counted: skip it
                 if line.strip():
                     self.records.append(CallRecord(**json.loads(line)))
 
@@ -62,8 +64,7 @@ class Ledger:
         self.records.append(record)
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            with self.path.open("a", encoding="utf-8") as fh:
-                fh.write(json.dumps(asdict(record)) + "\n")
+            append_lines(self.path, [json_line(asdict(record))])
 
     def summary(self) -> dict[str, Any]:
         fresh = [r for r in self.records if not r.cached]

@@ -185,23 +185,50 @@ def _placeholder(report: NewTaskReport, y: Any) -> dict[str, Any]:
 
 
 def create_task(req: NewTaskRequest) -> NewTaskReport:
-    """Infer, check and write the task folder; raises NewTaskError on bad input, leaving nothing behind."""
-    import pandas as pd
+    """Infer, check and write the task folder; raises NewTaskError on bad input, leaving nothing behind.
+    Each step records what it inferred on the report, which later steps read."""
+    _check_request(req)
+    report = NewTaskReport(dest=req.dest)
+    sources = declared_sources(req)
+    train, test, sample = _read_files(req, report)
+    train, made_id = _infer_columns(train, test, sample, req, report)
+    train, test = _line_up_ids(train, test, made_id, report)
+    y = train[report.target]
+    sample_values = sample[report.target[0]] if sample is not None and report.target[0] in sample.columns else None
+    labels = _infer_task_type(y, sample_values, req, report)
+    positive = _choose_metric(y, sample_values, labels, req, report)
+    _infer_modality(train, req, report)
+    train, test, answers = _test_rows(train, test, sample, req, report)
+    made = _sample_submission(report, y, test, sample, answers)
+    source = req.source or f"user files: {', '.join(p.name for p in (req.train, req.test, req.sample) if p)}"
+    _write(req.dest, report, source, train, test, made, answers, positive, sources)
+    return report
 
+
+def _check_request(req: NewTaskRequest) -> None:
+    """What is wrong with the request before any file is read."""
     dest = req.dest
     if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
         raise NewTaskError(f"{dest} already exists; choose a new folder for the task.")
     if req.holdout is not None and not 0 < req.holdout < 1:
         raise NewTaskError(f"--holdout must be a fraction between 0 and 1, not {req.holdout}.")
-    report = NewTaskReport(dest=dest)
-    sources = declared_sources(req)
+
+
+def _read_files(req: NewTaskRequest, report: NewTaskReport) -> tuple[Any, Any, Any]:
+    """train, test and sample submission (the last two None when not given)."""
     train = read_csv(req.train, "The training file")
     test = read_csv(req.test, "The test file") if req.test is not None else None
     sample = read_csv(req.sample, "The sample submission") if req.sample is not None else None
     if test is None and req.holdout is None:
         raise NewTaskError("Give a test file (--test) or carve one from train with --holdout F.")
     report.say("train", f"{req.train.name}: {len(train):,} rows × {train.shape[1]} columns")
+    return train, test, sample
 
+
+def _infer_columns(train: Any, test: Any, sample: Any, req: NewTaskRequest,
+                   report: NewTaskReport) -> tuple[Any, bool]:
+    """The id column, the targets and the classes (on the report); returns train without its unlabelled
+    rows, and whether the id column is to be made up (no file has one)."""
     id_column, made_id = infer_id(train, test, sample, req.id_column, report)
     targets, classes = infer_targets(train, test, sample, None if made_id else id_column, req.target, report)
     if id_column in targets:
@@ -213,8 +240,14 @@ def create_task(req: NewTaskRequest) -> NewTaskReport:
     if unlabelled.any():
         train = train[~unlabelled].reset_index(drop=True)
         report.say("rows", f"{int(unlabelled.sum()):,} training rows without a target value dropped")
+    report.id_column, report.target, report.classes = id_column, targets, classes
+    return train, made_id
 
-    # Ids: made up, or checked unique; a test file may carry the id column that train lacks.
+
+def _line_up_ids(train: Any, test: Any, made_id: bool, report: NewTaskReport) -> tuple[Any, Any]:
+    """Ids made up, or checked unique (a test file may carry the id column that train lacks); test's
+    columns checked to be train's without the target, and put in train's order."""
+    id_column, targets = report.id_column, report.target
     if made_id:
         train.insert(0, id_column, range(len(train)))
         if test is not None:
@@ -223,31 +256,43 @@ def create_task(req: NewTaskRequest) -> NewTaskReport:
         train.insert(0, id_column, range(-len(train), 0))
         report.say("id", f"{id_column} is in test.csv only: training rows get ids -{len(train)}..-1")
     check_unique(train, id_column, "train.csv")
-    if test is not None:
-        if id_column not in test.columns:
-            raise NewTaskError(f"test.csv has no id column {id_column!r}.")
-        check_unique(test, id_column, "test.csv")
-        expected = [c for c in train.columns if c not in targets]
-        missing = [c for c in expected if c not in test.columns]
-        extra = [c for c in test.columns if c not in expected]
-        if missing or extra:
-            parts = ([f"lacks {', '.join(map(repr, missing))}"] if missing else []) + (
-                [f"has {', '.join(map(repr, extra))} that train.csv has not"] if extra else [])
-            raise NewTaskError(f"test.csv's columns differ from train.csv's without the target: it "
-                               f"{' and '.join(parts)}.")
-        test = test[expected]
+    if test is None:
+        return train, test
+    if id_column not in test.columns:
+        raise NewTaskError(f"test.csv has no id column {id_column!r}.")
+    check_unique(test, id_column, "test.csv")
+    expected = [c for c in train.columns if c not in targets]
+    missing = [c for c in expected if c not in test.columns]
+    extra = [c for c in test.columns if c not in expected]
+    if missing or extra:
+        parts = ([f"lacks {', '.join(map(repr, missing))}"] if missing else []) + (
+            [f"has {', '.join(map(repr, extra))} that train.csv has not"] if extra else [])
+        raise NewTaskError(f"test.csv's columns differ from train.csv's without the target: it "
+                           f"{' and '.join(parts)}.")
+    return train, test[expected]
 
-    y = train[targets]
-    sample_values = sample[targets[0]] if sample is not None and targets[0] in sample.columns else None
+
+def _infer_task_type(y: Any, sample_values: Any, req: NewTaskRequest, report: NewTaskReport) -> set[str]:
+    """The task type (on the report), checked against the targets; returns the class labels seen (none
+    for regression)."""
     task_type, why = infer_task_type(y, sample_values, req.task_type)
     if req.task_type and req.task_type not in METRICS_FOR:
         raise NewTaskError(f"--task-type must be one of {', '.join(METRICS_FOR)}.")
     labels = set(y.iloc[:, 0].dropna().astype(str)) if task_type.endswith("classification") else set()
-    if classes and task_type not in ("binary-classification", "multiclass-classification"):
+    if report.classes and task_type not in ("binary-classification", "multiclass-classification"):
         raise NewTaskError("sample_submission.csv has one column per class, but the target is not a class label.")
-    if task_type == "binary-classification" and len(targets) == 1 and y.iloc[:, 0].nunique() != 2:
-        raise NewTaskError(f"A binary task needs exactly 2 labels; {targets[0]!r} has {y.iloc[:, 0].nunique()}.")
+    if task_type == "binary-classification" and len(report.target) == 1 and y.iloc[:, 0].nunique() != 2:
+        raise NewTaskError(f"A binary task needs exactly 2 labels; {report.target[0]!r} has {y.iloc[:, 0].nunique()}.")
     report.say("task type", f"{task_type} ({why})")
+    report.task_type = task_type
+    return labels
+
+
+def _choose_metric(y: Any, sample_values: Any, labels: set[str], req: NewTaskRequest,
+                   report: NewTaskReport) -> Any:
+    """The metric (--metric, or the task type's default) and the classes it needs, on the report; returns
+    the positive label for AUROC on one target (else None)."""
+    task_type, classes = report.task_type, report.classes
     if req.metric:
         try:
             metric = get_metric(req.metric).name
@@ -255,29 +300,37 @@ def create_task(req: NewTaskRequest) -> NewTaskReport:
             raise NewTaskError(f"Unknown metric {req.metric!r}; known: {', '.join(sorted(METRIC_WORDS))}.") from exc
         metric_why = "from --metric"
     else:
-        metric, metric_why = default_metric(task_type, len(targets), classes, sample_values, labels)
+        metric, metric_why = default_metric(task_type, len(report.target), classes, sample_values, labels)
     check_metric(metric, task_type, y)
     if metric == "logloss" and not classes:
         classes = sorted(labels)
     positive: Any = None
-    if metric == "auroc" and len(targets) == 1:
+    if metric == "auroc" and len(report.target) == 1:
         values = sorted(y.iloc[:, 0].dropna().unique().tolist(), key=str)
         positive = values[-1]
         if not is_number(y.iloc[:, 0]):
             classes = [str(v) for v in values]  # the grader reads classes[-1] as the positive label
     better = "higher is better" if get_metric(metric).direction == "maximize" else "lower is better"
     report.say("metric", f"{metric}, {better} ({metric_why})")
+    report.metric, report.classes = metric, classes
+    return positive
 
-    features = [c for c in train.columns if c not in targets and c != id_column]
-    text_column = infer_modality(train, features, req.text_column, report)
-    report.modality = "text" if text_column else "tabular"
-    report.task_type, report.metric, report.target, report.id_column = task_type, metric, targets, id_column
-    report.text_column, report.classes = text_column, classes
 
-    # The test rows: the user's, in sample_submission's order, or a labelled hold-out carved from train.
+def _infer_modality(train: Any, req: NewTaskRequest, report: NewTaskReport) -> None:
+    """Text (with its text column) or tabular, on the report."""
+    features = [c for c in train.columns if c not in report.target and c != report.id_column]
+    report.text_column = infer_modality(train, features, req.text_column, report)
+    report.modality = "text" if report.text_column else "tabular"
+
+
+def _test_rows(train: Any, test: Any, sample: Any, req: NewTaskRequest,
+               report: NewTaskReport) -> tuple[Any, Any, Any]:
+    """(train, test, answers): the user's test rows in sample_submission's order (answers None), or a
+    labelled hold-out carved from train."""
     answers = None
+    id_column = report.id_column
     if req.holdout is not None:
-        train, test, answers = _carve(train, targets, task_type, req.holdout, req.seed, report)
+        train, test, answers = _carve(train, report.target, report.task_type, req.holdout, req.seed, report)
         if req.test is not None:
             report.say("test", f"{req.test.name} is not used: the hold-out is the test set")
         report.has_answers = True
@@ -293,16 +346,19 @@ def create_task(req: NewTaskRequest) -> NewTaskReport:
     assert test is not None
     report.say("test", f"{len(test):,} rows" + (" with held-out answers" if answers is not None else
                                                " without answers: graded on validation only"))
+    return train, test, answers
 
-    columns = classes if metric == "logloss" else targets
+
+def _sample_submission(report: NewTaskReport, y: Any, test: Any, sample: Any, answers: Any) -> Any:
+    """The user's sample submission, unless there is none or the test rows are a hold-out (it does not
+    list them): then one with a constant guess for every test row."""
+    import pandas as pd
+
+    columns = report.classes if report.metric == "logloss" else report.target
     if sample is not None and answers is None:
-        made = sample[[id_column, *columns]]
-    else:
-        fill = _placeholder(report, y)
-        made = pd.DataFrame({id_column: test[id_column].to_numpy(), **{c: fill[c] for c in columns}})
-    source = req.source or f"user files: {', '.join(p.name for p in (req.train, req.test, req.sample) if p)}"
-    _write(req.dest, report, source, train, test, made, answers, positive, sources)
-    return report
+        return sample[[report.id_column, *columns]]
+    fill = _placeholder(report, y)
+    return pd.DataFrame({report.id_column: test[report.id_column].to_numpy(), **{c: fill[c] for c in columns}})
 
 
 def declared_sources(req: NewTaskRequest) -> tuple[str, ...]:
@@ -342,6 +398,8 @@ def _write(dest: Path, report: NewTaskReport, source: str, train: Any, test: Any
     from dsagent_cbr.tasks.starter import StarterSpec, starter_script
 
     dest.parent.mkdir(parents=True, exist_ok=True)
+    # The whole task folder is built beside `dest` and renamed into place, so a half-made task is never
+    # found. That is a folder's atomicity, not files.py's one-file write: its files need no fsync each.
     tmp = dest.parent / f".{dest.name}.tmp-{secrets.token_hex(3)}"
     try:
         (tmp / "data").mkdir(parents=True)

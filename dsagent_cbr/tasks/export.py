@@ -140,6 +140,8 @@ def export_dsagent(task: Task, out: Path) -> Path:
         raise CbrError(f"{out} already exists and is not an empty folder; choose another.")
     parts = _npy_parts(task) if task.data_format == "npy" else _csv_parts(task)
     out.parent.mkdir(parents=True, exist_ok=True)
+    # Built beside `out` and renamed whole, so a half-written export is never found (a folder's atomicity,
+    # not files.py's one-file write).
     staging = out.parent / f".{out.name}.export-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     try:

@@ -1,10 +1,12 @@
 """Time-series classification archives (UCR/UEA .ts files) bundled inside sktime and aeon."""
 
 import importlib.util
-import os
+import io
 from pathlib import Path
 
 import numpy as np
+
+from dsagent_cbr.files import write_bytes_atomic
 
 
 def dataset_dir(package: str, dataset: str) -> Path:
@@ -58,11 +60,10 @@ def shuffled(cases: list, labels: list[str], seed: int) -> tuple[list, list[str]
 
 
 def save(path: Path, array: np.ndarray) -> None:
-    # Through a temporary file, so an interrupted run never leaves a truncated array behind.
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as fh:
-        np.save(fh, array, allow_pickle=False)
-    os.replace(tmp, path)
+    # Whole or not at all, so an interrupted run never leaves a truncated array behind.
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=False)
+    write_bytes_atomic(path, buffer.getvalue())
 
 
 def build_from_archive(here: Path, package: str, dataset: str) -> None:
