@@ -56,6 +56,7 @@ class Settings:
     max_retries: int = 4
     max_cost: float | None = None
     max_tokens: int | None = None
+    reply_tokens: int | None = None  # the longest reply asked for (None: the server's limit; local: 1024)
     use_cache: bool = True
 
     @field_validator("home", "runs_dir", "casebank_dir", "tasks_dir", "bank_dir")

@@ -64,7 +64,7 @@ def test_kaggle_folder_to_submission_and_predict(name, home, kaggle, tmp_path):
     sample = kaggle[name] / "sample_submission.csv"
 
     deployed = agent(home, "deploy", task, tmp_path / "runs")
-    assert deployed["final_success"] and deployed["valid_metric"] is not None and deployed["test_metric"] is None
+    assert deployed["solved"] and deployed["best_valid"] is not None and deployed["best_test"] is None
     deploy_dir = Path(deployed["run_dir"])
     assert_sample_format(deploy_dir / "submission.csv", sample, IDS[name])
 
@@ -99,7 +99,7 @@ def test_holdout_is_graded_and_beats_the_random_starter(name, home, kaggle, tmp_
 
     deployed = agent(home, "deploy", task, tmp_path / "runs")
     # Both metrics here are higher-is-better: AUROC (credit) and accuracy (debates).
-    assert deployed["test_metric"] is not None and deployed["test_metric"] > starter["test_metric"] + 0.1
+    assert deployed["best_test"] is not None and deployed["best_test"] > starter["test_metric"] + 0.1
     answers = pd.read_csv(task / "private" / "answers.csv")
     submission = pd.read_csv(Path(deployed["run_dir"]) / "submission.csv")
     assert submission["id"].tolist() == answers["id"].tolist()

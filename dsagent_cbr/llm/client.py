@@ -56,8 +56,9 @@ class LLMClient:
         self._calls += 1
         if seed is None:
             seed = (self.seed * 1_000_003 + self._calls) % 2**31
-        params: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens or self.default_max_tokens,
-                                  "seed": seed}
+        # The client's limit caps every call (a role's own, shorter limit still holds)
+        limit = min((t for t in (max_tokens, self.default_max_tokens) if t), default=None)
+        params: dict[str, Any] = {"temperature": temperature, "max_tokens": limit, "seed": seed}
         key = request_key(self.spec.name, messages, params)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             self.ledger.record(CallRecord(role, self.model, 0, 0, 0.0, 0.0, cached=True))

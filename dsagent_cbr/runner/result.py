@@ -9,6 +9,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.tasks.metrics import names_metric
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)"
@@ -73,17 +74,11 @@ class RunResult:
         return json.dumps(self.to_dict(), indent=2)
 
     def save(self, path: Path) -> None:
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(self.to_json(), encoding="utf-8")
-        tmp.replace(path)
+        write_text_atomic(path, self.to_json())
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunResult:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
-
-    @classmethod
-    def load(cls, path: Path) -> RunResult:
-        return cls.from_dict(json.loads(path.read_text(encoding="utf-8")))
 
     def feedback(self) -> str:
         """What the model may learn of a run: the outcome, the validation score, the error. Never the
