@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 from conftest import prepared
+from support.local_model import LOCAL_BOUNDS
 from support.scripted_llm import ScriptedLLM
 
 from dsagent_cbr.agent.deploy import DeployConfig, deploy
@@ -65,7 +66,7 @@ def test_zero_shot_sends_no_example(settings, tmp_path):
 def test_real_local_model_deploy_ends_graded(tmp_path):
     task = prepared("titanic-survival")
     prepared("mlc-churn")
-    env = {**os.environ, "CBR_HOME": str(tmp_path / "home")}
+    env = {**os.environ, "CBR_HOME": str(tmp_path / "home"), **LOCAL_BOUNDS}
     proc = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "deploy", str(task.root), "--model", "local",
                            "--store", "faiss", "--runs-dir", str(tmp_path / "runs"), "--timeout", "300", "--json"],
                           env=env, capture_output=True, text=True, timeout=1500)

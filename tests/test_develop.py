@@ -12,6 +12,7 @@ import time
 
 import pytest
 from conftest import REPO, SHARED_REFERENCE, prepared
+from support.local_model import LOCAL_BOUNDS
 from support.scripted_llm import ByRole as Script
 from support.scripted_llm import ScriptedLLM
 
@@ -39,7 +40,6 @@ SLOW = script("    import time\n    time.sleep(120)\n    return 0.0", "    retur
 
 def fenced(code: str, before: str = "") -> str:
     return f"{before}\n```python\n{code}```\n"
-
 
 @pytest.fixture
 def settings(tmp_path):
@@ -205,7 +205,7 @@ def test_without_a_model_the_best_retained_solution_beats_the_starter(tmp_path):
 def test_real_local_model_one_iteration(tmp_path):
     """SmolLM2-135M through llama.cpp: it writes poor code; the run must still complete and say so."""
     task = prepared("concrete-strength")
-    env = {**os.environ, "CBR_HOME": str(tmp_path / "home")}
+    env = {**os.environ, "CBR_HOME": str(tmp_path / "home"), **LOCAL_BOUNDS}
     proc = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "develop", str(task.root), "--model", "local",
                            "-T", "1", "--k", "2", "--n-debug", "1", "--timeout", "120", "--store", "faiss",
                            "--runs-dir", str(tmp_path / "runs"), "--json"], env=env, capture_output=True, text=True,
