@@ -9,8 +9,8 @@ from support.ingest_store import MemoryStore, open_store, stored_insights
 from support.kaggle_loopback import notebook_json, reference_cases
 
 from dsagent_cbr.bank.cases import Case
-from dsagent_cbr.errors import CbrError
-from dsagent_cbr.ingest.distil import BudgetSpent, Distiller, cache_key
+from dsagent_cbr.errors import BudgetExceeded, CbrError
+from dsagent_cbr.ingest.distil import Distiller, cache_key
 from dsagent_cbr.ingest.documents import RawDoc, SourceError
 from dsagent_cbr.ingest.pipeline import ingest, modality_from_tags
 
@@ -151,7 +151,7 @@ def test_budget_spent_keeps_what_was_distilled(tmp_path: Path) -> None:
 
     def one_call_budget(kind: str, text: str) -> str:
         if model.calls:
-            raise BudgetSpent("the $0.01 budget is spent")
+            raise BudgetExceeded("the $0.01 budget is spent")
         return model(kind, text)
 
     docs = corpus_docs()

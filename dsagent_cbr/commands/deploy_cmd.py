@@ -20,6 +20,7 @@ from dsagent_cbr.commands.options import (
     track,
     trial_seed,
 )
+from dsagent_cbr.commands.printing import echo_results
 from dsagent_cbr.config import load_settings
 
 if TYPE_CHECKING:
@@ -107,10 +108,4 @@ def _print_result(record: RunRecord) -> None:
     click.echo(f"final:         {'graded' if record.solved else 'failed'} (solved by {facts.solved_by})")
     click.echo(f"validation:    {record.best_valid}")
     click.echo(f"test:          {record.best_test if record.test_answers else 'no test answers'}")
-    if record.tokens:
-        click.echo(f"cost:          ${record.cost_usd:.4f} for {record.tokens} tokens")
-    click.echo(f"run:           {record.run_dir}")
-    if record.best_solution:
-        click.echo(f"best solution: {record.best_solution}")
-    if record.submission:
-        click.echo(f"submission:    {record.submission}")
+    echo_results(record, 15)

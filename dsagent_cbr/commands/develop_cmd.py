@@ -21,6 +21,7 @@ from dsagent_cbr.commands.options import (
     track,
     trial_seed,
 )
+from dsagent_cbr.commands.printing import echo_results
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
 
@@ -120,13 +121,7 @@ def _print_summary(record: RunRecord) -> None:
         click.echo(f"best validation: {record.best_valid} ({record.metric}, iteration {record.best_iteration}, "
                    f"chosen by validation)")
         click.echo(f"its test score:  {test}")
-    if record.tokens:
-        click.echo(f"cost:            ${record.cost_usd:.4f} for {record.tokens} tokens")
-    click.echo(f"report:          {Path(record.run_dir) / 'report.md'}")
-    if record.best_solution:
-        click.echo(f"best solution:   {record.best_solution}")
-    if record.submission:
-        click.echo(f"submission:      {record.submission}")
+    echo_results(record, 17)
 
 
 def run_develop(task: Task, config: DevelopConfig, run_dir: Path, settings: Settings) -> RunRecord:

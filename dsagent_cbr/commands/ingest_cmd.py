@@ -160,16 +160,11 @@ def _distiller(settings: Settings, condense_writeups: bool) -> Iterator[Any]:
 
 
 def _llm_complete(client: Any) -> Callable[[str, str], str]:
-    from dsagent_cbr.ingest.distil import BudgetSpent
-    from dsagent_cbr.llm.client import BudgetExceeded
     from dsagent_cbr.llm.prompts import render
 
     def complete(kind: str, text: str) -> str:
         prompt = render("distil", kind=kind, text=text)
-        try:
-            return client.complete("distil", [{"role": "user", "content": prompt}], temperature=0.0).text
-        except BudgetExceeded as exc:
-            raise BudgetSpent(str(exc) or "the cost or token budget is spent") from exc
+        return client.complete("distil", [{"role": "user", "content": prompt}], temperature=0.0).text
 
     return complete
 

@@ -31,10 +31,6 @@ class DistilError(RuntimeError):
     pass
 
 
-class BudgetSpent(RuntimeError):
-    """The model's cost or token budget ran out: stop asking, keep what was distilled so far."""
-
-
 @dataclass(frozen=True)
 class Distilled:
     text: str

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 from dsagent_cbr.bank.cases import Case
-from dsagent_cbr.errors import CbrError
+from dsagent_cbr.errors import BudgetExceeded, CbrError
 from dsagent_cbr.ingest.clean import (
     CleanError,
     clean_writeup,
@@ -21,7 +21,7 @@ from dsagent_cbr.ingest.clean import (
     notebook_to_text,
     script_to_text,
 )
-from dsagent_cbr.ingest.distil import BudgetSpent, Distilled
+from dsagent_cbr.ingest.distil import Distilled
 from dsagent_cbr.ingest.documents import RawDoc, SourceError
 
 Status = Literal["added", "duplicate", "failed"]
@@ -174,12 +174,12 @@ def ingest(docs: Iterable[RawDoc], store: Store, distil: Distil, *, source_error
         seen_content[digest] = label
         try:
             distilled = distil(doc.kind, cleaned)
-        except BudgetSpent as exc:
+        except BudgetExceeded as exc:  # the documents left are listed as not distilled
             spent = f"not distilled: {exc}"
             report.outcomes.append(Outcome("failed", label, doc.url, doc.kind, spent))
             continue
         except CbrError:
-            raise  # budget spent, model unreachable: the user must act, other documents would fail alike
+            raise  # model unreachable: the user must act, other documents would fail alike
         except Exception as exc:  # one bad answer must not sink the batch
             report.outcomes.append(Outcome("failed", label, doc.url, doc.kind, f"distillation failed: {exc}"))
             continue
