@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from support.local_model import LOCAL_BOUNDS
 
 REPO = Path(__file__).resolve().parents[1]
 MARK = "CBR_BENCH_TEST_MARK"
@@ -107,7 +108,9 @@ def test_the_default_grid_gives_the_paper_s_deployment_measures(tmp_path):
     import json
 
     grid, out = tmp_path / "grid", tmp_path / "out"
-    env = {**os.environ, "CBR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
+    # the local model's replies bounded as in its other tests (each trial already runs on one core)
+    env = {**os.environ, "CBR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO),
+           "CBR_REPLY_TOKENS": LOCAL_BOUNDS["CBR_REPLY_TOKENS"]}
     done = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "bench", "run", "--parallel", "2", "--grid",
                            str(grid), "--name", "default", "--out-dir", str(out)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=1800)
@@ -128,7 +131,7 @@ def test_the_default_grid_gives_the_paper_s_deployment_measures(tmp_path):
     seeds = {}
     for record in report["trials"]:
         folder = grid / "trials" / record["id"]
-        assert (folder / "done").is_file() and (folder / "bank").is_dir() and list((folder / "runs").glob("*/*/result.json"))
+        assert (folder / "done").is_file() and (folder / "bank").is_dir() and list((folder / "runs").glob("*/*/summary.json"))
         command = record["command"]
         assert "--no-cache" in command and command[command.index("--bank-dir") + 1] == str(folder / "bank")
         seeds[record["id"]] = int(command[command.index("--seed") + 1])

@@ -28,7 +28,7 @@ def test_starter_runs_and_is_graded_against_the_answers(concrete, tmp_path):
     expected = rmse(answers["compressive_strength"], answers["compressive_strength_p"])
     assert result.test_metric == expected
     assert result.peak_memory_mb > 10 and result.wall_time > 0
-    saved = RunResult.load(tmp_path / "run" / "result.json")
+    saved = RunResult.from_dict(json.loads((tmp_path / "run" / "result.json").read_text()))
     assert saved.test_metric == result.test_metric and saved.ok
 
 

@@ -203,7 +203,7 @@ def test_attacks_written_by_a_model_in_develop(world, tmp_path):
         "solution", where={"kind": "retained"}) == []
     _unchanged(world)
     again = _develop(world, tmp_path, named, ByRole(plan=[], program=[], log=[]))  # everything is replayed
-    assert again["iterations"] == len(named) and again["best_iteration"] is None
+    assert again.iterations == len(named) and again.best_iteration is None
 
 
 @pytest.mark.slow

@@ -127,5 +127,5 @@ def test_real_develop_run_logged_and_read_back(tmp_path, store):
     run_id = log_run_to_mlflow(run_dir, store)
     client = MlflowClient(tracking_uri=store)
     assert _history(client, run_id, "valid_rmse") == sorted(scored)
-    assert client.get_run(run_id).data.metrics["best_test_rmse"] == pytest.approx(summary["best_test"])
+    assert client.get_run(run_id).data.metrics["best_test_rmse"] == pytest.approx(summary.best_test)
     assert {"report.html", "best_solution.py"} <= {a.path for a in client.list_artifacts(run_id)}
