@@ -103,7 +103,8 @@ def ask_model(run: Run, model: Model, config: DeployConfig, examples: list[tuple
     example = examples[0][0].task_name if examples else "(no example)"
     row = run.begin(1, candidate="llm", case=example, step="the model's script (one pass)")
     result = run.execute(1, 0, reply["code"])
-    facts.one_pass = run.consider(row, reply["code"], result)
+    run.consider(row, reply["code"], result)
+    facts.one_pass = result.ok  # the paper's measure: the model's first script ran and was graded
     if not facts.one_pass:
         facts.llm_error = f"{result.status}: {result.error}"
         return False

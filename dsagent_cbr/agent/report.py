@@ -72,7 +72,8 @@ def _script_of(run_dir: Path, row: dict[str, Any]) -> Path | None:
 
 
 def _complete(run_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
-    """A row with every key, and the model family and parameters of its script."""
+    """The row with the model family and parameters of its script, and the script's path when the row
+    named none."""
     script = _script_of(run_dir, row)
     try:
         info = describe_model(script.read_text(encoding="utf-8")) if script else None

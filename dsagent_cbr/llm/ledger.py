@@ -10,10 +10,9 @@ from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
 from dsagent_cbr.errors import BudgetExceeded
+from dsagent_cbr.files import append_lines, json_line, whole_lines
 
 __all__ = ["BudgetExceeded", "CallRecord", "Ledger", "Usage"]
-
-from dsagent_cbr.files import append_lines, json_line, whole_lines
 
 
 class Usage(TypedDict):
