@@ -15,7 +15,7 @@ MLflow run id. It reads the run's record (`summary.json`, agent/record.py: requi
   model, metric, direction and config.json's values flattened (`develop.iterations`, `settings.store`, ...);
   metrics `valid_<metric>`, `test_<metric>` (when graded), `wall_time_s` and `failed` (1 for an iteration
   the report does not rank) with step = iteration, and
-  `best_valid_<metric>`, `best_test_<metric>`, `best_iteration`, `failed_iterations`, `cost_usd`, `tokens`;
+  `best_selection_<metric>`, `best_valid_<metric>`, `best_test_<metric>`, `best_iteration`, `failed_iterations`, `cost_usd`, `tokens`;
   artifacts report.md, report.html, metrics.png, importance.png, rows.json, summary.json, config.json,
   best_solution.py (those present). The MLflow run ends FINISHED, or KILLED for a run stopped as interrupted.
 - Again: logging the same folder again (after `--resume`) continues its MLflow run: only iterations not yet
@@ -140,16 +140,17 @@ def _log(client: Any, uri: str, run_dir: Path, summary: dict[str, Any], rows: li
     params = _flatten({k: summary.get(k) for k in ("task", "model", "metric", "direction")} | config)
     params = {k: v for k, v in params.items() if k not in run.data.params}
     metric = _metric_name(str(summary.get("metric", "metric")))
-    names = (f"valid_{metric}", f"test_{metric}", "wall_time_s", "failed")
+    names = (f"selection_{metric}", f"valid_{metric}", f"test_{metric}", "wall_time_s", "failed")
     logged = {k: {m.step for m in client.get_metric_history(run_id, k)} for k in names}
     now = int(time.time() * 1000)
     metrics = []
     for r in rows:  # scores of failed iterations are not results: they are logged as failed, as the report shows them
-        values = (r.get("valid") if ranked(r) else None, r.get("test") if ranked(r) else None, r.get("wall_time"),
-                  0.0 if ranked(r) else 1.0)
+        values = (r.get("selection") if ranked(r) else None, r.get("valid") if ranked(r) else None,
+                  r.get("test") if ranked(r) else None, r.get("wall_time"), 0.0 if ranked(r) else 1.0)
         metrics += [Metric(k, _number(v), now, int(r["iteration"])) for k, v in zip(names, values, strict=True)
                     if _number(v) is not None and int(r["iteration"]) not in logged[k]]
-    totals = {f"best_valid_{metric}": summary.get("best_valid"), f"best_test_{metric}": summary.get("best_test"),
+    totals = {f"best_selection_{metric}": summary.get("best_selection"), f"best_valid_{metric}": summary.get("best_valid"),
+              f"best_test_{metric}": summary.get("best_test"),
               "best_iteration": summary.get("best_iteration"), "cost_usd": summary.get("cost_usd"),
               "tokens": summary.get("tokens"),
               "failed_iterations": sum(not ranked(r) for r in rows)}

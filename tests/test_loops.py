@@ -1,6 +1,6 @@
 """Develop, the no-model search and deploy as their algorithms, with in-process fakes of the model, the
 executor and the bank (tests/support/fakes.py): each run takes milliseconds. What they check: the loop
-body's order, selection by validation only, what the model is (never) shown, the record's one schema,
+body's order, selection by the selection score only, what the model is (never) shown, the record's one schema,
 and how each way a run can end is recorded and mapped to an exit code."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from dsagent_cbr.bench import trial
 from dsagent_cbr.errors import BudgetExceeded, InfrastructureError, Outcome
 
 PLAN = "Reflection: r\nReasoning: r\nThought: t\nCheck: c\nDecision: {}"
-STARTER = Graded(valid=16.0, test=704.125)
+STARTER = Graded(valid=15.0, selection=16.0, test=704.125)
 # Test scores no prompt may contain: the model never sees a test score.
 SECRET_TESTS = (701.125, 702.125, 703.125)
 
@@ -45,7 +45,7 @@ def insight(n: int) -> Case:
                 source_kind="writeup")
 
 
-def test_develop_follows_algorithm_1_and_selects_by_validation_only(task, tmp_path):
+def test_develop_follows_algorithm_1_and_selects_by_the_selection_score_only(task, tmp_path):
     model = FakeModel({
         "rerank": ["[2] > [1]", "[1] > [2]", "no ranking at all"],
         "plan": [PLAN.format("try v1"), PLAN.format("try v2"), PLAN.format("try v3")],
@@ -53,19 +53,23 @@ def test_develop_follows_algorithm_1_and_selects_by_validation_only(task, tmp_pa
         "debug": [code("v2")],
         "log": ["Experiment Summary: v1", "Experiment Summary: v2", "Experiment Summary: v3"],
     })
-    executor = FakeExecutor(grades(v1=Graded(valid=6.0, test=SECRET_TESTS[0]), v2=Graded(valid=5.0, test=SECRET_TESTS[1]),
-                                   v3=Graded(valid=5.5, test=1.0)))  # v3 tests best: it must not be chosen
+    executor = FakeExecutor(grades(v1=Graded(valid=6.0, selection=6.0, test=SECRET_TESTS[0]),
+                                   v2=Graded(valid=5.0, selection=5.0, test=SECRET_TESTS[1]),
+                                   v3=Graded(valid=0.5, selection=5.5, test=1.0)))  # v3 claims and tests best
+    # v3 must not be chosen: it prints the best validation and tests best, but grades worse on selection
     bank = FakeBank(insights=[insight(1), insight(2)])
     record = develop_with_model(task, DevelopConfig(iterations=3), tmp_path, bank, model, executor)
 
     assert [r.status for r in record.rows] == ["ok", "ok", "ok"]
     assert record.rows[0].case == "case 2"  # the model's ranking chose the second case
     assert record.rows[1].debug_attempts == 1 and record.rows[1].script == "step-02/debug-1/script.py"
-    assert (record.best_iteration, record.best_valid, record.best_test) == (2, 5.0, SECRET_TESTS[1])
+    assert (record.best_iteration, record.best_selection, record.best_test) == (2, 5.0, SECRET_TESTS[1])
+    assert record.selected_by == "selection" and record.selection_rows == 50
     assert record.outcome is Outcome.OK and record.outcome.exit_code == 0
     assert [r.retained for r in record.rows] == [True, True, False]
     assert [c.kind for c in bank.added] == ["solution", "insight"] * 2
-    assert record.baselines["starter"] == STARTER.valid
+    assert record.baselines["starter"] == STARTER.selection
+    assert [c.selection_score for c in bank.added if c.kind == "solution"] == [6.0, 5.0]
     assert [e["role"] for e in record.model_errors] == ["execute", "rerank"]  # the broken script, the ranking
     assert "v2" in (tmp_path / "best_solution.py").read_text()
     assert not any(str(score) in prompt for score in (*SECRET_TESTS, STARTER.test) for prompt in model.prompts)
@@ -76,19 +80,19 @@ def test_a_resumed_develop_run_repeats_no_completed_step(task, tmp_path):
     def model() -> FakeModel:
         return FakeModel({"plan": [PLAN.format("try v1")], "program": [code("v1")], "log": ["entry"]})
 
-    executor = FakeExecutor(grades(v1=Graded(valid=6.0)))
+    executor = FakeExecutor(grades(v1=Graded(selection=6.0)))
     first = develop_with_model(task, DevelopConfig(iterations=1, cbr=False), tmp_path, FakeBank(), model(), executor)
-    again = FakeExecutor(grades(v1=Graded(valid=6.0)))
+    again = FakeExecutor(grades(v1=Graded(selection=6.0)))
     silent = FakeModel({})  # any question would fail: everything is replayed from the journal
     replayed = develop_with_model(task, DevelopConfig(iterations=1, cbr=False), tmp_path, FakeBank(), silent, again)
-    assert again.runs == [] and replayed.rows == first.rows and replayed.best_valid == 6.0
+    assert again.runs == [] and replayed.rows == first.rows and replayed.best_selection == 6.0
 
 
 def test_a_budget_stop_keeps_the_best_and_still_refits(task, tmp_path):
     refittable = "```python\nimport os  # v1\nos.environ.get('CBR_REFIT')\n```"
     model = FakeModel({"plan": [PLAN.format("v1"), BudgetExceeded("token budget 100 spent (120)")],
                        "program": [refittable], "log": ["entry"]})
-    executor = FakeExecutor(grades(v1=Graded(valid=6.0, test=5.0)))
+    executor = FakeExecutor(grades(v1=Graded(selection=6.0, test=5.0)))
     record = develop_with_model(task, DevelopConfig(iterations=3, cbr=False, refit=True), tmp_path, FakeBank(), model,
                                 executor)
     assert record.outcome is Outcome.BUDGET and record.outcome.exit_code == 4 and record.outcome.ours
@@ -104,7 +108,7 @@ def test_a_budget_stop_keeps_the_best_and_still_refits(task, tmp_path):
 ])
 def test_a_failure_of_ours_saves_the_record_and_goes_up(task, tmp_path, failure, outcome):
     model = FakeModel({"plan": [PLAN.format("v1"), failure], "program": [code("v1")], "log": ["entry"]})
-    executor = FakeExecutor(grades(v1=Graded(valid=6.0)))
+    executor = FakeExecutor(grades(v1=Graded(selection=6.0)))
     with pytest.raises(type(failure)):
         develop_with_model(task, DevelopConfig(iterations=3, cbr=False), tmp_path, FakeBank(), model, executor)
     saved = load_record(tmp_path)
@@ -127,7 +131,7 @@ def fake_adapter(case: Case, task: object) -> dict:
 def test_search_walks_the_candidates_and_says_when_they_run_out(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
     bank = FakeBank(solutions=[solution("retained-one", "retained"), solution("unadaptable"), solution("good")])
-    executor = FakeExecutor(grades(**{"retained-one": Graded(valid=9.0), "good": Graded(valid=4.0, test=3.0)}))
+    executor = FakeExecutor(grades(**{"retained-one": Graded(selection=9.0), "good": Graded(selection=4.0, test=3.0)}))
     record = develop_without_model(task, DevelopConfig(iterations=5), tmp_path, bank, executor)
     assert [(r.case, r.status) for r in record.rows] == [("retained-one", "ok"), ("unadaptable", "not adaptable"),
                                                          ("good", "ok")]
@@ -143,7 +147,7 @@ def adapt_example(name: str) -> Case:
 def test_deploy_one_pass_failed_then_the_adapter_solves_it(task, tmp_path, monkeypatch):
     monkeypatch.setattr(deploy_module, "adapt_case", fake_adapter)
     model = FakeModel({"adapt": [code("llm")]})
-    executor = FakeExecutor({"good": Graded(valid=4.0, test=3.0)})  # the model's script fails
+    executor = FakeExecutor({"good": Graded(selection=4.0, test=3.0)})  # the model's script fails
     bank = FakeBank(solutions=[adapt_example("unadaptable"), adapt_example("good")])
     record = deploy(task, DeployConfig(), tmp_path, bank, model, tmp_path, executor)
     facts = record.deploy
@@ -163,7 +167,7 @@ def test_deploy_reply_without_code_is_a_failed_one_pass(task, tmp_path):
 def test_deploy_with_the_server_down_is_ours_and_tries_no_fallback(task, tmp_path, monkeypatch):
     monkeypatch.setattr(deploy_module, "adapt_case", fake_adapter)
     model = FakeModel({"adapt": [InfrastructureError("Cannot reach the model server at http://x.")]})
-    executor = FakeExecutor({"good": Graded(valid=4.0)})
+    executor = FakeExecutor({"good": Graded(selection=4.0)})
     with pytest.raises(InfrastructureError):
         deploy(task, DeployConfig(), tmp_path, FakeBank(solutions=[adapt_example("good")]), model, tmp_path, executor)
     saved = load_record(tmp_path)
@@ -177,7 +181,7 @@ def test_every_run_kind_writes_one_schema_that_bench_classifies_by_outcome(task,
     develop_with_model(task, DevelopConfig(iterations=1, cbr=False), folders["develop"], FakeBank(),
                        FakeModel({"plan": [BudgetExceeded("cost budget $0.01 spent")]}), FakeExecutor(grades()))
     develop_without_model(task, DevelopConfig(iterations=1), folders["search"], FakeBank(solutions=[solution("good")]),
-                          FakeExecutor(grades(good=Graded(valid=4.0, test=3.0))))
+                          FakeExecutor(grades(good=Graded(selection=4.0, test=3.0))))
     deploy(task, DeployConfig(), folders["deploy"], FakeBank(), None, tmp_path, FakeExecutor({}))
     records = {kind: RunRecord.model_validate(json.loads((folder / "summary.json").read_text()))
                for kind, folder in folders.items()}

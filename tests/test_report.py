@@ -19,14 +19,16 @@ REPO = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def row(iteration, valid=None, status="ok", **extra):
-    return {"iteration": iteration, "valid": valid, "status": status, **extra}
+def row(iteration, score=None, status="ok", **extra):
+    """A row judged by its selection score; its printed validation claims less than it unless given."""
+    return {"iteration": iteration, "score": score, "selection": score, "valid": score, "status": status, **extra}
 
 
 @pytest.mark.parametrize(("direction", "expected"), [("minimize", [3, 1, 4, 5, 2]), ("maximize", [4, 5, 1, 3, 2])])
-def test_leaderboard_ranks_by_validation_in_the_metrics_direction(direction, expected):
-    rows = [row(1, 0.5), row(2, None, "error", error="boom"), row(3, 0.2), row(4, 0.9), row(5, 0.9)]
-    # a failed run keeps no rank even if it printed a validation score before failing
+def test_leaderboard_ranks_by_the_score_in_the_metrics_direction(direction, expected):
+    rows = [row(1, 0.5, valid=0.99), row(2, None, "error", error="boom"), row(3, 0.2, valid=0.0), row(4, 0.9),
+            row(5, 0.9)]  # what a script printed of itself never ranks it
+    # a failed run keeps no rank even if it scored before failing
     rows.append(row(6, 0.01, "grading_error"))
     assert [r["iteration"] for r in leaderboard(rows, direction)] == expected + [6]
 
@@ -75,17 +77,18 @@ def test_plot_has_integer_iterations_failed_marks_and_baselines():
     ax = fig.axes[0]
     assert list(ax.get_xticks()) == [1, 2, 3]
     lines = {line.get_label(): line for line in ax.get_lines()}
-    failed = lines["failed (no validation score)"]
+    failed = lines["failed (no score)"]
     assert list(failed.get_xdata()) == [2]
-    assert list(lines["validation"].get_xdata()) == [1, 3]
+    assert list(lines["selection"].get_xdata()) == [1, 3]
+    assert list(lines["validation the script printed (not used to select)"].get_ydata()) == [5.1, 4.2]
     assert list(lines["test (reported, not used to select)"].get_ydata()) == [4.9, 4.0]
-    assert lines["starter validation 6"].get_ydata()[0] == 6.0
+    assert lines["starter selection 6"].get_ydata()[0] == 6.0
     assert lines["reference validation 4.5"].get_ydata()[0] == 4.5
-    assert "best validation (iteration 3)" in lines  # lower is better
+    assert "best selection (iteration 3)" in lines  # lower is better
     # a starter far off the iterations' scores is named at the edge, not drawn there to flatten them
     far = build_metrics_figure(rows, "rmse", "minimize", {"starter": 32.0}).axes[0]
-    assert "starter validation 32" not in {line.get_label() for line in far.get_lines()}
-    assert far.get_title(loc="left") == "↑ starter validation 32 (off the scale)"
+    assert "starter selection 32" not in {line.get_label() for line in far.get_lines()}
+    assert far.get_title(loc="left") == "↑ starter selection 32 (off the scale)"
 
     one = build_metrics_figure([row(1, 0.97)], "accuracy", "maximize").axes[0]
     assert list(one.get_xticks()) == [1]  # not 0.96 .. 1.04
@@ -108,15 +111,16 @@ def _run_folder(tmp_path: Path) -> tuple[Path, list[dict], dict]:
     (run / "step-03/debug-1/script.py").write_text(SCRIPT)
     (run / "importance.json").write_text(json.dumps({f"feature_{i}": float(i) for i in range(30)}))
     rows = [  # iteration 1 names no script: its step folder has it; iteration 3's final script is a debug one
-        {"iteration": 1, "case": "diamonds-price", "step": "adapt diamonds-price", "status": "ok", "valid": 6.2,
-         "test": 6.0, "wall_time": 2.5, "retained": True},
+        {"iteration": 1, "case": "diamonds-price", "step": "adapt diamonds-price", "status": "ok", "valid": 1.5,
+         "selection": 6.2, "score": 6.2, "test": 6.0, "wall_time": 2.5, "retained": True},  # it claims far more
         {"iteration": 2, "case": "pbc-status", "step": "use <script>alert(1)</script> | pipes", "status": "error",
          "error": "ValueError: Unknown label type: continuous", "debug_attempts": 0, "wall_time": 1.0},
-        {"iteration": 3, "case": "mlc-churn", "step": "tune LightGBM", "status": "ok", "valid": 4.4, "test": 4.1,
-         "wall_time": 130.0, "debug_attempts": 1, "script": "step-03/debug-1/script.py", "retained": True},
+        {"iteration": 3, "case": "mlc-churn", "step": "tune LightGBM", "status": "ok", "valid": 4.3, "selection": 4.4,
+         "score": 4.4, "test": 4.1, "wall_time": 130.0, "debug_attempts": 1, "script": "step-03/debug-1/script.py", "retained": True},
     ]
     summary = {"task": "concrete-strength", "model": "none", "metric": "rmse", "direction": "minimize",
-               "best_iteration": 3, "best_valid": 4.4, "best_test": 4.1, "stopped": "completed",
+               "best_iteration": 3, "best_valid": 4.3, "best_selection": 4.4, "best_score": 4.4, "best_test": 4.1,
+               "stopped": "completed", "selected_by": "selection", "selection_rows": 154,
                "baselines": {"starter": 16.3, "reference": 4.6}, "feature_importance": "importance.json",
                "model_errors": [{"iteration": 2, "role": "execute", "attempt": 0, "error": "ValueError: Unknown label type"}]}
     return run, rows, summary
@@ -139,7 +143,11 @@ def test_write_report_markdown_html_and_rows(tmp_path):
     assert "error: ValueError: Unknown label type: continuous" in table[2]
     assert "2.2 min" in table[0] and "2.5 s" in table[1]
     assert "\\| pipes" in md  # a pipe in a cell does not break the table
-    assert "starter 16.3, reference 4.6" in md and "iteration 3: validation 4.4, test 4.1" in md
+    assert "starter 16.3, reference 4.6" in md
+    assert "iteration 3: selection 4.4, its printed validation 4.3, test 4.1" in md
+    assert "cbr's grade of 154 labelled rows it held back" in md
+    assert [line.split("|")[6].strip() for line in table] == ["4.3", "1.5 ⚠", "—"]  # iteration 1 overclaims
+    assert "⚠ marks a printed validation much better than the selection score" in md
     assert "- iteration 2 (execute): ValueError: Unknown label type" in md.split("## What the model got wrong")[1]
 
     saved = json.loads((run / "rows.json").read_text())
@@ -175,17 +183,17 @@ def test_report_without_scores_or_importance(tmp_path):
 
 def test_progress_line_and_one_line_per_finished_iteration_off_a_terminal():
     assert progress_line(3, 8, "execute", "ok", 5.12345, 4.9, "rmse") == \
-        "iteration 3/8 (execute): ok, validation rmse 5.1235, best 4.9"
-    assert progress_line(1, None, None, "error", None, None, "auc") == "iteration 1: error, validation auc —, best —"
+        "iteration 3/8 (execute): ok, rmse 5.1235, best 4.9"
+    assert progress_line(1, None, None, "error", None, None, "auc") == "iteration 1: error, auc —, best —"
     out = io.StringIO()
     with LiveProgress("developing", enabled=False, total=2, stream=out) as progress:
         progress.update(iteration=1, role="plan", metric="rmse")
         progress.update(iteration=1, role="execute")
-        progress.update(iteration=1, status="ok", valid=5.0, best_valid=5.0)
+        progress.update(iteration=1, status="ok", score=5.0, best=5.0)
         progress.update(iteration=2, role="execute")
-        progress.update(iteration=2, status="error", valid=None)
-    assert out.getvalue().splitlines() == ["iteration 1/2 (execute): ok, validation rmse 5, best 5",
-                                           "iteration 2/2 (execute): error, validation rmse —, best 5"]
+        progress.update(iteration=2, status="error", score=None)
+    assert out.getvalue().splitlines() == ["iteration 1/2 (execute): ok, rmse 5, best 5",
+                                           "iteration 2/2 (execute): error, rmse —, best 5"]
 
 
 def test_model_errors_are_only_the_steps_that_went_wrong(tmp_path):

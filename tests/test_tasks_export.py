@@ -19,6 +19,7 @@ from conftest import prepared
 from dsagent_cbr.runner.run import run_script
 from dsagent_cbr.tasks.export import dsagent_copy, export_dsagent
 from dsagent_cbr.tasks.loader import load_task
+from dsagent_cbr.tasks.selection import hold_out, write_files
 
 CBR = [sys.executable, "-m", "dsagent_cbr.cli"]
 # What a grader that hides the test labels puts in the workspace instead of submission.py: it keeps the
@@ -89,7 +90,7 @@ def _scores_as_ours(name: str, root: Path) -> None:
     assert theirs.valid_metric == pytest.approx(ours.valid_metric, abs=1e-6)
     assert theirs.test_metric == pytest.approx(ours.test_metric, rel=1e-9)
 
-    hidden = root / "hidden"
+    hidden, held = root / "hidden", hold_out(copy)  # the same selection rows held back as in the runner
     shutil.copytree(copy.public_dir, hidden)
     (hidden / "submission.py").write_text(SAVER)
     if copy.modality in ("tabular", "text"):
@@ -97,9 +98,11 @@ def _scores_as_ours(name: str, root: Path) -> None:
         test.drop(columns=list(task.target)).to_csv(hidden / "test.csv", index=False)
     else:
         (hidden / "y_test.npy").unlink()
+    write_files(held, hidden)
     python("import runpy; runpy.run_path('train.py', run_name='__main__')", hidden)
+    np.save(hidden / "test-rows.npy", np.load(hidden / "predictions.npy")[:held.test_rows])
     printed = python("import numpy as np\nfrom submission import submit_predictions_for_test_set as submit\n"
-                     f"submit(np.load({str(hidden / 'predictions.npy')!r}, allow_pickle=False))", copy.public_dir)
+                     f"submit(np.load({str(hidden / 'test-rows.npy')!r}, allow_pickle=False))", copy.public_dir)
     score = re.fullmatch(r"final [\w ]+ on test set: (\S+)\n", printed)
     assert score, printed
     assert float(score.group(1)) == pytest.approx(theirs.test_metric, rel=1e-9)

@@ -24,8 +24,10 @@ def store(tmp_path_factory) -> str:
 
 
 SUMMARY = {"task": "concrete-strength", "model": "none", "metric": "rmse", "direction": "minimize",
-           "best_iteration": 1, "best_valid": 6.5, "best_test": 6.1, "stopped": "completed", "cost_usd": 0.0, "tokens": 0}
-ROWS = [{"iteration": 1, "case": "diamonds-price", "status": "ok", "valid": 6.5, "test": 6.1, "wall_time": 3.5},
+           "best_iteration": 1, "best_valid": 6.5, "best_selection": 6.7, "best_score": 6.7, "best_test": 6.1,
+           "stopped": "completed", "cost_usd": 0.0, "tokens": 0}
+ROWS = [{"iteration": 1, "case": "diamonds-price", "status": "ok", "valid": 6.5, "selection": 6.7, "score": 6.7,
+         "test": 6.1, "wall_time": 3.5},
         {"iteration": 2, "case": "pbc-status", "status": "error", "error": "ValueError: bad", "wall_time": 1.25}]
 
 
@@ -61,17 +63,20 @@ def test_run_folder_round_trip_and_resume(tmp_path, store):
         ("concrete-strength", "none", "rmse", "minimize")
     assert params["develop.iterations"] == "3" and params["settings.store"] == "faiss"
     assert _history(client, run_id, "valid_rmse") == [(1, 6.5)]  # the failed iteration has no score
+    assert _history(client, run_id, "selection_rmse") == [(1, 6.7)]
     assert _history(client, run_id, "test_rmse") == [(1, 6.1)]
     assert _history(client, run_id, "wall_time_s") == [(1, 3.5), (2, 1.25)]
     assert _history(client, run_id, "failed") == [(1, 0.0), (2, 1.0)]
     assert run.data.metrics["best_valid_rmse"] == 6.5 and run.data.metrics["failed_iterations"] == 1
+    assert run.data.metrics["best_selection_rmse"] == 6.7
     artifacts = {a.path for a in client.list_artifacts(run_id)}
     assert {"report.md", "report.html", "metrics.png", "rows.json", "best_solution.py", "summary.json"} <= artifacts
     # artifacts sit beside the database, not in the current folder
     assert Path(store.removeprefix("sqlite:///")).parent.joinpath("mlartifacts").is_dir()
 
     # a resumed run adds iteration 3: the same MLflow run, no iteration logged twice
-    rows = [*ROWS, {"iteration": 3, "status": "ok", "valid": 5.0, "test": 5.2, "wall_time": 2.0}]
+    rows = [*ROWS, {"iteration": 3, "status": "ok", "valid": 5.0, "selection": 5.1, "score": 5.1, "test": 5.2,
+                    "wall_time": 2.0}]
     summary = {**SUMMARY, "best_iteration": 3, "best_valid": 5.0, "best_test": 5.2}
     _folder(run_dir, rows, summary)
     assert log_run_to_mlflow(run_dir, store) == run_id

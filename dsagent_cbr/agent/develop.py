@@ -80,9 +80,12 @@ class Memory:
 
 
 def best_text(run: Run) -> str:
-    """The best validation score so far, as the planner and the logger are told it."""
-    if run.best is not None and run.best.valid is not None:
-        return f"{run.best.valid:.6g} (iteration {run.best.iteration})"
+    """The best score so far, as the planner and the logger are told it: the selection score, which
+    the model sees as a competitor sees a public leaderboard (the test score it never sees)."""
+    judged = ("selection score, graded by cbr on held-back rows" if run.record.selected_by == "selection"
+              else "the script's printed validation")
+    if run.best is not None and run.best.score is not None:
+        return f"{run.best.score:.6g} ({judged}; iteration {run.best.iteration})"
     start = f"; the starter's random guess scored {run.baseline:.6g}" if run.baseline is not None else ""
     return f"none yet{start}"
 

@@ -1,8 +1,8 @@
 """Progress of a long run: a live one-line status (rich) on a terminal; off a terminal (CI, a log file, a pipe)
 one plain line per finished iteration on stderr, so that `--json` output on stdout stays clean.
 
-`update(**fields)` takes any of: iteration, total, role, attempt, best (or best_valid), tokens, cost, and,
-to say an iteration has finished, status (with valid and metric). Off a terminal only the updates that
+`update(**fields)` takes any of: iteration, total, role, attempt, best, tokens, cost, and, to say an
+iteration has finished, status (with score and metric). Off a terminal only the updates that
 carry a status print, one `report.progress_line` each."""
 
 from __future__ import annotations
@@ -35,13 +35,13 @@ class LiveProgress:
     def update(self, **fields: Any) -> None:
         self.fields.update({k: v for k, v in fields.items() if v is not None})
         f = self.fields
-        best = f.get("best_valid", f.get("best"))
+        best = f.get("best")
         if self._status is None:
             if fields.get("status") is not None:
                 from dsagent_cbr.agent.report import progress_line
 
                 line = progress_line(f.get("iteration", 0), f.get("total"), f.get("role"), fields["status"],
-                                     fields.get("valid"), best, str(f.get("metric", "")))
+                                     fields.get("score"), best, str(f.get("metric", "")))
                 print(line, file=self.stream or sys.stderr, flush=True)
             return
         parts = [self.title, f"iteration {f.get('iteration', '-')}" + (f"/{f['total']}" if f.get("total") else ""),

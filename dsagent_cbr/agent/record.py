@@ -1,8 +1,9 @@
 """What a run did, in one typed record: `summary.json` of every develop, search and deploy run.
 
 The report, MLflow tracking, `cbr predict` and `cbr bench` read this one schema; none of them parses
-words. A row is one iteration (or one deploy candidate); the run's choice is made by validation score
-and its test score is only carried along to be reported."""
+words. A row is one iteration (or one deploy candidate); the run's choice is made on the selection score
+(cbr's own grade of rows the script never saw labelled), the script's printed validation is kept beside
+it as a diagnostic, and the test score is only carried along to be reported."""
 
 from __future__ import annotations
 
@@ -31,7 +32,9 @@ class Row(BaseModel):
     status: str = "not run"  # ok, or a run's failure (error, timeout, memory_limit, ...), or "no plan"/"no script"
     error: str | None = None
     debug_attempts: int = 0
-    valid: float | None = None
+    valid: float | None = None  # what the script printed of itself: its own diagnostic
+    selection: float | None = None  # graded by cbr on the rows it held back
+    score: float | None = None  # what the row is judged by: the selection score, or (no selection rows) valid
     test: float | None = None  # reported only: never shown to the model, never used to choose
     wall_time: float | None = None
     retained: bool = False
@@ -70,11 +73,14 @@ class RunRecord(BaseModel):
     run_dir: str
     outcome: Outcome = Outcome.AGENT_FAILURE
     stopped: str = "completed"  # why the run ended, in words, for people
-    selected_by: str = "validation"
+    selected_by: str = "selection"  # selection | validation (a task without selection rows) | first graded run
+    selection_rows: int = 0
     planned_iterations: int | None = None
     rows: list[Row] = []
     best_iteration: int | None = None
     best_valid: float | None = None
+    best_selection: float | None = None
+    best_score: float | None = None
     best_test: float | None = None
     test_answers: bool = True
     baselines: dict[str, float | None] = {}
@@ -101,6 +107,18 @@ class RunRecord(BaseModel):
 
     def save(self, run_dir: Path) -> None:
         write_text_atomic(Path(run_dir) / SUMMARY, self.model_dump_json(indent=2))
+
+
+GAP = 0.25  # a printed validation better than the selection score by more than this share is flagged
+
+
+def overclaims(row: Row, direction: str) -> bool:
+    """Did the script report itself much better than it graded on rows it never saw labelled (an
+    overfit validation, a leak into it, or a lie)?"""
+    if row.valid is None or row.selection is None:
+        return False
+    better = row.valid > row.selection if direction == "maximize" else row.valid < row.selection
+    return better and abs(row.valid - row.selection) > GAP * max(abs(row.selection), 1e-12)
 
 
 def load_record(run_dir: Path) -> RunRecord:

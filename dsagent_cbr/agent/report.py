@@ -5,11 +5,13 @@ Contract: `write_report(run_dir, record)` writes, from the run's record (record.
 the scripts its rows name and the feature-importance file, each atomically, in run_dir: `rows.json` (the
 rows, each with the `model` family and `params` its script trains), `metrics.png`, `importance.png` (when
 the run kept feature importance), `report.md` and `report.html`. It may be called after every iteration.
-Only rows with status "ok" and a validation score are ranked, by validation in the metric's direction;
-the test score is shown, never used to rank. A row without a script path shows the last script found
+Only rows with status "ok" and a score are ranked, by the score they were judged by (the selection
+score; the printed validation only for a task without selection rows) in the metric's direction; the
+printed validation is shown beside it, flagged where it claims much more, and the test score is shown,
+never used to rank. A row without a script path shows the last script found
 in its step-NN/ folder.
 
-`progress_line(iteration, total, role, status, valid, best_valid, metric)` is the one plain line printed
+`progress_line(iteration, total, role, status, score, best, metric)` is the one plain line printed
 per finished iteration when stdout is not a terminal (see progress.py)."""
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dsagent_cbr.agent.model_family import UNKNOWN, describe_model
-from dsagent_cbr.agent.record import RunRecord
+from dsagent_cbr.agent.record import Row, RunRecord, overclaims
 from dsagent_cbr.agent.rundir import step_path
 from dsagent_cbr.files import write_bytes_atomic, write_text_atomic
 
@@ -49,15 +51,15 @@ def _one_line(text: Any, limit: int) -> str:
 
 
 def ranked(row: dict[str, Any]) -> bool:
-    valid = row.get("valid")
-    return row.get("status") == "ok" and isinstance(valid, int | float) and math.isfinite(valid)
+    score = row.get("score")
+    return row.get("status") == "ok" and isinstance(score, int | float) and math.isfinite(score)
 
 
 def leaderboard(rows: list[dict[str, Any]], direction: str) -> list[dict[str, Any]]:
-    """Ranked rows by validation score, best first (stable on ties), then the failed ones in order."""
+    """Ranked rows by score, best first (stable on ties), then the failed ones in order."""
     if direction not in ("minimize", "maximize"):
         raise ValueError(f"direction must be minimize or maximize, not {direction!r}")
-    good = sorted((r for r in rows if ranked(r)), key=lambda r: r["valid"], reverse=direction == "maximize")
+    good = sorted((r for r in rows if ranked(r)), key=lambda r: r["score"], reverse=direction == "maximize")
     return good + [r for r in rows if not ranked(r)]
 
 
@@ -88,9 +90,10 @@ def _complete(run_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
 # --- figures ---------------------------------------------------------------------------------------------
 
 def build_metrics_figure(rows: list[dict[str, Any]], metric: str, direction: str,
-                         baselines: dict[str, float | None] | None = None) -> Figure:
-    """Validation (and test, when graded) per iteration; failed iterations as red crosses on the axis;
-    starter and reference validation scores as lines. Integer iterations on the x axis."""
+                         baselines: dict[str, float | None] | None = None, judged: str = "selection") -> Figure:
+    """The score each row was judged by (and, faded, the printed validation and the test score) per
+    iteration; failed iterations as red crosses on the axis; starter and reference scores as lines.
+    Integer iterations on the x axis."""
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
@@ -98,22 +101,26 @@ def build_metrics_figure(rows: list[dict[str, Any]], metric: str, direction: str
     ax = fig.add_subplot()
     good = [r for r in rows if ranked(r)]
     if good:
-        ax.plot([r["iteration"] for r in good], [r["valid"] for r in good], "o-", color="#1f77b4",
-                label="validation", zorder=3)
+        ax.plot([r["iteration"] for r in good], [r["score"] for r in good], "o-", color="#1f77b4",
+                label=judged, zorder=3)
+        printed = [r for r in good if judged == "selection" and r.get("valid") is not None]
+        if printed:
+            ax.plot([r["iteration"] for r in printed], [r["valid"] for r in printed], "^:", color="#888",
+                    alpha=0.7, label="validation the script printed (not used to select)")
         tested = [r for r in good if r.get("test") is not None]
         if tested:
             ax.plot([r["iteration"] for r in tested], [r["test"] for r in tested], "s--", color="#ff7f0e",
                     alpha=0.8, label="test (reported, not used to select)")
         best = leaderboard(good, direction)[0]
-        ax.plot([best["iteration"]], [best["valid"]], "*", color="#f2c14e", markersize=20, zorder=2,
-                label=f"best validation (iteration {best['iteration']})")
-    scores = [r[k] for r in good for k in ("valid", "test") if r.get(k) is not None]
+        ax.plot([best["iteration"]], [best["score"]], "*", color="#f2c14e", markersize=20, zorder=2,
+                label=f"best {judged} (iteration {best['iteration']})")
+    scores = [r[k] for r in good for k in ("score", "test") if r.get(k) is not None]
     off_scale = []
     for name, style, colour in (("starter", ":", "#555"), ("reference", "-.", "#2ca02c")):
         value = (baselines or {}).get(name)
         if value is None:
             continue
-        label = f"{name} validation {fmt(value)}"
+        label = f"{name} {'validation' if name == 'reference' else judged} {fmt(value)}"
         # a random starter is often far off: name it above the plot rather than squash the iterations flat
         low, high = (min(scores), max(scores)) if scores else (value, value)
         reach = 2 * max(high - low, 0.1 * abs(high))
@@ -126,9 +133,9 @@ def build_metrics_figure(rows: list[dict[str, Any]], metric: str, direction: str
     failed = [r["iteration"] for r in rows if not ranked(r)]
     if failed:  # on the x axis whatever the y range: x in data units, y in axes units
         ax.plot(failed, [0.0] * len(failed), "x", color="#d62728", markersize=10, mew=2.5,
-                transform=ax.get_xaxis_transform(), clip_on=False, label="failed (no validation score)")
+                transform=ax.get_xaxis_transform(), clip_on=False, label="failed (no score)")
     if not good:
-        ax.text(0.5, 0.5, "no iteration produced a validation score", transform=ax.transAxes,
+        ax.text(0.5, 0.5, "no iteration produced a score", transform=ax.transAxes,
                 ha="center", va="center", color="#777")
     iterations = sorted({int(r["iteration"]) for r in rows})
     if iterations:
@@ -198,19 +205,28 @@ def _status(row: dict[str, Any]) -> str:
     return f"{row['status']}: {_one_line(row['error'], 110)}"
 
 
-def _view(title: str, rows: list[dict[str, Any]], summary: dict[str, Any], importance_note: str | None,
-          images: dict[str, bytes]) -> dict[str, Any]:
-    """Everything both templates show, as display strings."""
-    direction = summary["direction"]
-    board = leaderboard(rows, direction)
+def _judged(summary: dict[str, Any]) -> str:
+    """The score the rows carry: the selection score where the task has selection rows."""
+    return "selection" if summary.get("selection_rows") else "validation"
+
+
+def _facts(rows: list[dict[str, Any]], summary: dict[str, Any]) -> list[tuple[str, str]]:
+    direction, judged, best = summary["direction"], _judged(summary), summary.get("best_iteration")
     n_ranked = sum(ranked(r) for r in rows)
-    has_test = any(r["test"] is not None for r in rows)
-    best = summary.get("best_iteration")
     facts = [("task", summary.get("task", "")), ("model", summary.get("model", "")),
              ("metric", f"{summary.get('metric', '')} ({'lower' if direction == 'minimize' else 'higher'} is better)"),
-             ("iterations", f"{len(rows)} ({n_ranked} with a validation score, {len(rows) - n_ranked} failed)")]
+             ("iterations", f"{len(rows)} ({n_ranked} with a score, {len(rows) - n_ranked} failed)")]
+    if judged == "selection":
+        facts.append(("scored by", f"the selection score: cbr's grade of {summary.get('selection_rows')} labelled "
+                                   "rows it held back from every script"))
+    else:
+        facts.append(("scored by", "the validation line the script printed (the task has no selection rows)"))
+    if summary.get("selected_by") not in ("selection", "validation"):
+        facts.append(("chosen", f"the {summary.get('selected_by')}"))
     if best is not None:
-        selected = f"iteration {best}: validation {fmt(summary.get('best_valid'))}"
+        selected = f"iteration {best}: {judged} {fmt(summary.get('best_score'))}"
+        if judged == "selection":
+            selected += f", its printed validation {fmt(summary.get('best_valid'))}"
         if summary.get("best_test") is not None:
             selected += f", test {fmt(summary.get('best_test'))}"
         facts.append(("selected", selected))
@@ -219,26 +235,44 @@ def _view(title: str, rows: list[dict[str, Any]], summary: dict[str, Any], impor
     baselines = summary.get("baselines") or {}
     given = [f"{k} {fmt(v)}" for k, v in baselines.items() if v is not None]
     if given:
-        facts.append(("baselines (validation)", ", ".join(given)))
+        facts.append(("baselines", ", ".join(given)))
+    if (summary.get("refit") or {}).get("why"):
+        facts.append(("refit", f"{summary['refit']['status']}: {summary['refit']['why']}"))
     facts.append(("stopped", summary.get("stopped", "")))
     if summary.get("tokens"):
         facts.append(("cost", f"${float(summary['cost_usd']):.4f} for {summary.get('tokens', 0)} tokens"))
+    return facts
+
+
+def _flag(row: dict[str, Any], direction: str) -> str:
+    return " ⚠" if overclaims(Row.model_validate(row), direction) else ""
+
+
+def _view(title: str, rows: list[dict[str, Any]], summary: dict[str, Any], importance_note: str | None,
+          images: dict[str, bytes]) -> dict[str, Any]:
+    """Everything both templates show, as display strings."""
+    direction = summary["direction"]
+    board = leaderboard(rows, direction)
+    n_ranked = sum(ranked(r) for r in rows)
+    best = summary.get("best_iteration")
     label = "candidate" if rows and all(r["candidate"] for r in rows) else "iteration"
     rank = {id(r): n for n, r in enumerate(board[:n_ranked], 1)}
     leader = [{"rank": rank.get(id(r), "—"), "label": r["candidate"] or r["iteration"], "model": r["model"],
-               "params": r["params"] or "—", "valid": fmt(r["valid"]), "test": fmt(r["test"]),
-               "wall_time": fmt_seconds(r["wall_time"]), "status": _status(r), "ok": ranked(r),
-               "best": best is not None and r["iteration"] == best, "script": r["script"] or ""}
+               "params": r["params"] or "—", "score": fmt(r["score"]), "valid": fmt(r["valid"]) + _flag(r, direction),
+               "test": fmt(r["test"]), "wall_time": fmt_seconds(r["wall_time"]), "status": _status(r),
+               "ok": ranked(r), "best": best is not None and r["iteration"] == best, "script": r["script"] or ""}
               for r in board]
     iterations = [{"label": r["candidate"] or r["iteration"], "case": _one_line(r["case"], 60),
                    "step": _one_line(r["step"], 160), "status": r["status"], "debug": r["debug_attempts"],
-                   "valid": fmt(r["valid"]), "test": fmt(r["test"]), "retained": "yes" if r["retained"] else "",
-                   "ok": ranked(r)} for r in rows]
+                   "score": fmt(r["score"]), "valid": fmt(r["valid"]) + _flag(r, direction), "test": fmt(r["test"]),
+                   "retained": "yes" if r["retained"] else "", "ok": ranked(r)} for r in rows]
     errors = [{"iteration": e.get("iteration"), "role": e.get("role"), "error": _one_line(e.get("error"), 300)}
               for e in summary.get("model_errors") or []]
-    return {"title": title, "facts": facts, "metric": summary.get("metric", ""), "direction": direction,
-            "label": label, "leaderboard": leader, "iterations": iterations, "has_test": has_test,
-            "errors": errors, "importance_note": importance_note, "top_features": TOP_FEATURES,
+    return {"title": title, "facts": _facts(rows, summary), "metric": summary.get("metric", ""),
+            "direction": direction, "judged": _judged(summary), "label": label, "leaderboard": leader,
+            "iterations": iterations, "has_test": any(r["test"] is not None for r in rows),
+            "overclaims": any(_flag(r, direction) for r in rows), "errors": errors,
+            "importance_note": importance_note, "top_features": TOP_FEATURES,
             "best_solution": "best_solution.py" if best is not None else None,
             "images": {name: base64.b64encode(data).decode("ascii") for name, data in images.items()}}
 
@@ -249,7 +283,8 @@ def write_report(run_dir: Path, record: RunRecord) -> None:
     rows = [_complete(run_dir, row) for row in summary["rows"]]
     write_text_atomic(run_dir / "rows.json", json.dumps(rows, indent=2, default=str))
     metric, direction = str(summary.get("metric", "")), summary["direction"]
-    images = {"metrics.png": _png(build_metrics_figure(rows, metric, direction, summary.get("baselines")))}
+    images = {"metrics.png": _png(build_metrics_figure(rows, metric, direction, summary.get("baselines"),
+                                                       _judged(summary)))}
     importance, note = _read_importance(run_dir, summary.get("feature_importance"))
     if importance:
         images["importance.png"] = _png(build_importance_figure(importance))
@@ -261,8 +296,8 @@ def write_report(run_dir: Path, record: RunRecord) -> None:
 
 
 def progress_line(iteration: int, total: int | None, role: str | None, status: str | None,
-                  valid: float | None, best_valid: float | None, metric: str) -> str:
+                  score: float | None, best: float | None, metric: str) -> str:
     """One plain line for a finished iteration, e.g.
-    'iteration 3/8 (execute): ok, validation rmse 5.1234, best 4.9876'."""
+    'iteration 3/8 (execute): ok, rmse 5.1234, best 4.9876' (the scores the rows are judged by)."""
     head = f"iteration {iteration}" + (f"/{total}" if total else "") + (f" ({role})" if role else "")
-    return f"{head}: {status or 'done'}, validation {metric} {fmt(valid)}, best {fmt(best_valid)}"
+    return f"{head}: {status or 'done'}, {metric} {fmt(score)}, best {fmt(best)}"

@@ -3,15 +3,17 @@ the effects every loop shares. The loops (develop.py, search.py, deploy.py) are 
 
     ask       a model step, journaled; a reply the model got wrong is recorded and comes back as None
     execute   a script run in the executor (the sandbox), journaled, its script kept in step-NN/
-    consider  record a row's outcome; when its validation score is the best yet, publish its outputs
-              and (develop, search) retain the (task, script) pair in the bank
-    refit     --refit: the selected script once more on train + validation rows
+    consider  record a row's outcome; when its selection score is the best yet, publish its outputs
+              and (develop, search) retain the (task, script) pair in the bank if it beats the starter
+    refit     --refit: the selected script once more on every labelled row, selection rows included
     stopping  how a run ends early (errors.py): the budget is a clean stop; an interrupt or a failure of
               ours saves the record and goes up to the CLI
     finish    summary.json and the report, written after every iteration
 
-Nothing here chooses by a test score: the best row is the best by validation, and the test score of
-that choice is only recorded."""
+Nothing here chooses by a number a script reports of itself or by a test score: the best row is the
+best by selection score (runner/run.py grades it on rows the harness held back; only a task without
+them falls back to the printed validation, and the record says so), and the test score of that choice
+is only recorded."""
 
 from __future__ import annotations
 
@@ -36,6 +38,8 @@ from dsagent_cbr.tasks.model import Task
 T = TypeVar("T")
 REFIT_VARIABLE = "CBR_REFIT"
 FIRST_GRADED = "first graded run"
+REFIT_NOTE = ("the submitted model also learned the selection rows, which stop being a fair judge of it: the "
+              "selection score judged the script before the refit")
 
 
 class Run:
@@ -50,7 +54,7 @@ class Run:
                                 metric=task.metric_name, direction=task.direction, seed=seed, run_dir=str(run_dir),
                                 planned_iterations=planned, test_answers=task.has_answers, sandbox=sandbox or {})
         self.best: Row | None = None
-        self.baseline: float | None = None  # the starter's validation score, when it ran
+        self.baseline: float | None = None  # the starter's score, when it ran
         self.reference = reference  # the hand-written reference's, for the report only
         self.ended: Outcome | None = None  # set when a failure of ours or the budget stopped the run
 
@@ -83,15 +87,23 @@ class Run:
 
     def say(self, t: int, role: str, attempt: int = 0) -> None:
         self.progress.update(iteration=t, total=self.record.planned_iterations, role=role, attempt=attempt,
-                             best=self.best.valid if self.best else None, tokens=self.record.tokens,
+                             best=self.best.score if self.best else None, tokens=self.record.tokens,
                              cost=self.record.cost_usd)
 
     # -- rows and the best so far ------------------------------------------------------------------
     def baseline_run(self) -> RunResult:
         """Iteration 0: the starter as it is, so that the log and the report start from a number."""
         result = self.execute(0, 0, self.task.starter.read_text(encoding="utf-8"))
-        self.baseline = result.valid_metric if result.ok else None
+        self._judge(result)
+        self.baseline = result.score if result.ok else None
         return result
+
+    def _judge(self, result: RunResult) -> None:
+        """What the run's choices are made on, as the first result shows it."""
+        if result.ok:
+            self.record.selection_rows = result.selection_rows
+        if result.ok and self.record.selected_by != FIRST_GRADED:
+            self.record.selected_by = "selection" if result.selection_rows else "validation"
 
     def begin(self, t: int, **fields: object) -> Row:
         row = Row(iteration=t, **fields)
@@ -100,16 +112,19 @@ class Run:
 
     def consider(self, row: Row, code: str, result: RunResult, attempt: int = 0, *,
                  retain: str | None = None) -> bool:
-        """Record a run's outcome in its row; when its validation score is the best yet, make it the
-        run's solution and, given a plan text to retain with it, add the pair to the bank."""
+        """Record a run's outcome in its row; when its score is the best yet, make it the run's solution
+        and, given a plan text to retain with it, add the pair to the bank when it has a selection score
+        that beats the starter's."""
+        self._judge(result)
         row.status, row.error, row.valid, row.test = result.status, result.error, result.valid_metric, result.test_metric
+        row.selection, row.score = result.selection_metric, result.score if result.ok else None
         row.wall_time = result.wall_time
         row.script = str(step_dir(self.run_dir, row.iteration, attempt).relative_to(self.run_dir) / "script.py")
         if not self._improves(result):
             return False
         self.best = row
         publish_outputs(self.run_dir, self.task, code, Path(result.workspace))
-        if retain is not None:
+        if retain is not None and self._retainable(row):
             row.retained = True
             self.journal.step(row.iteration, "retain", lambda: self._retain(row, code, retain))
         return True
@@ -119,14 +134,20 @@ class Run:
             return False
         if self.record.selected_by == FIRST_GRADED:  # deploy keeps its first graded script, scored or not
             return self.best is None
-        return self.task.metric.better(result.valid_metric, self.best.valid if self.best else None)
+        return self.task.metric.better(result.score, self.best.score if self.best else None)
+
+    def _retainable(self, row: Row) -> bool:
+        """The bank takes a solution only as judged by rows its script never saw labelled, and only one
+        better than the task's starter."""
+        return row.selection is not None and self.task.metric.better(row.selection, self.baseline)
 
     def _retain(self, row: Row, code: str, plan: str) -> dict[str, str]:
         """The (task, solution) pair as the paper's agent bank keeps it, with an insight of how it came."""
         task, extra = self.task, {"run": self.run_dir.name, "iteration": row.iteration}
         solution = Case(kind="solution", text=task.description, source_kind="retained", modality=task.modality,
                         title=f"{task.name} (retained, iteration {row.iteration})", task_type=task.task_type,
-                        task_name=task.name, script=code, metric=task.metric_name, valid_score=row.valid, extra=extra)
+                        task_name=task.name, script=code, metric=task.metric_name, valid_score=row.valid,
+                        selection_score=row.selection, extra=extra)
         insight = Case(kind="insight", text=f"Task: {task.description}\n\nPlan: {plan}\n\nLog: {row.log}",
                        title=f"retained insight from {task.name}", competition=task.name, source_kind="retained",
                        modality=task.modality, task_type=task.task_type, task_name=task.name, extra=extra)
@@ -140,8 +161,10 @@ class Run:
         return self.finish()
 
     def refit_best(self) -> None:
-        """--refit: the selected script once more, told to learn from the validation rows too; its
-        predictions become the submission. Its validation score means nothing then, and is not kept."""
+        """--refit: the selected script once more, given every labelled row (the selection rows too) and
+        told to learn from its validation rows; its predictions become the submission. The refit has no
+        selection score, and its printed validation means nothing: the record says the selection score
+        judged the script before the refit, not the model submitted."""
         if not (self.wants_refit and self.best and self.best.script):
             return
         code = (self.run_dir / self.best.script).read_text(encoding="utf-8")
@@ -152,6 +175,7 @@ class Run:
         self.record.refit = Refit(status=result.status, error=result.error, test_after_refit=result.test_metric)
         if result.ok:
             publish_outputs(self.run_dir, self.task, code, Path(result.workspace))
+            self.record.refit.why = REFIT_NOTE
 
     # -- how a run ends ----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -180,8 +204,8 @@ class Run:
 
     def end(self, row: Row) -> RunRecord:
         """An iteration is over: one progress line, and the record and report written once."""
-        self.progress.update(iteration=row.iteration, status=row.status, valid=row.valid,
-                             best_valid=self.best.valid if self.best else None, metric=self.task.metric_name)
+        self.progress.update(iteration=row.iteration, status=row.status, score=row.score,
+                             best=self.best.score if self.best else None, metric=self.task.metric_name)
         return self.finish()
 
     def finish(self) -> RunRecord:
@@ -192,6 +216,7 @@ class Run:
         record.outcome = self.ended or (Outcome.OK if best else Outcome.AGENT_FAILURE)
         record.best_iteration = best.iteration if best else None
         record.best_valid, record.best_test = (best.valid, best.test) if best else (None, None)
+        record.best_selection, record.best_score = (best.selection, best.score) if best else (None, None)
         record.baselines = {"starter": self.baseline, "reference": self.reference}
         record.model_errors = self.journal.errors()
         record.best_solution = str(self.run_dir / "best_solution.py") if best else None

@@ -1,13 +1,13 @@
 """`cbr develop --model none`: case-based model search without an LLM. Each iteration adapts the next
 compatible past solution (agents' retained solutions first, then references, nearest first) with the
-structural adapter, runs it, and keeps the one with the best validation score.
+structural adapter, runs it, and keeps the one with the best selection score.
 
     l0 = the starter's result
     candidates = compatible solutions, retained first, nearest first
     for t, case in enumerate(candidates[:T]):
         code   = adapt(case, task)          structural: the case's model, the task's data
         result = execute(code)
-        retain (task, code) when the validation score improves"""
+        retain (task, code) when the selection score improves and beats the starter's"""
 
 from __future__ import annotations
 

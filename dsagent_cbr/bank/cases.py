@@ -38,7 +38,8 @@ class Case:
     task_name: str = ""
     script: str = ""
     metric: str = ""
-    valid_score: float | None = None
+    valid_score: float | None = None  # as its script printed it
+    selection_score: float | None = None  # retained: cbr's grade on the rows it held back
     test_score: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # provenance: rank, votes, fetched_at, run id...
 

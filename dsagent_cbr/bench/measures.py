@@ -20,8 +20,12 @@ from typing import Any
 
 
 def graded_score(record: dict[str, Any]) -> float | None:
-    """The test score a run is ranked by, or None when it failed."""
+    """The score a run is ranked by, or None when it failed: the test score of the solution the run
+    chose (on its selection score), as the paper ranks; on a task without test answers, its selection
+    score."""
     score = record.get("test_metric")
+    if score is None:
+        score = record.get("selection_metric")
     if not record.get("success") or not isinstance(score, (int, float)) or not math.isfinite(score):
         return None
     return float(score)

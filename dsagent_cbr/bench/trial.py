@@ -130,11 +130,14 @@ def summarise(kind: str, data: dict[str, Any]) -> dict[str, Any]:
         return {"success": record.solved, "run_outcome": str(record.outcome),
                 "one_pass": facts.one_pass if facts else None, "solved_by": facts.solved_by if facts else None,
                 "test_metric": record.best_test, "valid_metric": record.best_valid,
+                "selection_metric": record.best_selection, "score": record.best_score,
                 "error": error or (None if record.stopped == "completed" else record.stopped),
                 "stopped": record.stopped, "cost_usd": record.cost_usd, "tokens": record.tokens,
                 "run_dir": record.run_dir}
     return {"success": data.get("status") == "ok", "one_pass": None, "test_metric": data.get("test_metric"),
-            "valid_metric": data.get("valid_metric"), "error": data.get("error"), "status": data.get("status"),
+            "valid_metric": data.get("valid_metric"), "selection_metric": data.get("selection_metric"),
+            "score": data.get("selection_metric") if data.get("selection_rows") else data.get("valid_metric"),
+            "error": data.get("error"), "status": data.get("status"),
             "cost_usd": 0.0, "tokens": 0, "script_seconds": data.get("wall_time")}
 
 

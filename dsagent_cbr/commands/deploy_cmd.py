@@ -106,6 +106,7 @@ def _print_result(record: RunRecord) -> None:
     else:
         click.echo(f"stopped:       {record.stopped} (not counted as the model's)")
     click.echo(f"final:         {'graded' if record.solved else 'failed'} (solved by {facts.solved_by})")
-    click.echo(f"validation:    {record.best_valid}")
+    click.echo(f"selection:     {record.best_selection}" if record.selection_rows else "selection:     none")
+    click.echo(f"validation:    {record.best_valid} (printed by the script)")
     click.echo(f"test:          {record.best_test if record.test_answers else 'no test answers'}")
     echo_results(record, 15)

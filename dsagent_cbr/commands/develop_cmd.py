@@ -118,8 +118,8 @@ def _print_summary(record: RunRecord) -> None:
         click.echo("best:            no iteration produced a graded solution")
     else:
         test = record.best_test if record.test_answers else "no test answers"
-        click.echo(f"best validation: {record.best_valid} ({record.metric}, iteration {record.best_iteration}, "
-                   f"chosen by validation)")
+        click.echo(f"best:            {record.selected_by} {record.metric} {record.best_score} (iteration "
+                   f"{record.best_iteration}; the script printed validation {record.best_valid})")
         click.echo(f"its test score:  {test}")
     echo_results(record, 17)
 

@@ -113,10 +113,11 @@ def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_
     wanted = list(dict.fromkeys([idc, *columns]))
     try:
         sub = read_csv(read_bytes(Path(result.workspace), produced.name), produced.name, wanted=wanted,
-                       max_rows=len(new), max_columns=len(wanted) + EXTRA_COLUMNS)
+                       max_rows=len(new) + result.selection_rows, max_columns=len(wanted) + EXTRA_COLUMNS)
     except ArtefactError as exc:
         raise CbrError(f"The solution's predictions cannot be used: {exc}.") from exc
     sub = sub[wanted]
+    sub = sub[sub[idc].astype(str).isin(set(new[idc].astype(str)))]  # the selection rows' predictions stay out
     if sub[idc].duplicated().any() or set(sub[idc].astype(str)) != set(new[idc].astype(str)):
         raise CbrError(f"The solution's {produced.name} does not have one row per row of {new_csv.name}.")
     order = {v: i for i, v in enumerate(new[idc].astype(str))}

@@ -153,7 +153,9 @@ def run(task_dir: str, script: Path, timeout: float, memory: float, disk: float,
         arrow = "higher is better" if task.direction == "maximize" else "lower is better"
         click.echo(f"task:       {task.name} ({task.metric_name}, {arrow})")
         click.echo(f"status:     {result.status}" + (f" — {result.error}" if result.error else ""))
-        click.echo(f"validation: {result.valid_metric}")
+        click.echo(f"selection:  {result.selection_metric} ({result.selection_rows} held-back rows)"
+                   if result.selection_rows else "selection:  none (the task has no selection rows)")
+        click.echo(f"validation: {result.valid_metric} (printed by the script)")
         click.echo(f"test:       {result.test_metric if result.test_answers else 'no test answers'}")
         click.echo(f"time:       {result.wall_time:.1f}s, peak memory {result.peak_memory_mb:.0f} MB")
         click.echo(f"sandbox:    {'bubblewrap' if result.isolated else 'NONE (--no-sandbox)'}"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -26,7 +25,7 @@ def parse_validation_metric(stdout: str, metric: str) -> float | None:
     for match in _VALIDATION.finditer(stdout):
         if names_metric(match.group("ours") or match.group("theirs"), metric):
             value = float(match.group(3))
-    return value if value is not None and math.isfinite(value) else None
+    return value
 
 
 def head_tail(text: str, limit: int = 6000) -> str:
@@ -42,10 +41,11 @@ def head_tail(text: str, limit: int = 6000) -> str:
 class RunResult:
     task: str
     status: str  # ok | error | timeout | memory_limit | disk_limit | output_limit | process_limit | grading_error
+    #              | impossible_score
     exit_code: int | None
     metric: str
     direction: str
-    valid_metric: float | None
+    valid_metric: float | None  # what the script printed of itself: a diagnostic, never a choice
     test_metric: float | None
     error: str | None
     stdout: str
@@ -58,6 +58,8 @@ class RunResult:
     test_answers: bool = True  # false: the task has no test answers; graded on validation only
     script: str | None = None  # the script as cbr kept it before the run (never the workspace's copy)
     limits: dict[str, str] = field(default_factory=dict)  # how memory, processes and disk were bounded
+    selection_metric: float | None = None  # graded by cbr on the rows it held back: what choices are made on
+    selection_rows: int = 0  # 0: the task has none (then choices fall back to the printed validation)
 
     @property
     def ok(self) -> bool:
@@ -80,9 +82,19 @@ class RunResult:
     def from_dict(cls, data: dict[str, Any]) -> RunResult:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
+    @property
+    def score(self) -> float | None:
+        """What every choice is made on: the selection score where the task has selection rows; only
+        where it has none, the validation score the script printed."""
+        return self.selection_metric if self.selection_rows else self.valid_metric
+
     def feedback(self) -> str:
-        """What the model may learn of a run: the outcome, the validation score, the error. Never the
-        test score: validation picks, test only reports."""
-        if self.ok:
-            return f"Ran in {self.wall_time:.1f}s; validation {self.metric} {self.valid_metric}."
-        return f"Failed ({self.status}): {self.error}\n{head_tail(self.stderr, 3000)}"
+        """What the model may learn of a run: the outcome, the selection score it is judged by (as a
+        public leaderboard shows it), its own validation line, the error. Never the test score."""
+        if not self.ok:
+            return f"Failed ({self.status}): {self.error}\n{head_tail(self.stderr, 3000)}"
+        printed = f"the script's own validation {self.metric} {self.valid_metric}"
+        if self.selection_rows:
+            return (f"Ran in {self.wall_time:.1f}s; selection {self.metric} {self.selection_metric:.6g} (graded by "
+                    f"cbr on {self.selection_rows} held-back rows; what the run is judged by); {printed}.")
+        return f"Ran in {self.wall_time:.1f}s; {printed}."

@@ -17,6 +17,8 @@ from functools import cache
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
+
 from dsagent_cbr.runner.artefacts import ArtefactError, harvest, read_bytes, read_importance, read_text
 from dsagent_cbr.runner.result import RunResult, head_tail, parse_validation_metric
 from dsagent_cbr.runner.sandbox import (
@@ -28,8 +30,9 @@ from dsagent_cbr.runner.sandbox import (
 )
 from dsagent_cbr.runner.scratch import Scratch, scratch
 from dsagent_cbr.tasks import dsagent_layout
-from dsagent_cbr.tasks.grading import grade
+from dsagent_cbr.tasks.grading import Grades, grade, score_npy
 from dsagent_cbr.tasks.model import Task
+from dsagent_cbr.tasks.selection import Held, hold_out, write_files
 from dsagent_cbr.tasks.sources import hidden_paths
 
 GRADER_POLICY = SandboxPolicy(timeout=300.0, memory_mb=4096.0, disk_mb=64.0)
@@ -42,15 +45,20 @@ def _size_mb(paths: list[Path]) -> float:
     return sum(f.stat().st_size for f in files if f.is_file()) / 2**20
 
 
-def make_workspace(task: Task, script_text: str, workspace: Path) -> dict[str, tuple[int, int]]:
-    """Copy (never link: a link would lead back to the task folder) the public files and the script.
-    In the DS-Agent layout the test labels stay out and submission.py only keeps the predictions.
-    Returns what cbr wrote, by relative path: (size, mtime_ns), so that a harvest can leave it out."""
+def make_workspace(task: Task, script_text: str, workspace: Path, held: Held | None = None) -> dict[str, tuple[int, int]]:
+    """Copy (never link: a link would lead back to the task folder) the public files and the script;
+    with selection rows held back, the files they change are written instead of copied. In the
+    DS-Agent layout the test labels stay out and submission.py only keeps the predictions. Returns what
+    cbr wrote, by relative path: (size, mtime_ns), so that a harvest can leave it out."""
     workspace.mkdir(parents=True, exist_ok=True)
     grading = task.dsagent
+    if held is not None:
+        write_files(held, workspace)
     for name in task.public_files:
         src, dst = task.public_dir / name, workspace / name
         dst.parent.mkdir(parents=True, exist_ok=True)
+        if held is not None and name in held.files:
+            continue
         if grading is not None and name == "submission.py":
             dst.write_text(dsagent_layout.capture_shim(src.read_text(encoding="utf-8")), encoding="utf-8")
         elif grading is not None and name == grading.label_file:
@@ -83,6 +91,15 @@ def _without_labels(src: Path, dst: Path, grading: dsagent_layout.DsagentGrading
     frame.to_csv(dst, index=False)
 
 
+def _impossible(task: Task, valid: float | None) -> tuple[str, str] | None:
+    """A printed validation score the metric cannot take (NaN, RMSE -1e300, accuracy 7.5) is the
+    script's error, like a crash: what it reports of itself cannot be believed."""
+    if valid is None or task.metric.possible(valid):
+        return None
+    return "impossible_score", (f"the script printed validation {task.metric_name} {valid:g}, which "
+                                f"{task.metric_name} cannot be (it lies in {task.metric.range})")
+
+
 def _last_line(text: str) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1].strip() if lines else ""
@@ -110,10 +127,11 @@ def _bootstrap() -> str:
     return resources.files("dsagent_cbr.runner").joinpath("bootstrap.py").read_text(encoding="utf-8")
 
 
-def _execute(task: Task, code: str, run_dir: Path, policy: SandboxPolicy, refit: bool) -> ProcessOutcome:
+def _execute(task: Task, code: str, run_dir: Path, policy: SandboxPolicy, refit: bool,
+             held: Held | None) -> ProcessOutcome:
     """The script's run in a scratch folder of its own; what it made is harvested into run_dir/workspace."""
     with scratch(run_dir, _size_mb([task.public_dir / n for n in task.public_files]), policy.disk_mb) as space:
-        unchanged = make_workspace(task, code, space.path)
+        unchanged = make_workspace(task, code, space.path, held)
         space.settle()
         outcome = run_sandboxed([sys.executable, "-c", _bootstrap()], space=space,
                                 stdout_path=run_dir / "stdout.txt", stderr_path=run_dir / "stderr.txt",
@@ -130,8 +148,9 @@ def run_script(task: Task, script: str | Path, *, run_dir: Path | None = None, t
     """Execute `script` (a path or the code itself) on `task` and grade it. Never raises for the
     script's own failures, whatever it leaves behind: they come back as a RunResult with a status and
     an error line. Raises SandboxUnavailable when we cannot sandbox it: that is our failure, not the
-    script's. With `refit` the script is told (CBR_REFIT=1) to train its final model on the validation
-    rows too."""
+    script's. Its predictions for the selection rows are graded with its test predictions. With `refit`
+    the script is given every labelled row, selection rows included (so there is no selection score),
+    and told (CBR_REFIT=1) to train its final model on its validation rows too."""
     policy = policy or SandboxPolicy()
     policy = replace(policy, **{k: v for k, v in (("timeout", timeout), ("memory_mb", memory_mb)) if v is not None})
     require_sandbox(policy.isolate)  # before anything is written: no half-made run folder
@@ -139,22 +158,27 @@ def run_script(task: Task, script: str | Path, *, run_dir: Path | None = None, t
     run_dir = Path(tempfile.mkdtemp(prefix=f"cbr-{task.name}-")) if run_dir is None else run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "script.py").write_text(code, encoding="utf-8")
-    outcome = _execute(task, code, run_dir, policy, refit)
+    held = None if refit else hold_out(task)
+    outcome = _execute(task, code, run_dir, policy, refit, held)
     stdout, stderr = read_text(run_dir / "stdout.txt", OUTPUT_CHARS), read_text(run_dir / "stderr.txt", OUTPUT_CHARS)
     if outcome.isolated and outcome.exit_code != 0 and stderr.startswith(("bwrap: ", "setpriv: ")):
         raise SandboxUnavailable(f"The sandbox failed to start the script: {_last_line(stderr)}")
     status, error = _status(outcome, stderr, policy)
     workspace = run_dir / "workspace"
-    test = None
+    grades = Grades(None, None)
+    valid = parse_validation_metric(stdout, task.metric_name)
     if status == "ok":
         try:
             read_importance(workspace)  # a malformed one is the script's failure like bad predictions
-            test = _grade_dsagent(task, workspace, run_dir, policy) if task.dsagent else grade(task, workspace)
+            grades = (_grade_dsagent(task, workspace, run_dir, policy, held) if task.dsagent
+                      else grade(task, workspace, held))
+            status, error = _impossible(task, valid) or (status, error)
         except ArtefactError as exc:
             status, error = "grading_error", str(exc)
     result = RunResult(
         task=task.name, status=status, exit_code=outcome.exit_code, metric=task.metric_name,
-        direction=task.direction, valid_metric=parse_validation_metric(stdout, task.metric_name), test_metric=test,
+        direction=task.direction, valid_metric=valid, test_metric=grades.test,
+        selection_metric=grades.selection, selection_rows=held.rows if held else 0,
         error=error, stdout=head_tail(stdout), stderr=head_tail(stderr), wall_time=round(outcome.wall_time, 3),
         peak_memory_mb=round(outcome.peak_memory_mb, 1), workspace=str(workspace), isolated=outcome.isolated,
         network=outcome.network, test_answers=task.has_answers, script=str(run_dir / "script.py"),
@@ -164,20 +188,23 @@ def run_script(task: Task, script: str | Path, *, run_dir: Path | None = None, t
     return result
 
 
-def _fill_grading_folder(task: Task, folder: Path, predictions: bytes) -> None:
+def _fill_grading_folder(task: Task, folder: Path, predictions: bytes, held: Held | None) -> None:
     for path in task.public_dir.iterdir():
         if path.is_file() and path.name != "train.py":
             shutil.copyfile(path, folder / path.name)
     (folder / dsagent_layout.PREDICTIONS).write_bytes(predictions)
     assert task.dsagent is not None
     config = {"arity": task.dsagent.arity, "label_file": task.dsagent.label_file,
-              "label_columns": list(task.dsagent.label_columns)}
+              "label_columns": list(task.dsagent.label_columns), "test_rows": held.test_rows if held else None}
+    if held is not None and not isinstance(held.answers, np.ndarray):  # arrays are scored on the host
+        held.answers.to_csv(folder / dsagent_layout.SELECTION_FILE, index=False)
     (folder / dsagent_layout.GRADING_CONFIG).write_text(json.dumps(config), encoding="utf-8")
     (folder / "cbr_grader.py").write_text(dsagent_layout.GRADER, encoding="utf-8")
 
 
-def _run_grader(task: Task, space: Scratch, predictions: bytes, run_dir: Path, policy: SandboxPolicy) -> str:
-    _fill_grading_folder(task, space.path, predictions)
+def _run_grader(task: Task, space: Scratch, predictions: bytes, run_dir: Path, policy: SandboxPolicy,
+                held: Held | None) -> str:
+    _fill_grading_folder(task, space.path, predictions, held)
     space.settle()
     out, err = run_dir / "grader-stdout.txt", run_dir / "grader-stderr.txt"
     outcome = run_sandboxed([sys.executable, "cbr_grader.py"], space=space, stdout_path=out, stderr_path=err,
@@ -187,18 +214,31 @@ def _run_grader(task: Task, space: Scratch, predictions: bytes, run_dir: Path, p
     return read_text(out, 64 * 1024)
 
 
-def _grade_dsagent(task: Task, workspace: Path, run_dir: Path, policy: SandboxPolicy) -> float:
-    """Run the folder's own submission.py on the saved predictions, beside the labelled files, in a
-    sandbox of its own; the score is the one it prints, never one the script printed."""
-    from dsagent_cbr.runner.artefacts import read_npy
-
-    predictions = read_bytes(workspace, dsagent_layout.PREDICTIONS)
-    read_npy(predictions, dsagent_layout.PREDICTIONS, max_items=len(predictions))  # its header, checked here
-    grading_files = _size_mb([p for p in task.public_dir.iterdir() if p.is_file()])
-    with scratch(run_dir, grading_files + len(predictions) / 2**20, GRADER_POLICY.disk_mb) as space:
-        printed = _run_grader(task, space, predictions, run_dir, policy)
+def _printed_score(task: Task, printed: str) -> float:
     label = re.escape(task.test_pattern or "")
     matches = re.findall(rf"{label}\s*:\s*([-+]?\d*\.?\d+(?:[eE][-+]?\d+)?)", printed)
     if not matches:
         raise ArtefactError(f"submission.py printed no line '{task.test_pattern}: <number>'")
     return float(matches[-1])
+
+
+def _grade_dsagent(task: Task, workspace: Path, run_dir: Path, policy: SandboxPolicy, held: Held | None) -> Grades:
+    """Run the folder's own submission.py on the saved predictions, beside the labelled files, in a
+    sandbox of its own; the score is the one it prints, never one the script printed. With selection
+    rows, it runs once more on their predictions, with a test file of those rows, labelled."""
+    from dsagent_cbr.runner.artefacts import read_npy
+
+    predictions = read_bytes(workspace, dsagent_layout.PREDICTIONS)
+    saved = read_npy(predictions, dsagent_layout.PREDICTIONS, max_items=len(predictions))
+    if held is not None and len(saved) != held.test_rows + held.rows:
+        raise ArtefactError(f"{dsagent_layout.PREDICTIONS} has {len(saved)} predictions, expected "
+                            f"{held.test_rows + held.rows} (one per row of {task.test_file})")
+    grading_files = _size_mb([p for p in task.public_dir.iterdir() if p.is_file()])
+    with scratch(run_dir, grading_files * 2 + len(predictions) / 2**20, GRADER_POLICY.disk_mb) as space:
+        printed = _run_grader(task, space, predictions, run_dir, policy, held)
+    test_part, _, selection_part = printed.partition(dsagent_layout.SELECTION_MARK)
+    if held is None:
+        return Grades(_printed_score(task, test_part), None)
+    if isinstance(held.answers, np.ndarray):  # X_test.npy's selection windows: our metric, as for our npy tasks
+        return Grades(_printed_score(task, test_part), score_npy(task, held.answers, saved[held.test_rows:], "selection"))
+    return Grades(_printed_score(task, test_part), _printed_score(task, selection_part))

@@ -1,32 +1,48 @@
-"""Grade the predictions a script wrote in its workspace against the task's private answers. The file
-is an artefact like any other a script leaves: read and parsed by runner/artefacts.py, regular files
-only, its shape checked against what the task expects before it is parsed."""
+"""Grade the predictions a script wrote in its workspace: the test rows against the task's private
+answers, the selection rows (tasks/selection.py) against the labels the harness held back. The file is
+an artefact like any other a script leaves: read and parsed by runner/artefacts.py, regular files only,
+its shape checked against what the task expects before it is parsed."""
 
 from __future__ import annotations
 
+import io
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from dsagent_cbr.runner.artefacts import ArtefactError, read_bytes, read_csv, read_npy
 from dsagent_cbr.tasks.model import Task
+from dsagent_cbr.tasks.selection import Held
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 EXTRA_COLUMNS = 64  # a submission may carry columns the grader does not read, but not without bound
+KEY = "__cbr_id_key"
 
 
 class GradingError(ArtefactError):
     """The predictions are missing or malformed; the message says how, for the agent to act on."""
 
 
-def grade(task: Task, workspace: Path) -> float | None:
-    """The test score of the predictions in `workspace`, or None for a task without answers (then only
-    the predictions' form is checked: a submission must still be one a user can upload)."""
+@dataclass(frozen=True)
+class Grades:
+    test: float | None  # None: the task has no test answers
+    selection: float | None  # None: the task has no selection rows
+
+
+def grade(task: Task, workspace: Path, held: Held | None = None) -> Grades:
+    """The scores of the predictions in `workspace`: on the test rows (None for a task without answers,
+    whose predictions then only have their form checked: a submission must be one a user can upload)
+    and on the selection rows the harness appended to the test file."""
     assert task.predictions and task.data_format in ("csv", "npy")
     raw = read_bytes(workspace, task.predictions)
     try:
         if task.data_format == "npy":
-            return _grade_npy(task, raw)
-        return _grade_csv(task, raw)
+            return _grade_npy(task, raw, held)
+        return _grade_csv(task, raw, held)
     except (ValueError, TypeError, IndexError) as exc:
         raise GradingError(f"the predictions cannot be scored with {task.metric_name}: {exc}") from exc
 
@@ -36,57 +52,92 @@ def _check_finite(values: np.ndarray, what: str) -> None:
         raise GradingError(f"{what} contain NaN or infinite values")
 
 
-def _grade_npy(task: Task, raw: bytes) -> float | None:
+def _grade_npy(task: Task, raw: bytes, held: Held | None) -> Grades:
+    """Positional: the test rows' predictions first, then the selection rows' (X_test.npy's order)."""
     assert task.predictions
-    if task.answers is None:
-        pred = read_npy(raw, task.predictions, max_items=len(raw))
-        if pred.size == 0:
-            raise GradingError(f"{task.predictions} is empty")
-        return None
-    truth = np.load(task.private_dir / task.answers, allow_pickle=False)
-    pred = read_npy(raw, task.predictions, max_items=truth.size)
-    if pred.shape != truth.shape:
+    truth = np.load(task.private_dir / task.answers, allow_pickle=False) if task.answers else None
+    example = truth if truth is not None else held.answers if held else None
+    tested = held.test_rows if held else len(truth) if truth is not None else None
+    expected = None if tested is None else tested + (held.rows if held else 0)
+    limit = len(raw) if example is None or expected is None else expected * max(1, example[0].size)
+    pred = read_npy(raw, task.predictions, max_items=limit)
+    if pred.size == 0:
+        raise GradingError(f"{task.predictions} is empty")
+    if expected is not None and held and len(pred) != expected:
+        raise GradingError(f"{task.predictions} has {len(pred)} rows, expected {expected} (one per row of X_test.npy)")
+    tested = len(pred) if tested is None else tested
+    test = score_npy(task, truth, pred[:tested], "test")
+    selection = score_npy(task, held.answers, pred[tested:], "selection") if held else None
+    return Grades(test, selection)
+
+
+def score_npy(task: Task, truth: np.ndarray | None, pred: np.ndarray, rows: str) -> float | None:
+    if truth is not None and pred.shape != truth.shape:
         if pred.size == truth.size and pred.squeeze().shape == truth.squeeze().shape:
             pred = pred.reshape(truth.shape)
         else:
-            raise GradingError(f"predictions have shape {pred.shape}, expected {truth.shape}")
+            raise GradingError(f"predictions of the {rows} rows have shape {pred.shape}, expected {truth.shape}")
     if task.metric.name != "accuracy":
         try:
             pred = pred.astype(float)
         except ValueError as exc:
             raise GradingError(f"predictions are not numeric ({exc})") from exc
         _check_finite(pred, "predictions")
-    return task.metric.fn(truth, pred)
+    return None if truth is None else task.metric.fn(truth, pred)
 
 
-def _grade_csv(task: Task, raw: bytes) -> float | None:
+def _key(value: object) -> str:
+    """An id as text, so that 7, 7.0 and "7" are one id whichever way a file was typed."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value).strip()
+
+
+def _grade_csv(task: Task, raw: bytes, held: Held | None) -> Grades:
     import pandas as pd
 
-    assert task.predictions
+    assert task.predictions and task.id_column
     if task.answers is not None:
         truth = pd.read_csv(task.private_dir / task.answers)
-    elif task.test_file and task.id_column:  # no answers: the ids still have to be the test file's
+    elif task.test_file:  # no answers: the ids still have to be the test file's
         truth = pd.read_csv(task.public_dir / task.test_file, usecols=[task.id_column])
     else:
         raise GradingError("the task names neither answers nor a test file to check the predictions against")
     idc = task.id_column
-    assert idc is not None
     columns = list(task.classes) if task.metric.name == "logloss" else list(task.target)
     wanted = list(dict.fromkeys([idc, *columns]))
-    sub = read_csv(raw, task.predictions, wanted=wanted, max_rows=len(truth),
-                   max_columns=len(wanted) + EXTRA_COLUMNS)
-    if sub[idc].duplicated().any():
+    expected = len(truth) + (held.rows if held else 0)
+    sub = read_csv(raw, task.predictions, wanted=wanted, max_rows=expected, max_columns=len(wanted) + EXTRA_COLUMNS)
+    sub = sub[[idc, *columns]].assign(**{KEY: sub[idc].map(_key)})
+    if sub[KEY].duplicated().any():
         raise GradingError(f"{task.predictions} repeats ids")
-    merged = truth.merge(sub[[idc, *columns]], on=idc, how="left", suffixes=("", "__pred"), indicator=True)
+    chosen = sub[KEY].isin(set(held.ids)) if held else pd.Series(False, index=sub.index)
+    test = _score_csv(task, truth, sub[~chosen], "test" if task.answers else None)
+    selection = None
+    if held:
+        answers = pd.read_csv(io.StringIO(held.answers.to_csv(index=False)))  # typed as an answers file is
+        selection = _score_csv(task, answers, sub[chosen], "selection")
+    if len(sub) != expected:
+        raise GradingError(f"{task.predictions} has {len(sub)} rows, expected {expected} (one per row of "
+                           f"{task.test_file or 'the test file'})")
+    return Grades(test, selection)
+
+
+def _score_csv(task: Task, truth: pd.DataFrame, sub: pd.DataFrame, rows: str | None) -> float | None:
+    """The score of `sub` against `truth` (id and target columns); with rows=None only the form of the
+    predictions is checked, against the ids of `truth`."""
+    idc = task.id_column
+    assert idc is not None
+    columns = list(task.classes) if task.metric.name == "logloss" else list(task.target)
+    truth = truth.assign(**{KEY: truth[idc].map(_key)})
+    merged = truth.merge(sub.drop(columns=[idc]), on=KEY, how="left", suffixes=("", "__pred"), indicator=True)
     absent = int((merged["_merge"] != "both").sum())
     if absent:
-        raise GradingError(f"{task.predictions} has no prediction for {absent} of {len(truth)} test ids")
-    if len(sub) != len(truth):
-        raise GradingError(f"{task.predictions} has {len(sub)} rows, expected {len(truth)}")
-
+        raise GradingError(f"{task.predictions} has no prediction for {absent} of {len(truth)} "
+                           f"{rows or 'test'} ids")
     pred_cols = [c if c not in truth.columns else f"{c}__pred" for c in columns]
     pred = merged[pred_cols].to_numpy()
-    if task.answers is None:
+    if rows is None:
         if task.metric.name != "accuracy":
             _numeric(pred)
         elif merged[pred_cols].isna().any().any():
@@ -95,8 +146,7 @@ def _grade_csv(task: Task, raw: bytes) -> float | None:
     if task.metric.name == "logloss":
         labels = merged[task.target[0]].astype(str).to_numpy()
         y = np.stack([(labels == c).astype(float) for c in task.classes], axis=1)
-        pred = _numeric(pred)
-        return task.metric.fn(y, pred)
+        return task.metric.fn(y, _numeric(pred))
     y = merged[list(task.target)].to_numpy()
     if task.metric.name == "auroc" and y.dtype.kind not in "biuf":
         y = _positive_indicator(task, y)

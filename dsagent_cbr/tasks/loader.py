@@ -185,6 +185,12 @@ def _check_data(root: Path, data: dict[str, Any], metric: Any, where: Path, prob
     test_file = data.get("test", "test.csv" if "test.csv" in public else None)
     if test_file is not None and test_file not in public:
         problems.append(f"{where}: data.test {test_file!r} must be one of data.public")
+    train_file = data.get("train", "train.csv" if "train.csv" in public else None)
+    if train_file is not None and train_file not in public:
+        problems.append(f"{where}: data.train {train_file!r} must be one of data.public")
+    for key in ("group_column", "time_column"):
+        if data.get(key) is not None and not isinstance(data.get(key), str):
+            problems.append(f"{where}: data.{key} must be a column name")
     target = _strings(data.get("target"), "data.target", where, problems)
     classes = _strings(data.get("classes"), "data.classes", where, problems)
     if fmt == "csv":
@@ -197,7 +203,8 @@ def _check_data(root: Path, data: dict[str, Any], metric: Any, where: Path, prob
     if isinstance(answers, str) and (root / "private" / answers).is_file():
         _check_not_linked(root / "private" / answers, [root / "data" / n for n in public], where, problems)
     return {"data_format": fmt, "public_files": public, "answers": answers, "predictions": predictions,
-            "test_file": test_file, "id_column": data.get("id_column"), "target": target, "classes": classes}
+            "test_file": test_file, "train_file": train_file, "id_column": data.get("id_column"), "target": target,
+            "classes": classes, "group_column": data.get("group_column"), "time_column": data.get("time_column")}
 
 
 def _load_cbr(root: Path) -> tuple[Task | None, list[str]]:

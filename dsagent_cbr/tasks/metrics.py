@@ -14,6 +14,15 @@ class Metric:
     direction: str  # "maximize" | "minimize"
     fn: Callable[[np.ndarray, np.ndarray], float]
     needs_probabilities: bool = False
+    high: float = float("inf")  # every metric here is at least 0; the shares are at most 1
+
+    def possible(self, value: float) -> bool:
+        """Can this metric take the value at all (NaN, infinity and -1e300 cannot be an RMSE)?"""
+        return bool(np.isfinite(value)) and 0.0 <= value <= self.high
+
+    @property
+    def range(self) -> str:
+        return f"[0, {self.high:g}]" if np.isfinite(self.high) else "[0, inf)"
 
     def better(self, a: float | None, b: float | None) -> bool:
         """Is score a strictly better than score b (None is worst)?"""
@@ -90,8 +99,8 @@ def mcrmse(y: np.ndarray, p: np.ndarray) -> float:
 METRICS: dict[str, Metric] = {
     m.name: m
     for m in [
-        Metric("accuracy", "maximize", accuracy),
-        Metric("auroc", "maximize", auroc, needs_probabilities=True),
+        Metric("accuracy", "maximize", accuracy, high=1.0),
+        Metric("auroc", "maximize", auroc, needs_probabilities=True, high=1.0),
         Metric("logloss", "minimize", logloss, needs_probabilities=True),
         Metric("rmse", "minimize", rmse),
         Metric("mse", "minimize", mse),

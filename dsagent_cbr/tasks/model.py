@@ -45,6 +45,9 @@ class Task:
     layout: str = "cbr"  # cbr | dsagent
     test_pattern: str | None = None  # DS-Agent layout: the label its submission.py prints
     test_file: str | None = None  # the public file holding the test rows (what `cbr predict` replaces)
+    train_file: str | None = None  # csv: the public file of labelled rows (the selection rows come from it)
+    group_column: str | None = None  # csv: rows sharing it are held back together
+    time_column: str | None = None  # csv: the rows' time, so that the latest are held back
     dsagent: DsagentGrading | None = None
 
     @property

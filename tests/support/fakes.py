@@ -48,7 +48,8 @@ class FakeModel:
 @dataclass
 class Graded:
     status: str = "ok"
-    valid: float | None = None
+    valid: float | None = None  # what the script printed
+    selection: float | None = None  # cbr's grade of its selection rows; None: a task without them
     test: float | None = None
     error: str | None = None
 
@@ -67,6 +68,7 @@ class FakeExecutor:
         (folder / "workspace").mkdir(parents=True, exist_ok=True)
         return RunResult(task="t", status=grade.status, exit_code=0 if grade.status == "ok" else 1, metric=self.metric,
                          direction="minimize", valid_metric=grade.valid, test_metric=grade.test, error=grade.error,
+                         selection_metric=grade.selection, selection_rows=0 if grade.selection is None else 50,
                          stdout="", stderr=grade.error or "", wall_time=0.1, peak_memory_mb=1.0,
                          workspace=str(folder / "workspace"), isolated=True)
 
