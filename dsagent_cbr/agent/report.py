@@ -114,22 +114,7 @@ def build_metrics_figure(rows: list[dict[str, Any]], metric: str, direction: str
         best = leaderboard(good, direction)[0]
         ax.plot([best["iteration"]], [best["score"]], "*", color="#f2c14e", markersize=20, zorder=2,
                 label=f"best {judged} (iteration {best['iteration']})")
-    scores = [r[k] for r in good for k in ("score", "test") if r.get(k) is not None]
-    off_scale = []
-    for name, style, colour in (("starter", ":", "#555"), ("reference", "-.", "#2ca02c")):
-        value = (baselines or {}).get(name)
-        if value is None:
-            continue
-        label = f"{name} {'validation' if name == 'reference' else judged} {fmt(value)}"
-        # a random starter is often far off: name it above the plot rather than squash the iterations flat
-        low, high = (min(scores), max(scores)) if scores else (value, value)
-        reach = 2 * max(high - low, 0.1 * abs(high))
-        if not low - reach <= value <= high + reach:
-            off_scale.append(f"{'↑' if value > high else '↓'} {label} (off the scale)")
-        else:
-            ax.axhline(value, linestyle=style, color=colour, label=label)
-    if off_scale:
-        ax.set_title("   ".join(off_scale), loc="left", fontsize=8, color="#555")
+    _baseline_lines(ax, [r[k] for r in good for k in ("score", "test") if r.get(k) is not None], baselines, judged)
     failed = [r["iteration"] for r in rows if not ranked(r)]
     if failed:  # on the x axis whatever the y range: x in data units, y in axes units
         ax.plot(failed, [0.0] * len(failed), "x", color="#d62728", markersize=10, mew=2.5,
@@ -152,6 +137,25 @@ def build_metrics_figure(rows: list[dict[str, Any]], metric: str, direction: str
         ax.legend(fontsize=8, loc="best", framealpha=0.85)
     fig.tight_layout()
     return fig
+
+
+def _baseline_lines(ax: Any, scores: list[float], baselines: dict[str, float | None] | None, judged: str) -> None:
+    """The starter's and the reference's scores as lines; one far off the rows' scores (a random
+    starter often is) is named above the plot rather than squashing the iterations flat."""
+    off_scale = []
+    for name, style, colour in (("starter", ":", "#555"), ("reference", "-.", "#2ca02c")):
+        value = (baselines or {}).get(name)
+        if value is None:
+            continue
+        label = f"{name} {'validation' if name == 'reference' else judged} {fmt(value)}"
+        low, high = (min(scores), max(scores)) if scores else (value, value)
+        reach = 2 * max(high - low, 0.1 * abs(high))
+        if not low - reach <= value <= high + reach:
+            off_scale.append(f"{'↑' if value > high else '↓'} {label} (off the scale)")
+        else:
+            ax.axhline(value, linestyle=style, color=colour, label=label)
+    if off_scale:
+        ax.set_title("   ".join(off_scale), loc="left", fontsize=8, color="#555")
 
 
 def build_importance_figure(importance: dict[str, float], top: int = TOP_FEATURES) -> Figure:
