@@ -89,8 +89,8 @@ def test_rerank_debug_retain_and_retrieval(settings, tmp_path):
     executes = [r for r in journal if r["role"] == "execute"]
     assert [(r["iteration"], r["output"]["status"]) for r in executes] == [(0, "ok"), (1, "error"), (1, "ok"), (2, "ok")]
     assert "NameError" in executes[1]["output"]["error"]
-    assert summary.best_iteration == 1 and summary.best_valid == executes[2]["output"]["valid_metric"]
-    assert summary.best_test == executes[2]["output"]["test_metric"] and summary.selected_by == "validation"
+    assert summary.best_iteration == 1 and summary.best_selection == executes[2]["output"]["selection_metric"]
+    assert summary.best_test == executes[2]["output"]["test_metric"] and summary.selected_by == "selection"
     retained = [r for r in journal if r["role"] == "retain"]
     assert [r["iteration"] for r in retained] == [1]  # iteration 2 was worse: nothing retained
     assert (tmp_path / "run" / "best_solution.py").read_text() == LINEAR
@@ -233,14 +233,14 @@ def test_real_local_model_one_iteration(tmp_path):
 BOOSTED = script("    from sklearn.ensemble import GradientBoostingRegressor\n"
                  "    return GradientBoostingRegressor(random_state=0).fit(X_train, y_train)", "    return model.predict(X)")
 # Validation flatters this one: its 1-nearest-neighbour model has seen the validation rows, so it scores
-# near 0 there and worse than the boosted model on the real test rows.
+# near 0 there and worse than the boosted model on the selection rows and the real test rows.
 LEAKY = script("    from sklearn.neighbors import KNeighborsRegressor\n"
                "    return KNeighborsRegressor(n_neighbors=1).fit(pd.concat([X_train, X_valid]), "
                "pd.concat([y_train, y_valid]))", "    return model.predict(X)")
 
 
 @pytest.mark.slow
-def test_validation_picks_and_no_test_score_reaches_a_prompt(settings, tmp_path):
+def test_the_selection_score_picks_and_no_test_score_reaches_a_prompt(settings, tmp_path):
     task = prepared("concrete-strength")
     bank = open_bank(settings)
     replies = Script(
@@ -260,9 +260,10 @@ def test_validation_picks_and_no_test_score_reaches_a_prompt(settings, tmp_path)
     runs = {(r["iteration"], r["attempt"]): r["output"] for r in journal if r["role"] == "execute"}
     boosted, leaky = runs[(1, 0)], runs[(2, 0)]
     assert leaky["valid_metric"] < boosted["valid_metric"] and leaky["test_metric"] > boosted["test_metric"]
-    assert summary.best_iteration == 2 and summary.best_test == leaky["test_metric"]
-    assert (tmp_path / "run" / "best_solution.py").read_text() == LEAKY
-    assert [r["iteration"] for r in journal if r["role"] == "retain"] == [1, 2]
+    assert leaky["selection_metric"] > boosted["selection_metric"]  # cbr's own rows are not fooled
+    assert summary.best_iteration == 1 and summary.best_test == boosted["test_metric"]
+    assert (tmp_path / "run" / "best_solution.py").read_text() == BOOSTED
+    assert [r["iteration"] for r in journal if r["role"] == "retain"] == [1]
     # The debugger's first reply held no code: the retry was a new request, not the cached failure.
     assert replies.roles.count("debug") == 2 and runs[(3, 2)]["status"] == "ok"
     tested = [r["test_metric"] for r in runs.values() if r["test_metric"] is not None]

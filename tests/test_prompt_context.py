@@ -55,8 +55,9 @@ def test_prompts_carry_the_data_the_budget_and_the_best_score(tmp_path):
     for prompt in programs + adapts:
         assert "at most 600 s of wall time" in prompt and "no GPU" in prompt and "scikit-learn" in prompt
     assert "rmse (lower is better)" in plans[0] and "medae (lower is better)" in adapts[0]
-    first = summary.best_valid
-    assert summary.best_iteration == 1 and f"{first:.6g} (iteration 1)" in logs[1]
+    first = summary.best_selection
+    assert summary.best_iteration == 1 and f"{first:.6g} (selection score, graded by cbr on held-back rows; " \
+        "iteration 1)" in logs[1]
     # Deployment's first candidate is the solution development retained, not a hand-written reference.
     assert result.deploy.retrieved[0]["source"] == "retained" and result.deploy.retrieved[0]["task"] == "concrete-strength"
     assert "LinearRegression().fit(X_train, y_train)" in adapts[0]

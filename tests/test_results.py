@@ -116,8 +116,10 @@ def test_refit_and_mlflow(tmp_path):
     folder = Path(summary["run_dir"])
     assert summary["refit"]["status"] == "ok"
     refit = pd.read_csv(folder / "submission.csv")
-    unrefit = pd.read_csv(folder / "step-01" / "exec" / "workspace" / "submission.csv")
-    assert list(refit["id"]) == list(unrefit["id"]) and not refit.equals(unrefit)
+    unrefit = pd.read_csv(folder / "step-01" / "exec" / "workspace" / "submission.csv")  # selection rows too
+    assert list(refit["id"]) == list(unrefit["id"])[:len(refit)] == list(pd.read_csv(task.public_dir / "test.csv")["id"])
+    assert not refit.equals(unrefit.iloc[:len(refit)])
+    assert "stop being a fair judge" in summary["refit"]["why"]
     importance = json.loads((folder / "feature_importance.json").read_text())
     assert "cement" in importance and all(isinstance(v, float) for v in importance.values())
     client = MlflowClient(tracking_uri=uri)

@@ -72,6 +72,8 @@ def test_a_false_validation_line_is_neither_selected_nor_retained(tmp_path):
     assert honest.retained and not liar.retained
     assert [c.extra["iteration"] for c in bank.added] == [1, 1]  # the solution and the insight of iteration 1
     assert (tmp_path / "best_solution.py").read_text().strip() == HONEST.strip()
+    task = prepared("concrete-strength")  # the submission to upload holds the test rows and nothing else
+    assert pd.read_csv(tmp_path / "submission.csv")["id"].tolist() == pd.read_csv(task.public_dir / "test.csv")["id"].tolist()
     assert overclaims(liar, "minimize") and not overclaims(honest, "minimize")
     assert "⚠" in (tmp_path / "report.md").read_text()
     # the model is told the selection score of its experiment, never the test score

@@ -34,6 +34,7 @@ from dsagent_cbr.llm.parsing import ParseError
 from dsagent_cbr.runner.result import RunResult
 from dsagent_cbr.runner.scratch import clear_folder
 from dsagent_cbr.tasks.model import Task
+from dsagent_cbr.tasks.selection import hold_out
 
 T = TypeVar("T")
 REFIT_VARIABLE = "CBR_REFIT"
@@ -123,7 +124,8 @@ class Run:
         if not self._improves(result):
             return False
         self.best = row
-        publish_outputs(self.run_dir, self.task, code, Path(result.workspace))
+        publish_outputs(self.run_dir, self.task, code, Path(result.workspace),
+                        hold_out(self.task) if result.selection_rows else None)
         if retain is not None and self._retainable(row):
             row.retained = True
             self.journal.step(row.iteration, "retain", lambda: self._retain(row, code, retain))
@@ -174,7 +176,7 @@ class Run:
         result = self.execute(self.best.iteration, 0, code, refit=True)
         self.record.refit = Refit(status=result.status, error=result.error, test_after_refit=result.test_metric)
         if result.ok:
-            publish_outputs(self.run_dir, self.task, code, Path(result.workspace))
+            publish_outputs(self.run_dir, self.task, code, Path(result.workspace), None)  # given every row
             self.record.refit.why = REFIT_NOTE
 
     # -- how a run ends ----------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from typing import Any
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 from dsagent_cbr.tasks.model import Task
+from dsagent_cbr.tasks.selection import Held, test_rows_only
 
 
 def new_run_dir(runs_dir: Path, task_name: str) -> Path:
@@ -47,16 +48,18 @@ def step_dir(run_dir: Path, iteration: int, attempt: int = 0) -> Path:
 IMPORTANCE = "feature_importance.json"
 
 
-def publish_outputs(run_dir: Path, task: Task, code: str, workspace: Path) -> None:
+def publish_outputs(run_dir: Path, task: Task, code: str, workspace: Path, held: Held | None) -> None:
     """The chosen solution where a user looks first: best_solution.py, the predictions file (the
-    submission to upload) and the model's feature importances at the run folder's root, each replaced
-    atomically. What the script wrote is read as untrusted, through runner/artefacts.py."""
+    submission to upload, without the selection rows the run was given) and the model's feature
+    importances at the run folder's root, each replaced atomically. What the script wrote is read as
+    untrusted, through runner/artefacts.py; it was graded, so its form is known to be right."""
     from dsagent_cbr.runner.artefacts import ArtefactError, read_bytes, read_importance
 
     write_text_atomic(run_dir / "best_solution.py", code)
     if task.predictions:
         with contextlib.suppress(ArtefactError):
-            write_bytes_atomic(run_dir / task.predictions, read_bytes(workspace, task.predictions))
+            raw = read_bytes(workspace, task.predictions)
+            write_bytes_atomic(run_dir / task.predictions, test_rows_only(task, held, raw) if held else raw)
     (run_dir / IMPORTANCE).unlink(missing_ok=True)
     with contextlib.suppress(ArtefactError):
         importance = read_importance(workspace)

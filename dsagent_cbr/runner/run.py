@@ -1,5 +1,6 @@
-"""Run a solution script on a task: a fresh workspace of public files, the script sandboxed, what it
-left harvested through the one reader (artefacts.py), its predictions graded outside the sandbox.
+"""Run a solution script on a task: a fresh workspace of public files with the task's selection rows
+held back (tasks/selection.py), the script sandboxed, what it left harvested through the one reader
+(artefacts.py), its predictions graded outside the sandbox: the test rows and the selection rows.
 
 A run folder holds `script.py` (the script as cbr was given it: nothing later re-reads the script from
 where the script itself could rewrite it), `stdout.txt`, `stderr.txt`, `workspace/` (what the script

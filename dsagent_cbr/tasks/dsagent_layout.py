@@ -11,7 +11,9 @@ The workspace then gets the test file without its label columns (blanked, not dr
 two-argument form, whose scripts index them) and a stand-in submission.py that only saves y_pred to
 `predictions.npy`. The grader runs the task's own submission.py on those predictions, in a sandbox of
 its own beside the labelled files, and reads the score it prints: a score the script prints counts for
-nothing."""
+nothing. Where cbr holds selection rows back (tasks/selection.py), they follow the test rows in the
+test file, and the grader calls submit a second time on their predictions, with a test file of those
+rows, labelled, in place of the test file."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from dsagent_cbr.runner.artefacts import ArtefactError, read_bytes, read_csv, read_npy
 from dsagent_cbr.tasks.model import Task
-from dsagent_cbr.tasks.selection import Held
+from dsagent_cbr.tasks.selection import Held, id_key
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -86,13 +86,6 @@ def score_npy(task: Task, truth: np.ndarray | None, pred: np.ndarray, rows: str)
     return None if truth is None else task.metric.fn(truth, pred)
 
 
-def _key(value: object) -> str:
-    """An id as text, so that 7, 7.0 and "7" are one id whichever way a file was typed."""
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value).strip()
-
-
 def _grade_csv(task: Task, raw: bytes, held: Held | None) -> Grades:
     import pandas as pd
 
@@ -108,7 +101,7 @@ def _grade_csv(task: Task, raw: bytes, held: Held | None) -> Grades:
     wanted = list(dict.fromkeys([idc, *columns]))
     expected = len(truth) + (held.rows if held else 0)
     sub = read_csv(raw, task.predictions, wanted=wanted, max_rows=expected, max_columns=len(wanted) + EXTRA_COLUMNS)
-    sub = sub[[idc, *columns]].assign(**{KEY: sub[idc].map(_key)})
+    sub = sub[[idc, *columns]].assign(**{KEY: sub[idc].map(id_key)})
     if sub[KEY].duplicated().any():
         raise GradingError(f"{task.predictions} repeats ids")
     chosen = sub[KEY].isin(set(held.ids)) if held else pd.Series(False, index=sub.index)
@@ -129,7 +122,7 @@ def _score_csv(task: Task, truth: pd.DataFrame, sub: pd.DataFrame, rows: str | N
     idc = task.id_column
     assert idc is not None
     columns = list(task.classes) if task.metric.name == "logloss" else list(task.target)
-    truth = truth.assign(**{KEY: truth[idc].map(_key)})
+    truth = truth.assign(**{KEY: truth[idc].map(id_key)})
     merged = truth.merge(sub.drop(columns=[idc]), on=KEY, how="left", suffixes=("", "__pred"), indicator=True)
     absent = int((merged["_merge"] != "both").sum())
     if absent:

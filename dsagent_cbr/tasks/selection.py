@@ -15,6 +15,7 @@ altered files; `Held` is what the grader needs afterwards."""
 
 from __future__ import annotations
 
+import io
 import zlib
 from dataclasses import dataclass, field
 from functools import cache
@@ -52,13 +53,38 @@ class Held:
     test_rows: int  # positional layouts: the predictions' leading rows are the test's
     answers: Any = field(repr=False)  # csv: id and target columns (text); npy: the y rows; dsagent: the rows, labelled
     files: dict[str, Any] = field(default_factory=dict, repr=False)  # public name -> its workspace content
-    ids: tuple[str, ...] = ()  # csv: the selection rows' ids in the predictions
+    ids: tuple[str, ...] = ()  # csv: the selection rows' ids in the predictions, as id_key gives them
 
     def worth(self, metric: str) -> str:
         """What one row moves the score by, where that is a fixed amount."""
         if metric == "accuracy":
             return f"one row is {100 / self.rows:.2g} accuracy points"
         return f"{self.rows} rows"
+
+
+def id_key(value: object) -> str:
+    """An id as text, so that 7, 7.0, "7" and "7.0" are one id whichever way a file was typed."""
+    text = str(value).strip()
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return str(int(number)) if number.is_integer() and abs(number) < 2**53 else text
+
+
+def test_rows_only(task: Task, held: Held, raw: bytes) -> bytes:
+    """The predictions a user uploads: the script's file without its predictions of the selection rows
+    (csv by id, arrays by position), every other cell as the script wrote it."""
+    if task.data_format == "npy":
+        buffer = io.BytesIO()
+        np.save(buffer, np.load(io.BytesIO(raw), allow_pickle=False)[: held.test_rows], allow_pickle=False)
+        return buffer.getvalue()
+    import pandas as pd
+
+    assert task.id_column
+    frame = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, na_filter=False)
+    chosen = frame[task.id_column].map(id_key).isin(set(held.ids))
+    return frame[~chosen].to_csv(index=False).encode("utf-8")
 
 
 def _seed(task: Task) -> int:
@@ -144,7 +170,7 @@ def _whole_groups(groups: np.ndarray, size: int, rng: np.random.Generator) -> np
 
 def _fresh_ids(selected: pd.Series, taken: set[str]) -> pd.Series:
     """Selection ids that no test row has: their own where they are free, numbers past every id if not."""
-    if not taken & set(selected):
+    if not {id_key(i) for i in taken} & {id_key(i) for i in selected}:
         return selected
     import pandas as pd
 
@@ -173,7 +199,7 @@ def _csv(task: Task) -> Held | None:
             files[name] = _appended(_read_text_csv(task.public_dir / name), selected)
     answers = selected[[idc, *labels]].reset_index(drop=True)
     return Held(rows=len(selected), labelled=len(train), how=f"{how} of {task.train_file}",
-                test_rows=len(test), answers=answers, files=files, ids=tuple(selected[idc]))
+                test_rows=len(test), answers=answers, files=files, ids=tuple(map(id_key, selected[idc])))
 
 
 def _appended(frame: pd.DataFrame, selected: pd.DataFrame) -> pd.DataFrame:
