@@ -69,6 +69,7 @@ def measure(pair_list: list[tuple[str, str]], tasks: dict[str, Task], cases: dic
                 run = run_script(target, adapted.code, timeout=timeout,
                                  run_dir=work / "runs" / f"{case_name}--{target_name}-{layout}")
                 row.update(ran=run.ok, score=run.test_metric, seconds=run.wall_time,
+                           valid=run.valid_metric, selection=run.selection_metric,
                            error=None if run.ok else f"{run.status}: {run.error}")
                 row["beats_starter"] = bool(run.ok and target.metric.better(run.test_metric, starters[key]))
             rows.append(row)
