@@ -4,6 +4,7 @@ guesses column names unless it is told both."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -57,6 +58,17 @@ def metric_line(task: Task) -> str:
 CARD_HEADING = "## Data card"
 
 
+_THEIR_LINE = re.compile(r"final\s+([A-Za-z][\w ]*?)\s+on\s+(?:the\s+)?validation\s+set", re.IGNORECASE)
+
+
+def validation_line(task: Task) -> str:
+    """The line the task's own starter prints of its validation score: ours, or DS-Agent's."""
+    theirs = _THEIR_LINE.search(task.starter.read_text(encoding="utf-8", errors="replace"))
+    if theirs:
+        return f"final {theirs.group(1)} on validation set: <value>"
+    return f"Validation {task.metric_name}: <value>"
+
+
 @dataclass(frozen=True)
 class Context:
     task: Task
@@ -64,6 +76,7 @@ class Context:
     data_card: str
     budget: str
     metric: str
+    validation_line: str  # as the starter prints it, for the programmer to keep
 
     @classmethod
     def of(cls, task: Task, policy: SandboxPolicy) -> Context:
@@ -71,4 +84,4 @@ class Context:
 
         description = task.description.split(f"\n{CARD_HEADING}", 1)[0].rstrip()
         card = data_card(task).removeprefix(CARD_HEADING).strip()
-        return cls(task, description, card, budget_line(policy), metric_line(task))
+        return cls(task, description, card, budget_line(policy), metric_line(task), validation_line(task))

@@ -61,7 +61,8 @@ def program(model: Model, ctx: Context, script: str, instruction: str, temperatu
             retries: int = 2) -> str:
     """The edited script; a reply with no code is answered with a nudge, up to `retries` times."""
     messages = [{"role": "user", "content": render("program", data_card=ctx.data_card, budget=ctx.budget,
-                                                   instruction=instruction, script=script)}]
+                                                   instruction=instruction, script=script,
+                                                   validation_line=ctx.validation_line)}]
     for attempt in range(retries + 1):
         try:
             return model.complete("program", messages, temperature=temperature,
