@@ -16,6 +16,7 @@ from dsagent_cbr.agent import search as search_module
 from dsagent_cbr.agent.deploy import DeployConfig, deploy
 from dsagent_cbr.agent.develop import DevelopConfig, develop_with_model
 from dsagent_cbr.agent.record import RunRecord, load_record
+from dsagent_cbr.agent.roles import opening
 from dsagent_cbr.agent.run import FIRST_GRADED
 from dsagent_cbr.agent.search import develop_without_model
 from dsagent_cbr.bank.cases import Case
@@ -75,6 +76,27 @@ def test_develop_follows_algorithm_1_and_selects_by_the_selection_score_only(tas
     assert "v2" in (tmp_path / "best_solution.py").read_text()
     assert not any(str(score) in prompt for score in (*SECRET_TESTS, STARTER.test) for prompt in model.prompts)
     assert load_record(tmp_path) == record
+
+
+def test_prompts_hold_the_output_tail_the_budget_and_each_case_once(task, tmp_path):
+    long = "gradient boosting with target encoding of the rare categories " * 10
+    twins = [Case(kind="insight", text=long, title=f"twin {n}", task_name=f"other-{n}", source_kind="retained",
+                  extra={"run": f"run-{n}"}) for n in (1, 2)]
+    model = FakeModel({"rerank": ["[1] > [2]"], "plan": [PLAN.format("try v1")], "program": [code("v1")],
+                       "log": ["Experiment Summary: v1"]})
+    printed = "fold 1 lgbm 4.21\nfold 2 lgbm 4.35\nbest n_estimators: 812\n"
+    executor = FakeExecutor(grades(v1=Graded(valid=6.0, selection=6.0, stdout="x" * 5000 + printed)))
+    develop_with_model(task, DevelopConfig(iterations=1), tmp_path, FakeBank(insights=[*twins, insight(3)]),
+                       model, executor)
+    rerank, plan, log = (next(p for r, p in zip(model.roles, model.prompts, strict=True) if r == role)
+                         for role in ("rerank", "plan", "log"))
+    assert rerank.count(opening(long)) == 1 and len(opening(long)) <= 302  # one opening of 300 characters
+    assert "\n[2] " in rerank and "\n[3] " not in rerank  # the twin is shown once
+    assert "(retained, task other-1, run run-1)" in rerank
+    assert " …" in rerank and "categories gradient boosting" in rerank  # cut between words
+    assert "Compute budget: each run of the script gets at most" in plan and "the starter 0.1 s" in plan
+    assert printed.strip() in log and "x" * 2100 not in log  # the end of the output, bounded
+    assert "Decision: try v1" in log  # the plan that was carried out
 
 
 def test_a_resumed_develop_run_repeats_no_completed_step(task, tmp_path):

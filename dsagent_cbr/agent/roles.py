@@ -76,7 +76,8 @@ def program(model: Model, ctx: Context, script: str, instruction: str, temperatu
     """The edited script; a reply with no code is answered with a nudge, up to `retries` times."""
     messages = [{"role": "user", "content": render("program", data_card=ctx.data_card, budget=ctx.budget,
                                                    instruction=instruction, script=script,
-                                                   validation_line=ctx.validation_line)}]
+                                                   validation_line=ctx.validation_line,
+                                                   prediction=ctx.prediction)}]
     for attempt in range(retries + 1):
         try:
             return model.complete("program", messages, temperature=temperature,
@@ -114,5 +115,6 @@ def adapt_messages(ctx: Context, examples: list[tuple[str, str, str]]) -> list[d
         f"## Example task {i}\n{desc}\n\n### Its starter train.py\n```python\n{starter}\n```\n\n"
         f"### Its solution\n```python\n{solution}\n```" for i, (desc, starter, solution) in enumerate(examples, 1))
     content = render("adapt", examples=shown or "(no example)", task=ctx.description, data_card=ctx.data_card,
-                     metric=ctx.metric, budget=ctx.budget, starter=ctx.task.starter.read_text(encoding="utf-8"))
+                     metric=ctx.metric, budget=ctx.budget, starter=ctx.task.starter.read_text(encoding="utf-8"),
+                     prediction=ctx.prediction)
     return [{"role": "user", "content": content}]
