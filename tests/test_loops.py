@@ -16,6 +16,8 @@ from dsagent_cbr.agent import search as search_module
 from dsagent_cbr.agent.deploy import DeployConfig, deploy
 from dsagent_cbr.agent.develop import DevelopConfig, develop_with_model
 from dsagent_cbr.agent.record import RunRecord, load_record
+from dsagent_cbr.agent.roles import opening
+from dsagent_cbr.agent.run import FIRST_GRADED
 from dsagent_cbr.agent.search import develop_without_model
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.bench import trial
@@ -74,6 +76,27 @@ def test_develop_follows_algorithm_1_and_selects_by_the_selection_score_only(tas
     assert "v2" in (tmp_path / "best_solution.py").read_text()
     assert not any(str(score) in prompt for score in (*SECRET_TESTS, STARTER.test) for prompt in model.prompts)
     assert load_record(tmp_path) == record
+
+
+def test_prompts_hold_the_output_tail_the_budget_and_each_case_once(task, tmp_path):
+    long = "gradient boosting with target encoding of the rare categories " * 10
+    twins = [Case(kind="insight", text=long, title=f"twin {n}", task_name=f"other-{n}", source_kind="retained",
+                  extra={"run": f"run-{n}"}) for n in (1, 2)]
+    model = FakeModel({"rerank": ["[1] > [2]"], "plan": [PLAN.format("try v1")], "program": [code("v1")],
+                       "log": ["Experiment Summary: v1"]})
+    printed = "fold 1 lgbm 4.21\nfold 2 lgbm 4.35\nbest n_estimators: 812\n"
+    executor = FakeExecutor(grades(v1=Graded(valid=6.0, selection=6.0, stdout="x" * 5000 + printed)))
+    develop_with_model(task, DevelopConfig(iterations=1), tmp_path, FakeBank(insights=[*twins, insight(3)]),
+                       model, executor)
+    rerank, plan, log = (next(p for r, p in zip(model.roles, model.prompts, strict=True) if r == role)
+                         for role in ("rerank", "plan", "log"))
+    assert rerank.count(opening(long)) == 1 and len(opening(long)) <= 302  # one opening of 300 characters
+    assert "\n[2] " in rerank and "\n[3] " not in rerank  # the twin is shown once
+    assert "(retained, task other-1, run run-1)" in rerank
+    assert " …" in rerank and "categories gradient boosting" in rerank  # cut between words
+    assert "Compute budget: each run of the script gets at most" in plan and "the starter 0.1 s" in plan
+    assert printed.strip() in log and "x" * 2100 not in log  # the end of the output, bounded
+    assert "Decision: try v1" in log  # the plan that was carried out
 
 
 def test_a_resumed_develop_run_repeats_no_completed_step(task, tmp_path):
@@ -141,7 +164,7 @@ def test_search_walks_the_candidates_and_says_when_they_run_out(task, tmp_path, 
 
 def adapt_example(name: str) -> Case:
     return Case(kind="solution", text="an example", task_name=name, source_kind="reference",
-                script="print('example')\n", modality="tabular", task_type="regression")
+                script=f"print('{name}')\n", modality="tabular", task_type="regression")
 
 
 def test_deploy_one_pass_failed_then_the_adapter_solves_it(task, tmp_path, monkeypatch):
@@ -153,8 +176,24 @@ def test_deploy_one_pass_failed_then_the_adapter_solves_it(task, tmp_path, monke
     facts = record.deploy
     assert facts and facts.one_pass is False and facts.solved_by == "adapter" and facts.llm_error.startswith("error")
     assert [(r.candidate, r.status) for r in record.rows] == [("llm", "error"), ("adapter", "ok")]
-    assert record.best_iteration == 2 and record.outcome is Outcome.OK and record.selected_by == "first graded run"
+    assert record.best_iteration == 2 and record.outcome is Outcome.OK and record.selected_by == FIRST_GRADED
     assert (tmp_path / "prompt.md").is_file() and (tmp_path / "reply.md").read_text() == code("llm")
+
+
+def test_deploy_takes_nothing_worse_than_the_starters_guess(task, tmp_path, monkeypatch):
+    monkeypatch.setattr(deploy_module, "adapt_case", fake_adapter)
+    model = FakeModel({"adapt": [code("llm")]})
+    executor = FakeExecutor(grades(llm=Graded(valid=1.0, selection=40.0), worse=Graded(selection=17.0),
+                                   good=Graded(selection=4.0, test=3.0)))  # the starter scores 16
+    bank = FakeBank(solutions=[adapt_example("worse"), adapt_example("good")])
+    record = deploy(task, DeployConfig(), tmp_path, bank, model, tmp_path, executor)
+    facts = record.deploy
+    assert facts.one_pass is True and "no better than the starter's random guess (16)" in facts.llm_error
+    assert [(r.candidate, r.case, r.status) for r in record.rows] == [
+        ("llm", "worse", "worse than the starter"), ("adapter", "worse", "worse than the starter"),
+        ("adapter", "good", "ok")]
+    assert record.best_iteration == 3 and facts.solved_by == "adapter" and record.baselines["starter"] == 16.0
+    assert "worse: graded rmse 17" not in (facts.adapter_error or "")  # the walk went on and succeeded
 
 
 def test_deploy_reply_without_code_is_a_failed_one_pass(task, tmp_path):
@@ -171,7 +210,8 @@ def test_deploy_with_the_server_down_is_ours_and_tries_no_fallback(task, tmp_pat
     with pytest.raises(InfrastructureError):
         deploy(task, DeployConfig(), tmp_path, FakeBank(solutions=[adapt_example("good")]), model, tmp_path, executor)
     saved = load_record(tmp_path)
-    assert saved.outcome is Outcome.INFRASTRUCTURE and executor.runs == [] and saved.deploy.one_pass is None
+    assert saved.outcome is Outcome.INFRASTRUCTURE and saved.deploy.one_pass is None
+    assert [code for code, _ in executor.runs] == [task.starter.read_text()]  # the starter only: no candidate
 
 
 def test_every_run_kind_writes_one_schema_that_bench_classifies_by_outcome(task, tmp_path, monkeypatch):

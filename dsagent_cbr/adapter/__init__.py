@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import TypedDict
 
-from dsagent_cbr.adapter.adapt import AdapterError, CaseSolution, adapt_solution
+from dsagent_cbr.adapter.adapt import AdapterError, CaseSolution, adapt_solution, unwrap_adapted
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.tasks.model import Task
 
-__all__ = ["AdapterError", "Adapted", "CaseSolution", "adapt_case", "adapt_solution"]
+__all__ = ["AdapterError", "Adapted", "CaseSolution", "adapt_case", "adapt_solution", "unwrap_adapted"]
 
 
 class Adapted(TypedDict, total=False):

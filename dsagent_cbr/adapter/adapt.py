@@ -10,7 +10,7 @@ applies, it says so plainly."""
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 
 from dsagent_cbr.adapter.rewrites import (
@@ -27,7 +27,7 @@ from dsagent_cbr.adapter.rewrites import (
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.tasks.model import Task
 
-__all__ = ["AdapterError", "Adaptation", "CaseSolution", "adapt_solution"]
+__all__ = ["AdapterError", "Adaptation", "CaseSolution", "adapt_solution", "unwrap_adapted"]
 
 CASE_FUNCTIONS = {"train_model": "_case_train_model", "predict": "_case_predict"}
 PROBA_FUNCTION = "_case_predict_proba"
@@ -172,18 +172,23 @@ def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
     if case.modality != target.modality:
         raise AdapterError(f"cannot apply: the case is {case.modality} and the task is {target.modality}; "
                            "no rule carries a model across modalities")
+    inner, account = unwrap_adapted(case.script)
+    if account is not None:  # adapted before: the case inside, as the shim described it then
+        case = replace(case, script=inner)
     source, starter, starter_text = _parse_pair(case, target)
-    output, kind = output_kind(target), case_kind(case.task_type)
-    case_multi = kind in ("multilabel", "forecasting") or case.metric == "mcrmse"
+    output = output_kind(target)
+    kind = str(account["case"]) if account else case_kind(case.task_type)
+    case_multi = bool(account["case_multi"]) if account else kind in ("multilabel", "forecasting") or \
+        case.metric == "mcrmse"
     target_cls = _is_classification(target.task_type)
     body, names = _case_body(source, starter)
     body, notes = _rewrite_for_target(body, names, kind, target)
     notes += _target_notes(kind, case_multi, target, target_cls)
-    x_kind, y_kind = _input_forms(source, case.modality)
+    x_kind, y_kind = (account["x_kind"], account["y_kind"]) if account else _input_forms(source, case.modality)
     config = {"modality": target.modality, "output": output,
               "classes": list(target.classes) or _starter_classes(starter) or None, "case": kind,
               "case_multi": case_multi, "x_kind": x_kind, "y_kind": y_kind, "target": list(target.target) or None}
-    estimators = TO_CLASSIFIER if target_cls and not _is_classification(case.task_type) else {}
+    estimators = TO_CLASSIFIER if target_cls and kind in ("regression", "forecasting") else {}
     imports = [ast.unparse(s) for s in _used_imports(source, body, estimators)]
     starter_imports = {ast.unparse(s) for s in starter.body if isinstance(s, ast.Import | ast.ImportFrom)}
     block = [f"# --- transplanted from case {case.name or 'solution'} by the cbr structural adapter ---",
@@ -193,6 +198,55 @@ def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
     code = _splice(starter_text, starter, "\n".join(block))
     ast.parse(code)
     return Adaptation(code=code, notes=notes)
+
+
+_SHIM_PREFIXES = ("_cbr", "_CBR", "_Cbr")
+
+
+class _CaseNames(ast.NodeTransformer):
+    """_case_x back to x: the names the adapter gave the case's own functions."""
+
+    def _back(self, name: str) -> str:
+        return name.removeprefix("_case_") if name.startswith("_case_") else name
+
+    def visit_Name(self, node: ast.Name) -> ast.Name:
+        node.id = self._back(node.id)
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.FunctionDef:
+        node.name = self._back(node.name)
+        self.generic_visit(node)
+        return node
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
+        node.name = self._back(node.name)
+        self.generic_visit(node)
+        return node
+
+
+def unwrap_adapted(script: str) -> tuple[str, dict | None]:
+    """A script the adapter made (a solution retained from an adapted run) holds the case's code under
+    _case_ names beside the shim's train_model/predict: this gives the case's code back as it was, with
+    the shim's account of it (its kind, the forms of its inputs), so that adapting it again transplants
+    one copy, not the old wrapper inside a new one. Any other script comes back unchanged, with None."""
+    try:
+        tree = ast.parse(script)
+    except SyntaxError:
+        return script, None
+    config = next((s.value for s in tree.body if "_CBR_TASK" in _top_level_names(s)), None)
+    if config is None or CASE_FUNCTIONS["train_model"] not in {n for s in tree.body for n in _top_level_names(s)}:
+        return script, None
+    kept = []
+    for stmt in tree.body:
+        own = _top_level_names(stmt)
+        shim = own & {"train_model", "predict", PROBA_FUNCTION} or any(n.startswith(_SHIM_PREFIXES) for n in own)
+        if isinstance(stmt, ast.Import | ast.ImportFrom) or (own and not shim):
+            kept.append(_CaseNames().visit(stmt))
+    try:
+        account = ast.literal_eval(config)
+    except ValueError:
+        account = None
+    return ast.unparse(ast.Module(body=kept, type_ignores=[])) + "\n", account if isinstance(account, dict) else None
 
 
 def _parse_pair(case: CaseSolution, target: Task) -> tuple[ast.Module, ast.Module, str]:

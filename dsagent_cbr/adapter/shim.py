@@ -146,6 +146,31 @@ def _cbr_scores(inner, X, n_classes, proba_first=True):
     return _np.eye(n_classes)[idx] * 0.9 + 0.1 / n_classes
 
 
+_CBR_ORDER_ROWS = 3000  # training rows the column order is read from
+_CBR_ORDER_MARGIN = 1.1  # a reordering must match the classes this much better than the columns as given
+
+
+def _cbr_column_order(inner, X, codes, k):
+    """The class order is the harness's (codes 0..k-1), but a case may order its probability columns its
+    own way (its labels sorted as text: 0, 1, 10, 11, 2, ...). Each column is matched to the class whose
+    training rows it scores highest (an assignment over all columns); the columns are reordered only when
+    that matching is clearly better than taking them as given. Returns the column of each class, or None."""
+    from scipy.optimize import linear_sum_assignment
+
+    rows = min(len(codes), _CBR_ORDER_ROWS)
+    scores = _cbr_scores(inner, X.iloc[:rows] if hasattr(X, "iloc") else X[:rows], k)
+    codes = _np.asarray(codes)[:rows]
+    fit = _np.zeros((k, k))
+    for c in _np.unique(codes):
+        fit[c] = scores[codes == c].mean(axis=0)
+    classes, columns = linear_sum_assignment(-fit)
+    if fit[classes, columns].sum() <= _CBR_ORDER_MARGIN * _np.trace(fit):
+        return None
+    order = _np.empty(k, dtype=int)
+    order[classes] = columns
+    return order
+
+
 def _cbr_plan(Xt, Xv, y_train, y_valid):
     """The case models to fit, each with how its predictions are read back."""
     Yt, Yv = _cbr_matrix(y_train), _cbr_matrix(y_valid)
@@ -180,6 +205,8 @@ def _cbr_plan(Xt, Xv, y_train, y_valid):
         return labels, [_cbr_fit(Xt, Xv, _np.eye(k, dtype=int)[Ct[:, 0]], _np.eye(k, dtype=int)[Cv[:, 0]], onehot,
                                  "columns")]
     job = _cbr_fit(Xt, Xv, Ct[:, 0], Cv[:, 0], names, "scores", n=k)
+    if k > 2 and _cbr_scores(job["inner"], Xv, k) is not None:
+        job["order"] = _cbr_column_order(job["inner"], Xt, Ct[:, 0], k)
     if case == "binary" and k > 2 and _cbr_scores(job["inner"], Xv, k) is None:
         job = {"decode": "one-vs-rest", "parts": [
             _cbr_fit(Xt, Xv, (Ct[:, 0] == c).astype(int), (Cv[:, 0] == c).astype(int), names, "positive", n=2)
@@ -200,7 +227,8 @@ def _cbr_read(job, X, n_rows):
     if decode == "one-vs-rest":
         return _np.stack([_cbr_read(part, X, n_rows) for part in job["parts"]], axis=1)
     if decode == "scores":
-        return _cbr_scores(job["inner"], X, job["n"], proba_first)
+        scores = _cbr_scores(job["inner"], X, job["n"], proba_first)
+        return scores if job.get("order") is None else scores[:, job["order"]]
     if decode == "positive":
         return _cbr_scores(job["inner"], X, job["n"])[:, -1]
     if decode == "bins":

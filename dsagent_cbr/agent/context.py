@@ -4,6 +4,7 @@ guesses column names unless it is told both."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -57,6 +58,37 @@ def metric_line(task: Task) -> str:
 CARD_HEADING = "## Data card"
 
 
+_THEIR_LINE = re.compile(r"final\s+([A-Za-z][\w ]*?)\s+on\s+(?:the\s+)?validation\s+set", re.IGNORECASE)
+
+
+def validation_line(task: Task) -> str:
+    """The line the task's own starter prints of its validation score: ours, or DS-Agent's."""
+    theirs = _THEIR_LINE.search(task.starter.read_text(encoding="utf-8", errors="replace"))
+    if theirs:
+        return f"final {theirs.group(1)} on validation set: <value>"
+    return f"Validation {task.metric_name}: <value>"
+
+
+def prediction_form(task: Task) -> str:
+    """What predict() must return for the grader, in words: values, labels or probabilities, of what."""
+    if task.layout == "dsagent":
+        return "what the starter passes to submit_predictions_for_test_set, in the same form, one per test row"
+    targets = ", ".join(f"`{t}`" for t in task.target) or "the target"
+    if task.data_format == "npy" and task.task_type in ("regression", "forecasting"):
+        return "an array with one row per input row, each shaped like a row of y_train.npy"
+    if task.task_type in ("regression", "forecasting"):
+        return f"one predicted value per row for {targets}" + (" (one column each)" if len(task.target) > 1 else "")
+    if task.metric_name == "accuracy":
+        return f"the predicted label per row for {targets}, as the training labels are written"
+    if task.metric_name == "logloss":
+        order = ", ".join(f"`{c}`" for c in task.classes)
+        return f"one probability per class and row, the columns in this order: {order}"
+    if task.task_type == "multilabel-classification" or len(task.target) > 1:
+        return f"the probability that each label is 1, one column per label ({targets})"
+    positive = f" (`{task.classes[-1]}`)" if task.classes else " (the label 1, yes or true)"
+    return f"the probability of the positive class{positive} per row"
+
+
 @dataclass(frozen=True)
 class Context:
     task: Task
@@ -64,6 +96,8 @@ class Context:
     data_card: str
     budget: str
     metric: str
+    validation_line: str  # as the starter prints it, for the programmer to keep
+    prediction: str  # what predict() returns for the grader
 
     @classmethod
     def of(cls, task: Task, policy: SandboxPolicy) -> Context:
@@ -71,4 +105,5 @@ class Context:
 
         description = task.description.split(f"\n{CARD_HEADING}", 1)[0].rstrip()
         card = data_card(task).removeprefix(CARD_HEADING).strip()
-        return cls(task, description, card, budget_line(policy), metric_line(task))
+        return cls(task, description, card, budget_line(policy), metric_line(task), validation_line(task),
+                   prediction_form(task))

@@ -3,10 +3,12 @@ safety net. The result keeps the paper's one-pass measure (the LLM's first scrip
 graded) apart from final success (a graded result, whoever wrote the script), and both apart from a
 failure of ours (the model server never reached, the budget spent): that is no run of the model's.
 
+    starter  = execute(the task's starter)                     the guess a solution must beat
     examples = nearest compatible (task, solution) pairs     (a random one, or none, for the baselines)
     code     = model(examples, task, data card, budget)       one call
     result   = execute(code)                                   one pass: graded or not
-    if not graded: adapt the nearest solutions structurally, first graded wins"""
+    if not graded better than the starter: adapt the nearest solutions structurally, the first graded
+    better than the starter wins (a submission worse than a guess is no solution)"""
 
 from __future__ import annotations
 
@@ -18,12 +20,13 @@ from dsagent_cbr.adapter import adapt_case
 from dsagent_cbr.agent import roles
 from dsagent_cbr.agent.candidates import solution_candidates
 from dsagent_cbr.agent.context import Context
-from dsagent_cbr.agent.record import DeployFacts, RunRecord
+from dsagent_cbr.agent.record import DeployFacts, Row, RunRecord
 from dsagent_cbr.agent.run import FIRST_GRADED, Run
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress, SandboxExecutor
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.llm.parsing import ParseError, extract_code
+from dsagent_cbr.runner.result import RunResult
 from dsagent_cbr.runner.sandbox import SandboxPolicy
 from dsagent_cbr.tasks.model import Task
 
@@ -52,6 +55,7 @@ def deploy(task: Task, config: DeployConfig, run_dir: Path, bank: Bank, model: M
     run.record.selected_by = FIRST_GRADED
     facts = run.record.deploy = DeployFacts(strategy=config.strategy)
     with run.stopping():
+        run.baseline_run()
         examples = choose_examples(task, bank, config) if model is not None else []
         facts.retrieved = [{"id": c.id, "task": c.task_name, "source": c.source_kind, "similarity": s}
                            for c, s in examples]
@@ -103,13 +107,24 @@ def ask_model(run: Run, model: Model, config: DeployConfig, examples: list[tuple
     example = examples[0][0].task_name if examples else "(no example)"
     row = run.begin(1, candidate="llm", case=example, step="the model's script (one pass)")
     result = run.execute(1, 0, reply["code"])
-    run.consider(row, reply["code"], result)
+    chosen = run.consider(row, reply["code"], result)
     facts.one_pass = result.ok  # the paper's measure: the model's first script ran and was graded
-    if not facts.one_pass:
-        facts.llm_error = f"{result.status}: {result.error}"
+    if not chosen:
+        facts.llm_error = not_taken(run, row, result)
         return False
     facts.solved_by = "llm"
     return True
+
+
+def not_taken(run: Run, row: Row, result: RunResult) -> str:
+    """Why a candidate's run was not taken, in words; a graded one no better than the starter's random
+    guess is marked a failure in its row."""
+    if not result.ok:
+        return f"{result.status}: {result.error}"
+    row.status = "worse than the starter"
+    row.error = (f"graded {run.task.metric_name} {result.score:.6g}, no better than the starter's random guess "
+                 f"({run.baseline:.6g})")
+    return row.error
 
 
 def adapter_fallback(run: Run) -> bool:
@@ -130,6 +145,6 @@ def adapter_fallback(run: Run) -> bool:
             facts.solved_by = "adapter"
             facts.adapter_notes = [f"case {case.task_name} ({case.source_kind})", *adapted["notes"]]
             return True
-        errors.append(f"{case.task_name}: {result.status}: {result.error}")
+        errors.append(f"{case.task_name}: {not_taken(run, row, result)}")
     facts.adapter_error = "; ".join(errors) or "no compatible solution case to adapt"
     return False

@@ -90,6 +90,17 @@ def best_text(run: Run) -> str:
     return f"none yet{start}"
 
 
+def timings_text(run: Run) -> str:
+    """How long the scripts took on this task, for a plan to weigh against the budget."""
+    parts = [f"the starter {run.starter_seconds:.1f} s"] if run.starter_seconds is not None else []
+    if run.best is not None and run.best.wall_time is not None:
+        parts.append(f"the best script (iteration {run.best.iteration}) {run.best.wall_time:.1f} s")
+    last = next((r for r in reversed(run.rows[:-1]) if r.wall_time is not None), None)
+    if last is not None and last is not run.best:
+        parts.append(f"the last script run (iteration {last.iteration}) {last.wall_time:.1f} s")
+    return "; ".join(parts)
+
+
 def develop_with_model(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, model: Model,
                        executor: Executor | None = None, progress: Progress | None = None,
                        reference: float | None = None) -> RunRecord:
@@ -114,9 +125,14 @@ def retrieve(run: Run, config: DevelopConfig, t: int, query: str) -> list[Case]:
     if not config.cbr:
         return []
 
-    def search() -> list[dict[str, Any]]:
-        hits = run.bank.search(query, kind="insight", k=config.k, exclude_task=run.task.name)
-        return [{**h.case.to_dict(), "score": h.score} for h in hits]
+    def search() -> list[dict[str, Any]]:  # a text retained twice is one case: never shown twice
+        found, seen = [], set()
+        for h in run.bank.search(query, kind="insight", k=2 * config.k, exclude_task=run.task.name):
+            text = " ".join(h.case.text.split())
+            if text not in seen:
+                seen.add(text)
+                found.append({**h.case.to_dict(), "score": h.score})
+        return found[:config.k]
 
     return [Case.from_dict(c) for c in run.journal.step(t, "retrieve", search)]
 
@@ -132,7 +148,7 @@ def develop_iteration(run: Run, memory: Memory, ctx: Context, model: Model, cfg:
     case = cases[order[0]] if cases else None
     row.case = (case.competition or case.title or case.id) if case else "(no case)"
     plan = run.ask(t, "plan", lambda: roles.plan(model, ctx, log, best_text(run), memory.script, case,
-                                                  memory.simpler, cfg.temperature))
+                                                  memory.simpler, cfg.temperature, timings_text(run)))
     if plan is None:
         row.status = "no plan"
         return
@@ -154,8 +170,8 @@ def develop_iteration(run: Run, memory: Memory, ctx: Context, model: Model, cfg:
         if fixed is not None:
             code, result, ran = fixed, run.execute(t, attempt, fixed), attempt
     row.debug_attempts = attempt
-    entry = run.ask(t, "log", lambda: roles.summarize(model, ctx, log, best_text(run), row.step, before, code,
-                                                       result.feedback(), cfg.temperature))
+    entry = run.ask(t, "log", lambda: roles.summarize(model, ctx, log, best_text(run), plan["raw"], before, code,
+                                                       result.feedback(), result.stdout, cfg.temperature))
     row.log = entry or f"Experiment Summary: {row.step}\nExperiment Result: {result.feedback().splitlines()[0]}"
     memory.log.append(f"Iteration {t}:\n{row.log}")
     memory.simpler = not result.ok

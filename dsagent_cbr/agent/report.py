@@ -183,7 +183,7 @@ def _read_importance(run_dir: Path, name: Any) -> tuple[dict[str, float] | None,
     """The importance mapping, or None and why it could not be read."""
     if not name:
         return None, None
-    path = Path(name) if Path(name).is_absolute() else run_dir / name
+    path = run_dir / Path(name).name  # it lives in the run folder, however the record named that folder
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         values = {str(k): float(v) for k, v in data.items()}

@@ -19,7 +19,9 @@ from dsagent_cbr.llm import parsing
 from dsagent_cbr.llm.prompts import render
 
 CASE_CHARS = 3000  # the chosen case, cut to this length: every token is paid for on every call
-SUMMARY_CHARS = 220  # what rerank sees of each case: its opening, enough to judge it
+SUMMARY_CHARS = 300  # what rerank sees of each case: its opening, enough to judge it, cut between words
+PLAN_CHARS = 3000  # the plan the logger is told was carried out
+OUTPUT_CHARS = 2000  # the end of what a script printed, for the logger (per-model scores, warnings)
 # Replies longer than these are rambling (small models run on to the end of their context); scripts
 # are bounded by the client's default.
 MAX_REPLY_TOKENS = {"rerank": 64, "plan": 600, "log": 300}
@@ -34,10 +36,22 @@ def _ask(model: Model, role: str, temperature: float, validate: Callable[[str], 
                           validate=validate)
 
 
+def opening(text: str, limit: int = SUMMARY_CHARS) -> str:
+    """The first `limit` characters of `text`, cut at the last word boundary before it."""
+    flat = " ".join(text.split())
+    if len(flat) <= limit:
+        return flat
+    cut = flat[:limit].rsplit(" ", 1)[0]
+    return f"{cut} …"
+
+
 def summary(case: Case) -> str:
-    head = " ".join(case.text.split())[:SUMMARY_CHARS]
+    """A case as rerank lists it: what tells it apart (where it comes from), then its opening."""
+    where = [case.source_kind or "case", f"competition {case.competition}" if case.competition else "",
+             f"task {case.task_name}" if case.task_name and case.task_name != case.competition else "",
+             f"run {case.extra['run']}" if case.extra.get("run") else ""]
     title = case.title or case.competition or case.id
-    return f"{title}: {head}"
+    return f"{title} ({', '.join(w for w in where if w)}): {opening(case.text)}"
 
 
 def rerank(model: Model, ctx: Context, log: str, cases: list[Case], temperature: float) -> list[int]:
@@ -49,11 +63,11 @@ def rerank(model: Model, ctx: Context, log: str, cases: list[Case], temperature:
 
 
 def plan(model: Model, ctx: Context, log: str, best: str, script: str, case: Case | None, simpler: bool,
-         temperature: float) -> dict[str, str]:
+         temperature: float, timings: str = "") -> dict[str, str]:
     case_text = case.text[:CASE_CHARS] if case else "(no case: plan from your own knowledge)"
     reply = _ask(model, "plan", temperature, parsing.parse_plan, task=ctx.description,
                  data_card=ctx.data_card, metric=ctx.metric, best=best, log=log, script=script, case=case_text,
-                 simpler=simpler)
+                 simpler=simpler, budget=ctx.budget, timings=timings or "none yet")
     return {"decision": reply.parsed["decision"], "raw": reply.text}
 
 
@@ -61,7 +75,9 @@ def program(model: Model, ctx: Context, script: str, instruction: str, temperatu
             retries: int = 2) -> str:
     """The edited script; a reply with no code is answered with a nudge, up to `retries` times."""
     messages = [{"role": "user", "content": render("program", data_card=ctx.data_card, budget=ctx.budget,
-                                                   instruction=instruction, script=script)}]
+                                                   instruction=instruction, script=script,
+                                                   validation_line=ctx.validation_line,
+                                                   prediction=ctx.prediction)}]
     for attempt in range(retries + 1):
         try:
             return model.complete("program", messages, temperature=temperature,
@@ -81,12 +97,15 @@ def debug(model: Model, ctx: Context, original: str, instruction: str, failing: 
     return reply.parsed["code"]
 
 
-def summarize(model: Model, ctx: Context, log: str, best: str, instruction: str, before: str, after: str,
-              observation: str, temperature: float) -> str:
+def summarize(model: Model, ctx: Context, log: str, best: str, plan_text: str, before: str, after: str,
+              observation: str, output: str, temperature: float) -> str:
+    """The log entry of one experiment, from its plan, the change, the outcome and the end of what the
+    script printed (as DS-Agent's logger reads the execution output)."""
     diff = "\n".join(difflib.unified_diff(before.splitlines(), after.splitlines(), "before.py", "after.py",
                                           lineterm="", n=1))
     reply = _ask(model, "log", temperature, parsing.parse_log, metric=ctx.metric, best=best, log=log,
-                 instruction=instruction, diff=diff[:6000], observation=observation)
+                 instruction=plan_text[-PLAN_CHARS:], diff=diff[:6000], observation=observation,
+                 output=output[-OUTPUT_CHARS:].strip() or "(nothing)")
     return reply.parsed
 
 
@@ -96,5 +115,6 @@ def adapt_messages(ctx: Context, examples: list[tuple[str, str, str]]) -> list[d
         f"## Example task {i}\n{desc}\n\n### Its starter train.py\n```python\n{starter}\n```\n\n"
         f"### Its solution\n```python\n{solution}\n```" for i, (desc, starter, solution) in enumerate(examples, 1))
     content = render("adapt", examples=shown or "(no example)", task=ctx.description, data_card=ctx.data_card,
-                     metric=ctx.metric, budget=ctx.budget, starter=ctx.task.starter.read_text(encoding="utf-8"))
+                     metric=ctx.metric, budget=ctx.budget, starter=ctx.task.starter.read_text(encoding="utf-8"),
+                     prediction=ctx.prediction)
     return [{"role": "user", "content": content}]

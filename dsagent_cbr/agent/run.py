@@ -38,7 +38,7 @@ from dsagent_cbr.tasks.selection import hold_out
 
 T = TypeVar("T")
 REFIT_VARIABLE = "CBR_REFIT"
-FIRST_GRADED = "first graded run"
+FIRST_GRADED = "first graded run better than the starter"
 REFIT_NOTE = ("the submitted model also learned the selection rows, which stop being a fair judge of it: the "
               "selection score judged the script before the refit")
 
@@ -56,6 +56,7 @@ class Run:
                                 planned_iterations=planned, test_answers=task.has_answers, sandbox=sandbox or {})
         self.best: Row | None = None
         self.baseline: float | None = None  # the starter's score, when it ran
+        self.starter_seconds: float | None = None
         self.reference = reference  # the hand-written reference's, for the report only
         self.ended: Outcome | None = None  # set when a failure of ours or the budget stopped the run
 
@@ -97,6 +98,7 @@ class Run:
         result = self.execute(0, 0, self.task.starter.read_text(encoding="utf-8"))
         self._judge(result)
         self.baseline = result.score if result.ok else None
+        self.starter_seconds = result.wall_time
         return result
 
     def _judge(self, result: RunResult) -> None:
@@ -134,8 +136,11 @@ class Run:
     def _improves(self, result: RunResult) -> bool:
         if not result.ok:
             return False
-        if self.record.selected_by == FIRST_GRADED:  # deploy keeps its first graded script, scored or not
-            return self.best is None
+        if self.record.selected_by == FIRST_GRADED:  # deploy keeps its first graded script beating the starter
+            if self.best is not None:
+                return False
+            comparable = result.score is not None and self.baseline is not None
+            return not comparable or self.task.metric.better(result.score, self.baseline)
         return self.task.metric.better(result.score, self.best.score if self.best else None)
 
     def _retainable(self, row: Row) -> bool:

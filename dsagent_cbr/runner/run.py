@@ -33,7 +33,7 @@ from dsagent_cbr.runner.scratch import Scratch, scratch
 from dsagent_cbr.tasks import dsagent_layout
 from dsagent_cbr.tasks.grading import Grades, grade, score_npy
 from dsagent_cbr.tasks.model import Task
-from dsagent_cbr.tasks.selection import Held, hold_out, write_files
+from dsagent_cbr.tasks.selection import Held, dsagent_test_file, hold_out, write_files
 from dsagent_cbr.tasks.sources import hidden_paths
 
 GRADER_POLICY = SandboxPolicy(timeout=300.0, memory_mb=4096.0, disk_mb=64.0)
@@ -63,7 +63,7 @@ def make_workspace(task: Task, script_text: str, workspace: Path, held: Held | N
         if grading is not None and name == "submission.py":
             dst.write_text(dsagent_layout.capture_shim(src.read_text(encoding="utf-8")), encoding="utf-8")
         elif grading is not None and name == grading.label_file:
-            _without_labels(src, dst, grading)
+            dsagent_test_file(task).to_csv(dst, index=False)
         elif src.is_dir():
             shutil.copytree(src, dst)
         elif src.is_file():
@@ -79,17 +79,6 @@ def _written(folder: Path) -> dict[str, tuple[int, int]]:
             info = path.stat()
             written[str(path.relative_to(folder))] = (info.st_size, info.st_mtime_ns)
     return written
-
-
-def _without_labels(src: Path, dst: Path, grading: dsagent_layout.DsagentGrading) -> None:
-    import pandas as pd
-
-    frame = pd.read_csv(src)
-    if grading.arity >= 2:  # such scripts index the label column to pass it as y_true: keep it, empty
-        frame[list(grading.label_columns)] = float("nan")
-    else:
-        frame = frame.drop(columns=list(grading.label_columns))
-    frame.to_csv(dst, index=False)
 
 
 def _impossible(task: Task, valid: float | None) -> tuple[str, str] | None:

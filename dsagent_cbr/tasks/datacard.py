@@ -246,7 +246,7 @@ def _files_card(task: Task) -> str:
     files, target, hidden = list(task.public_files), list(task.target), {}
     if task.layout == "dsagent":
         files = sorted(f for f in files if f.endswith((".csv", ".npy")))
-        if task.dsagent is not None:  # the test labels the runner strips from the workspace stay out
+        if task.dsagent is not None:  # the test labels, constant in the workspace, are not described
             target = list(task.dsagent.label_columns)
             if task.dsagent.label_file:
                 hidden = {task.dsagent.label_file: task.dsagent.label_columns}
@@ -254,6 +254,11 @@ def _files_card(task: Task) -> str:
         return npy_card(task.public_dir, files, metric=task.metric_name, direction=task.direction,
                         task_type=task.task_type)
     csvs = [f for f in files if f.endswith(".csv")]
-    return csv_card(task.public_dir, csvs, target=target, id_column=task.id_column,
+    card = csv_card(task.public_dir, csvs, target=target, id_column=task.id_column,
                     metric=task.metric_name, direction=task.direction, task_type=task.task_type,
                     classes=list(task.classes) if task.metric_name == "logloss" else None, hidden=hidden)
+    for name, columns in hidden.items():
+        card = (card.rstrip() + f"\n\nIn the workspace `{name}` keeps {', '.join(f'`{c}`' for c in columns)}, each "
+                "holding one constant (the answers are graded outside): leave them out of the features, as the "
+                "starter does.\n")
+    return card

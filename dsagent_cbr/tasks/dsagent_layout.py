@@ -7,9 +7,11 @@ folders, `(y_true, y_pred)`), which reads the labelled test data and prints `fin
   labels, and its label columns are the column names submission.py mentions; a file only submission.py
   reads (answer.csv, y_test.npy) holds nothing but answers and is left out of the workspace;
 - with the two-argument form, the label columns are those the starter passes as y_true.
-The workspace then gets the test file without its label columns (blanked, not dropped, in the
-two-argument form, whose scripts index them) and a stand-in submission.py that only saves y_pred to
-`predictions.npy`. The grader runs the task's own submission.py on those predictions, in a sandbox of
+The workspace then gets the test file with every column the starter uses, its label columns holding
+one constant each (the training labels' most common value, so of their type): DS-Agent's scripts
+`drop(['yield'], axis=1)`, `drop(columns=[label])` or `dropna(subset=[label])` that frame, and a
+constant survives all three and says nothing of the answers. A stand-in submission.py only saves
+y_pred to `predictions.npy`. The grader runs the task's own submission.py on those predictions, in a sandbox of
 its own beside the labelled files, and reads the score it prints: a score the script prints counts for
 nothing. Where cbr holds selection rows back (tasks/selection.py), they follow the test rows in the
 test file, and the grader calls submit a second time on their predictions, with a test file of those
@@ -21,6 +23,10 @@ import ast
 import csv
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SUBMIT = "submit_predictions_for_test_set"
 PREDICTIONS = "predictions.npy"
@@ -35,6 +41,14 @@ class DsagentGrading:
     label_file: str | None  # the shared data file whose label columns are hidden
     label_columns: tuple[str, ...]
     answer_files: tuple[str, ...]  # files only the grader reads: never in the workspace
+
+
+def hide_labels(frame: pd.DataFrame, columns: tuple[str, ...], constants: dict[str, str]) -> pd.DataFrame:
+    """The test file as the script sees it: each label column holds one constant (a frame read as text)."""
+    out = frame.copy()
+    for column in columns:
+        out[column] = constants.get(column, "0")
+    return out
 
 
 def _strings(tree: ast.AST) -> set[str]:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dsagent_cbr.tasks.dsagent_layout import hide_labels
 from dsagent_cbr.tasks.model import Task
 
 if TYPE_CHECKING:
@@ -308,6 +309,21 @@ def dsagent_train_file(task: Task) -> str | None:
     return None
 
 
+def label_constants(train: pd.DataFrame, columns: tuple[str, ...]) -> dict[str, str]:
+    """Each label column's most common training value, as text: what the test file's labels become."""
+    return {c: str(train[c].mode().iloc[0]) for c in columns if c in train.columns and len(train[c])}
+
+
+def dsagent_test_file(task: Task) -> pd.DataFrame:
+    """A DS-Agent folder's test file as a script sees it without selection rows: the labels constant."""
+    grading = task.dsagent
+    assert grading is not None and grading.label_file
+    train_name = dsagent_train_file(task)
+    train = _read_text_csv(task.public_dir / train_name) if train_name else None
+    constants = label_constants(train, grading.label_columns) if train is not None else {}
+    return hide_labels(_read_text_csv(task.public_dir / grading.label_file), grading.label_columns, constants)
+
+
 def _dsagent(task: Task) -> Held | None:
     """The rows go to the end of the test file, with their labels hidden as the test's are; the grader
     runs submission.py a second time with a test file of the selection rows, labelled."""
@@ -324,11 +340,7 @@ def _dsagent(task: Task) -> Held | None:
         return None
     positions, how = chosen
     selected = train.iloc[positions][list(test.columns)].reset_index(drop=True)
-    shown = _appended(test, selected)
-    if grading.arity >= 2:  # such scripts index the label columns to pass them as y_true: kept, empty
-        shown[list(grading.label_columns)] = ""
-    else:
-        shown = shown.drop(columns=list(grading.label_columns))
+    shown = hide_labels(_appended(test, selected), grading.label_columns, label_constants(train, grading.label_columns))
     files = {train_name: train.drop(index=train.index[positions]), grading.label_file: shown}
     return Held(rows=len(selected), labelled=len(train), how=f"{how} of {train_name}", test_rows=len(test),
                 answers=selected, files=files)

@@ -27,11 +27,13 @@ class FakeModel:
     replies: dict[str, list[str | BaseException]]
     model: str = "fake"
     prompts: list[str] = field(default_factory=list)
+    roles: list[str] = field(default_factory=list)  # the role of each prompt
     tokens: int = 0
 
     def complete(self, role: str, messages: list[dict[str, str]], *, temperature: float = 0.5,
                  max_tokens: int | None = None, validate: Callable[[str], Any] | None = None) -> Reply:
         self.prompts.append("\n".join(m["content"] for m in messages))
+        self.roles.append(role)
         queue = self.replies.get(role) or []
         if not queue:
             raise AssertionError(f"the fake model has no reply left for {role}")
@@ -52,6 +54,7 @@ class Graded:
     selection: float | None = None  # cbr's grade of its selection rows; None: a task without them
     test: float | None = None
     error: str | None = None
+    stdout: str = ""
 
 
 @dataclass
@@ -69,7 +72,7 @@ class FakeExecutor:
         return RunResult(task="t", status=grade.status, exit_code=0 if grade.status == "ok" else 1, metric=self.metric,
                          direction="minimize", valid_metric=grade.valid, test_metric=grade.test, error=grade.error,
                          selection_metric=grade.selection, selection_rows=0 if grade.selection is None else 50,
-                         stdout="", stderr=grade.error or "", wall_time=0.1, peak_memory_mb=1.0,
+                         stdout=grade.stdout, stderr=grade.error or "", wall_time=0.1, peak_memory_mb=1.0,
                          workspace=str(folder / "workspace"), isolated=True)
 
 

