@@ -86,7 +86,11 @@ def test_a_script_that_runs_is_one_pass(settings, tmp_path):
     reply = f"Here is the solution.\n```python\n{task.starter.read_text()}```"
     with ScriptedLLM([reply]) as server, open_llm(replace(settings, base_url=server.url), run_dir=tmp_path) as client:
         res = deploy(task, DeployConfig(), tmp_path / "o", bank, client, settings.tasks_dir)
-    assert res.deploy.one_pass is True and res.deploy.solved_by == "llm" and res.solved and res.best_test is not None
+    # the model's script ran and was graded (one pass), but it is the starter's own guess: no solution,
+    # so the adapter walks on to one that beats it
+    assert res.deploy.one_pass is True and "no better than the starter's random guess" in res.deploy.llm_error
+    assert res.deploy.solved_by == "adapter" and res.solved and res.best_test is not None
+    assert res.best_selection > res.baselines["starter"]
 
 
 @pytest.mark.slow

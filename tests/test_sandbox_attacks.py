@@ -242,13 +242,13 @@ def test_a_printed_test_score_counts_for_nothing_in_the_dsagent_layout(world, tm
         import numpy as np, pandas as pd
         from submission import submit_predictions_for_test_set
         test = pd.read_csv("test.csv")
-        print("label visible:", "compressive_strength" in test.columns)
+        print("label values:", test["compressive_strength"].nunique())
         print("final RMSE on validation set: 0.0")
         print("final RMSE on test set: 0.0")
         submit_predictions_for_test_set(np.zeros(len(test)))
     """)
     result = run_script(task, faker, run_dir=tmp_path / "faked")
-    assert result.ok and "label visible: False" in result.stdout
+    assert result.ok and "label values: 1" in result.stdout  # the column is there, one constant
     assert result.test_metric > 20  # all-zero predictions of strengths around 35 MPa, not the printed 0.0
     silent = run_script(task, faker.replace("submit_predictions_for_test_set(np.zeros(len(test)))", ""),
                         run_dir=tmp_path / "silent")
@@ -281,6 +281,15 @@ def test_task_configs_cannot_point_outside(world, tmp_path, bad):
     assert run.returncode == 2 and expected in run.stderr and not (tmp_path / "run").exists()
 
 
+# A submission that beats the starter's random guess (deploy takes nothing worse): the training mean.
+MEAN = """
+import pandas as pd
+_train, _test = pd.read_csv("train.csv"), pd.read_csv("test.csv")
+_mean = _train["compressive_strength"].mean()
+pd.DataFrame({"id": _test["id"], "compressive_strength": _mean}).to_csv("submission.csv", index=False)
+"""
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("replacement", ["fifo", "dev-zero", "host-file"])
 def test_a_script_replacing_itself_cannot_reach_the_report(world, tmp_path, replacement):
@@ -293,7 +302,7 @@ def test_a_script_replacing_itself_cannot_reach_the_report(world, tmp_path, repl
     canary.write_text("from sklearn.ensemble import RandomForestRegressor\nmodel = RandomForestRegressor(n_estimators=4242)\n")
     swap = {"fifo": "os.mkfifo('train.py')", "dev-zero": "os.symlink('/dev/zero', 'train.py')",
             "host-file": f"os.symlink({str(canary)!r}, 'train.py')"}[replacement]
-    script = ZEROS + f"import os\nos.remove('train.py')\n{swap}\nprint('Validation rmse: 9.5')\n"
+    script = MEAN + f"import os\nos.remove('train.py')\n{swap}\nprint('Validation rmse: 9.5')\n"
     settings = load_settings(home=tmp_path / "home", store="faiss", model="scripted", api_key="test",
                              base_url="http://127.0.0.1:9/v1")
     with ScriptedLLM([f"```python\n{script}```"]) as server, open_llm(
