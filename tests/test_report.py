@@ -118,7 +118,7 @@ def _run_folder(tmp_path: Path) -> tuple[Path, list[dict], dict]:
         {"iteration": 3, "case": "mlc-churn", "step": "tune LightGBM", "status": "ok", "valid": 4.3, "selection": 4.4,
          "score": 4.4, "test": 4.1, "wall_time": 130.0, "debug_attempts": 1, "script": "step-03/debug-1/script.py", "retained": True},
     ]
-    summary = {"task": "concrete-strength", "model": "none", "metric": "rmse", "direction": "minimize",
+    summary = {"task": "concrete-strength", "model": "gpt-4o", "metric": "rmse", "direction": "minimize",
                "best_iteration": 3, "best_valid": 4.3, "best_selection": 4.4, "best_score": 4.4, "best_test": 4.1,
                "stopped": "completed", "selected_by": "selection", "selection_rows": 154,
                "baselines": {"starter": 16.3, "reference": 4.6}, "feature_importance": "importance.json",
@@ -150,6 +150,9 @@ def test_write_report_markdown_html_and_rows(tmp_path):
     assert "⚠ marks a printed validation much better than the selection score" in md
     assert "- iteration 2 (execute): ValueError: Unknown label type" in md.split("## What the model got wrong")[1]
 
+    write_report(run, as_record(rows, {**summary, "model": "none"}))  # no model: nothing a model got wrong
+    assert "What the model got wrong" not in (run / "report.md").read_text()
+
     saved = json.loads((run / "rows.json").read_text())
     assert [r["model"] for r in saved] == ["Ridge", "unknown", "LightGBM"]
     assert saved[0]["script"] == "step-01/script.py"
@@ -179,6 +182,7 @@ def test_report_without_scores_or_importance(tmp_path):
     assert "none (no iteration succeeded)" in md and "timeout: exceeded 600 s" in md
     assert "could not be read" in md and not (tmp_path / "importance.png").exists()
     assert "| test |" not in md  # no answers, no test column
+    assert "| step |" not in md  # every step is its case (here both empty): one column
 
 
 def test_progress_line_and_one_line_per_finished_iteration_off_a_terminal():

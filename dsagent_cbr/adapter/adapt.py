@@ -88,8 +88,19 @@ def _loaded_names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
+def _silences_warnings(stmt: ast.stmt) -> bool:
+    """A top-level warnings.filterwarnings(...) or simplefilter(...): the case's own quiet, kept with it."""
+    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
+            and _name(stmt.value.func) in ("filterwarnings", "simplefilter"))
+
+
+def _name(func: ast.expr) -> str:
+    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+
+
 def _closure(tree: ast.Module) -> list[ast.stmt]:
-    """train_model, predict and every top-level definition they reach, in source order."""
+    """train_model, predict, every top-level definition they reach and the case's warning filters (so
+    its known noise, such as LightGBM's eval_set deprecation, does not bury a real error), in order."""
     defs = {name: stmt for stmt in tree.body for name in _top_level_names(stmt)}
     wanted, frontier = set(), ["train_model", "predict"]
     while frontier:
@@ -98,7 +109,7 @@ def _closure(tree: ast.Module) -> list[ast.stmt]:
             continue
         wanted.add(name)
         frontier.extend(_loaded_names(defs[name]) - wanted)
-    return [stmt for stmt in tree.body if _top_level_names(stmt) & wanted]
+    return [stmt for stmt in tree.body if _top_level_names(stmt) & wanted or _silences_warnings(stmt)]
 
 
 def _used_imports(tree: ast.Module, body: list[ast.stmt], estimators: dict[str, str]) -> list[ast.stmt]:

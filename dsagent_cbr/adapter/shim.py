@@ -57,8 +57,9 @@ def _cbr_features(X, categories):
     """Text columns as integer codes of the training categories, then X in the case's form."""
     if isinstance(X, _pd.DataFrame) and categories:
         X = X.copy()
-        for col, cats in categories.items():
-            X[col] = _pd.Categorical(X[col].astype("string"), categories=cats).codes.astype("int32")
+        for col, cats in categories.items():  # a category unseen in training is missing, not a warning
+            values = X[col].astype("string")
+            X[col] = _pd.Categorical(values.where(values.isin(cats)), categories=cats).codes.astype("int32")
     return _cbr_as(X, _CBR_TASK["x_kind"])
 
 

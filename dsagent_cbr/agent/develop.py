@@ -48,6 +48,7 @@ class DevelopConfig:
     program_retries: int = 2
     seed: int = 0
     refit: bool = False
+    retain: bool = True  # --no-retain: the run adds nothing to the bank
     policy: dict[str, Any] = field(default_factory=lambda: asdict(SandboxPolicy()))
 
     @property
@@ -64,7 +65,7 @@ def open_run(kind: Kind, task: Task, config: DevelopConfig, run_dir: Path, bank:
     """The run of develop or the search, with the sandbox as its executor unless a test gives one."""
     return Run(kind, task, run_dir, bank, executor or SandboxExecutor(task, config.sandbox),
                model=model, progress=progress, planned=config.iterations, seed=config.seed,
-               sandbox=config.policy, refit=config.refit, reference=reference)
+               sandbox=config.policy, refit=config.refit, reference=reference, retain=config.retain)
 
 
 @dataclass

@@ -95,6 +95,14 @@ class _Reader:
     def __init__(self, tree: ast.Module) -> None:
         self.modules: dict[str, str] = {}  # local name -> top-level module ("lgb" -> "lightgbm")
         self.dicts: dict[str, ast.expr] = {}  # NAME = dict(...) / {...}: the first assignment wins
+        self.values: dict[str, ast.expr] = {}  # module-level NAME = 3.0, "l2", (1, 2): a parameter's value
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+                try:
+                    ast.literal_eval(node.value)
+                except ValueError:
+                    continue
+                self.values.setdefault(node.targets[0].id, node.value)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -124,17 +132,23 @@ class _Reader:
             pairs += [(kw.arg, kw.value)] if kw.arg else self.keywords(kw.value, depth)
         return pairs
 
+    def render(self, pairs: list[tuple[str, ast.expr]]) -> str:
+        """key=value for the parameters that say something of the model; a name bound at module level
+        shows its value, any other name shows that the value is not known here."""
+        shown = [(k, v) for k, v in pairs if k not in _NOISE]
+        text = [f"{k}={_short(self._value(v))}" for k, v in shown[:MAX_PARAMS]]
+        return ", ".join(text) + (", …" if len(shown) > MAX_PARAMS else "")
+
+    def _value(self, node: ast.expr) -> str:
+        if isinstance(node, ast.Name):
+            return ast.unparse(self.values[node.id]) if node.id in self.values else "?"
+        return ast.unparse(node)
+
     def train_function(self, call: ast.Call) -> str | None:
         func = call.func
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             return _TRAIN_FUNCTIONS.get((self.modules.get(func.value.id, func.value.id), func.attr))
         return None
-
-
-def _render(pairs: list[tuple[str, ast.expr]]) -> str:
-    shown = [(k, v) for k, v in pairs if k not in _NOISE]
-    text = [f"{k}={_short(ast.unparse(v))}" for k, v in shown[:MAX_PARAMS]]
-    return ", ".join(text) + (", …" if len(shown) > MAX_PARAMS else "")
 
 
 def _short(text: str, limit: int = 30) -> str:
@@ -183,9 +197,9 @@ def describe_model(code: str) -> ModelInfo:
             features.append(_FEATURES[name])
         elif family := reader.train_function(call):
             params = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "params"), None)
-            models.append((family, _render(reader.keywords(params))))
+            models.append((family, reader.render(reader.keywords(params))))
         elif family := _family(name):
-            models.append((family, _render(reader.call_keywords(call))))
+            models.append((family, reader.render(reader.call_keywords(call))))
     network = _neural_network(tree, calls, reader.modules)
     if network is not None:
         models.insert(0, (network.family, network.params))

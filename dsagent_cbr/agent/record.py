@@ -92,6 +92,7 @@ class RunRecord(BaseModel):
     tokens: int = 0
     cost_usd: float = 0.0
     model_errors: list[dict[str, object]] = []
+    retained: list[dict[str, object]] = []  # the cases the run added to the bank: iteration, solution, insight
     deploy: DeployFacts | None = None
 
     @computed_field  # type: ignore[prop-decorator]

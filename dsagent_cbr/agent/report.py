@@ -132,6 +132,7 @@ def build_metrics_figure(rows: list[dict[str, Any]], metric: str, direction: str
     ax.margins(y=0.15)
     ax.set_xlabel("iteration")
     ax.set_ylabel(f"{metric} ({'lower' if direction == 'minimize' else 'higher'} is better)")
+    ax.ticklabel_format(axis="y", useOffset=False)  # scores as they are, not as an offset to decode
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="best", framealpha=0.85)
@@ -271,10 +272,11 @@ def _view(title: str, rows: list[dict[str, Any]], summary: dict[str, Any], impor
                    "score": fmt(r["score"]), "valid": fmt(r["valid"]) + _flag(r, direction), "test": fmt(r["test"]),
                    "retained": "yes" if r["retained"] else "", "ok": ranked(r)} for r in rows]
     errors = [{"iteration": e.get("iteration"), "role": e.get("role"), "error": _one_line(e.get("error"), 300)}
-              for e in summary.get("model_errors") or []]
+              for e in summary.get("model_errors") or []] if summary.get("model") != "none" else []
     return {"title": title, "facts": _facts(rows, summary), "metric": summary.get("metric", ""),
             "direction": direction, "judged": _judged(summary), "label": label, "leaderboard": leader,
             "iterations": iterations, "has_test": any(r["test"] is not None for r in rows),
+            "has_step": any(r["step"] != r["case"] for r in rows),  # the search's step is its case
             "overclaims": any(_flag(r, direction) for r in rows), "errors": errors,
             "importance_note": importance_note, "top_features": TOP_FEATURES,
             "best_solution": "best_solution.py" if best is not None else None,

@@ -47,9 +47,9 @@ class Run:
     def __init__(self, kind: Kind, task: Task, run_dir: Path, bank: Bank, executor: Executor, *,
                  model: Model | None = None, progress: Progress | None = None, planned: int | None = None,
                  seed: int = 0, sandbox: dict[str, object] | None = None, refit: bool = False,
-                 reference: float | None = None) -> None:
+                 reference: float | None = None, retain: bool = True) -> None:
         self.task, self.run_dir, self.bank, self.executor, self.model = task, run_dir, bank, executor, model
-        self.progress, self.wants_refit = progress or Quiet(), refit
+        self.progress, self.wants_refit, self.retains = progress or Quiet(), refit, retain
         self.journal = RunJournal(run_dir)
         self.record = RunRecord(kind=kind, task=task.name, model=model.model if model else "none",
                                 metric=task.metric_name, direction=task.direction, seed=seed, run_dir=str(run_dir),
@@ -128,9 +128,10 @@ class Run:
         self.best = row
         publish_outputs(self.run_dir, self.task, code, Path(result.workspace),
                         hold_out(self.task) if result.selection_rows else None)
-        if retain is not None and self._retainable(row):
+        if retain is not None and self.retains and self._retainable(row):
             row.retained = True
-            self.journal.step(row.iteration, "retain", lambda: self._retain(row, code, retain))
+            ids = self.journal.step(row.iteration, "retain", lambda: self._retain(row, code, retain))
+            self.record.retained.append({"iteration": row.iteration, **ids})
         return True
 
     def _improves(self, result: RunResult) -> bool:

@@ -217,17 +217,20 @@ def import_(folder: Path, modality: str | None, source_kind: str | None, skip_ba
 @bank.command("list")
 @_KIND
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
+@click.option("--retained", is_flag=True, help="Only what runs retained (the same as --source-kind retained).")
 @filter_options
 @store_options
-def list_cases(kind: str, as_json: bool, modality: str | None, source_kind: str | None, task_type: str | None,
-               **opts: Any) -> None:
-    """List cases, optionally filtered."""
-    cases = _open(opts).list(kind, _where(modality, source_kind, task_type))
+def list_cases(kind: str, as_json: bool, retained: bool, modality: str | None, source_kind: str | None,
+               task_type: str | None, **opts: Any) -> None:
+    """List cases, optionally filtered; a retained case shows the run and iteration it came from (take
+    it back out with `cbr bank remove ID`)."""
+    cases = _open(opts).list(kind, _where(modality, "retained" if retained else source_kind, task_type))
     for c in sorted(cases, key=lambda c: (c.modality, c.competition, c.title)):
         if as_json:
             click.echo(json.dumps(c.to_dict(), default=str))
-        else:
-            click.echo(f"{c.id}  {c.modality or '?':<12} {c.source_kind or '?':<9} {(c.task_name or c.title)[:70]}")
+            continue
+        origin = f"  run {c.extra['run']}, iteration {c.extra.get('iteration')}" if c.extra.get("run") else ""
+        click.echo(f"{c.id}  {c.modality or '?':<12} {c.source_kind or '?':<9} {(c.task_name or c.title)[:70]}{origin}")
 
 
 @bank.command("show")

@@ -57,11 +57,12 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     from dsagent_cbr.bank import open_bank
     from dsagent_cbr.llm.models import settings_model
     from dsagent_cbr.runner.sandbox import require_sandbox
-    from dsagent_cbr.tasks.loader import load_task, resolve_task_path
+    from dsagent_cbr.tasks.finding import find_task
+    from dsagent_cbr.tasks.loader import load_task
 
     settings = load_settings(model=model, store=store, bank_dir=bank_dir, chroma_url=chroma_url,
                              runs_dir=runs_dir, max_cost=max_cost, use_cache=False if no_cache else None)
-    task = load_task(resolve_task_path(task_dir, settings.tasks_dir), require_data=True)
+    task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
     policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
     config = DeployConfig(strategy=strategy, cases=cases, temperature=temperature, fallback=fallback,
                           seed=trial_seed(seed), refit=refit, policy=policy)

@@ -51,19 +51,21 @@ if TYPE_CHECKING:  # the agent's imports stay lazy: `cbr --help` is instant
 @click.option("--max-tokens", type=int, default=None, help="Stop cleanly when this many tokens are used.")
 @click.option("--no-cache", is_flag=True, help="Do not answer from the response cache.")
 @refit_option
+@click.option("--no-retain", is_flag=True, help="Add nothing to the bank: the run's solutions are not retained.")
 @mlflow_option
 @json_option
 def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_debug: int, temperature: float,
             no_rerank: bool, no_cbr: bool, timeout: float, memory: float, disk: float, allow_network: bool,
             no_sandbox: bool, seed: int | None, resume_dir: Path | None, store: str | None, bank_dir: Path | None,
             chroma_url: str | None, runs_dir: Path | None, max_cost: float | None, max_tokens: int | None,
-            no_cache: bool, refit: bool, mlflow_uri: str | None, as_json: bool) -> None:
+            no_cache: bool, refit: bool, no_retain: bool, mlflow_uri: str | None, as_json: bool) -> None:
     """Develop a solution for TASK_DIR with the CBR loop (retrieve, rerank, plan, program, debug, log, retain)."""
     from dsagent_cbr.agent.develop import DevelopConfig
     from dsagent_cbr.agent.rundir import load_config, new_run_dir, save_config
     from dsagent_cbr.llm.models import settings_model
     from dsagent_cbr.runner.sandbox import require_sandbox
-    from dsagent_cbr.tasks.loader import load_task, resolve_task_path
+    from dsagent_cbr.tasks.finding import find_task
+    from dsagent_cbr.tasks.loader import load_task
 
     flags = {"model": model, "store": store, "bank_dir": bank_dir, "chroma_url": chroma_url, "runs_dir": runs_dir,
              "max_cost": max_cost, "max_tokens": max_tokens, "use_cache": False if no_cache else None}
@@ -78,12 +80,12 @@ def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_
         if task_dir is None:
             raise CbrError("Give a task folder, or --resume RUN_DIR.")
         settings = load_settings(**flags)
-        task = load_task(resolve_task_path(task_dir, settings.tasks_dir), require_data=True)
+        task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
         settings_model(settings)  # a missing key or server stops here, before a run folder exists
         policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
         config = DevelopConfig(iterations=iterations, k=k, n_debug=n_debug, temperature=temperature,
                                rerank=not no_rerank, cbr=not no_cbr, seed=trial_seed(seed), refit=refit,
-                               policy=asdict(policy))
+                               retain=not no_retain, policy=asdict(policy))
         run_dir = new_run_dir(settings.runs_dir, task.name)
         save_config(run_dir, {"task_dir": str(task.root), "develop": asdict(config),
                               "settings": {"model": settings.model, "store": settings.store,
@@ -99,7 +101,7 @@ def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_
     if as_json:
         click.echo(record.model_dump_json(indent=2))
     else:
-        _print_summary(record)
+        _print_summary(record, settings.chroma_url or str(settings.bank_path))
     if record.outcome.exit_code:
         raise SystemExit(record.outcome.exit_code)  # errors.py: no graded solution (1), the budget (4)
 
@@ -111,7 +113,7 @@ def resumed_config(config: DevelopConfig, allow_network: bool, no_sandbox: bool)
     return config
 
 
-def _print_summary(record: RunRecord) -> None:
+def _print_summary(record: RunRecord, bank: str) -> None:
     click.echo(f"run:             {record.run_dir}")
     click.echo(f"stopped:         {record.stopped}")
     if record.best_iteration is None:
@@ -121,7 +123,7 @@ def _print_summary(record: RunRecord) -> None:
         click.echo(f"best:            {record.selected_by} {record.metric} {record.best_score} (iteration "
                    f"{record.best_iteration}; the script printed validation {record.best_valid})")
         click.echo(f"its test score:  {test}")
-    echo_results(record, 17)
+    echo_results(record, 17, bank)
 
 
 def run_develop(task: Task, config: DevelopConfig, run_dir: Path, settings: Settings) -> RunRecord:

@@ -39,10 +39,10 @@ def run_solution(run_dir: Path) -> Path:
 def run_task_dir(run_dir: Path, tasks_dir: Path, given: str | None) -> Path:
     """The task folder of a run: --task, else config.json's task_dir, else the task named in the run's
     record (summary.json), under the tasks folder."""
-    from dsagent_cbr.tasks.loader import resolve_task_path
+    from dsagent_cbr.tasks.finding import find_task
 
     if given:
-        return resolve_task_path(given, tasks_dir)
+        return find_task(given, tasks_dir)
     config = run_dir / "config.json"
     if config.is_file():
         task_dir = json.loads(config.read_text(encoding="utf-8")).get("task_dir")
@@ -51,7 +51,7 @@ def run_task_dir(run_dir: Path, tasks_dir: Path, given: str | None) -> Path:
     from dsagent_cbr.agent.record import load_record
 
     with contextlib.suppress(CbrError):
-        return resolve_task_path(load_record(run_dir).task, tasks_dir)
+        return find_task(load_record(run_dir).task, tasks_dir)
     raise CbrError(f"Cannot tell which task {run_dir} ran on; give it with --task TASK_DIR.")
 
 

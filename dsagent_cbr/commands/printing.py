@@ -11,9 +11,13 @@ if TYPE_CHECKING:
     from dsagent_cbr.agent.record import RunRecord
 
 
-def echo_results(record: RunRecord, width: int) -> None:
-    """The last lines: what the run cost and where a user finds its report, solution and submission."""
-    lines = [("cost", f"${record.cost_usd:.4f} for {record.tokens} tokens" if record.tokens else None),
+def echo_results(record: RunRecord, width: int, bank: str = "the bank") -> None:
+    """The last lines: what the run retained and cost, and where a user finds its report, solution and
+    submission."""
+    kept = (f"{len(record.retained)} solution(s) and their insights into {bank} (iteration "
+            f"{', '.join(str(r['iteration']) for r in record.retained)}; `cbr bank list --retained` shows them, "
+            "`cbr bank remove ID` takes one out)") if record.retained else None
+    lines = [("retained", kept), ("cost", f"${record.cost_usd:.4f} for {record.tokens} tokens" if record.tokens else None),
              ("report", str(Path(record.run_dir) / "report.md")), ("best solution", record.best_solution),
              ("submission", record.submission)]
     for label, value in lines:

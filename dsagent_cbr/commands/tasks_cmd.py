@@ -11,10 +11,12 @@ import click
 from dsagent_cbr.commands.options import json_option, policy_from, sandbox_options
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
-from dsagent_cbr.tasks.loader import TaskError, discover_tasks, load_task, resolve_task_path, validate_task
+from dsagent_cbr.tasks.finding import RECIPE, all_tasks, find_task
+from dsagent_cbr.tasks.loader import TaskError, detect_layout, discover_tasks, load_task, validate_task
 
 tasks_dir_option = click.option("--tasks-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-                                help="Folder holding the task folders (default: the project's tasks/).")
+                                help="Folder of recipe task folders (default: the project's tasks/); your own "
+                                     "tasks in ./tasks/ and . are found first.")
 
 
 def _tasks_dir(tasks_dir: Path | None) -> Path:
@@ -30,25 +32,28 @@ def tasks() -> None:
 @tasks_dir_option
 @json_option
 def list_tasks(tasks_dir: Path | None, as_json: bool) -> None:
-    """List the tasks with their stage, modality and metric."""
+    """List the tasks: yours (./tasks/ and .) first, then the recipes, with stage, modality and metric."""
+    import sys
+
     from rich.console import Console
     from rich.table import Table
 
     rows, broken = [], []
-    for path in discover_tasks(_tasks_dir(tasks_dir)):
+    for found in all_tasks(_tasks_dir(tasks_dir)):
         try:
-            rows.append(load_task(path).summary())
+            rows.append({**load_task(found.path).summary(), "where": found.origin})
         except TaskError:
-            broken.append(path.name)
+            broken.append(str(found.path))
     if as_json:
         click.echo(json.dumps({"tasks": rows, "invalid": broken}, indent=2))
         return
-    table = Table("task", "stage", "modality", "type", "metric", "prepared", "paired with")
+    table = Table("task", "where", "stage", "modality", "type", "metric", "prepared", "paired with")
+    table.columns[0].no_wrap = True  # a name is never cut, on a terminal or off it
     for r in rows:
-        table.add_row(str(r["name"]), str(r["stage"]), str(r["modality"]), str(r["task_type"]),
+        table.add_row(str(r["name"]), str(r["where"]), str(r["stage"]), str(r["modality"]), str(r["task_type"]),
                       f"{r['metric']} ({'↑' if r['direction'] == 'maximize' else '↓'})",
                       "yes" if r["prepared"] else "no", ", ".join(r["paired_with"]))  # type: ignore[arg-type]
-    Console().print(table)
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
     if broken:
         click.echo(f"{len(broken)} invalid task folder(s): {', '.join(broken)} (see `cbr tasks validate`)")
 
@@ -58,17 +63,28 @@ def list_tasks(tasks_dir: Path | None, as_json: bool) -> None:
 @tasks_dir_option
 @click.option("--no-data", is_flag=True, help="Do not require the data to be prepared.")
 def validate(paths: tuple[str, ...], tasks_dir: Path | None, no_data: bool) -> None:
-    """Check task folders; print one line per problem and exit 2 if there is any."""
+    """Check task folders (names, paths, or folders of task folders; by default every task found);
+    print one line per problem and exit 2 if there is any. A recipe need not be prepared: `cbr tasks
+    prepare` builds its data when it is wanted."""
     root = _tasks_dir(tasks_dir)
-    folders = [resolve_task_path(p, root) for p in paths] if paths else discover_tasks(root)
-    if not folders:
-        raise CbrError(f"No task folders found in {root}.")
+    found = [(f.path, f.origin == RECIPE) for f in all_tasks(root)] if not paths else [
+        (folder, False) for p in paths for folder in _named_folders(p, root)]
+    if not found:
+        raise CbrError(f"No task folders found (looked in ./tasks, . and {root}).")
     problems = []
-    for folder in folders:
-        problems += validate_task(folder, require_data=not no_data)
+    for folder, recipe in found:
+        problems += validate_task(folder, require_data=not (no_data or recipe))
     if problems:
-        raise CbrError(f"{len(problems)} problem(s) in {len(folders)} task folder(s).", details=problems)
-    click.echo(f"{len(folders)} task folder(s) valid.")
+        raise CbrError(f"{len(problems)} problem(s) in {len(found)} task folder(s).", details=problems)
+    click.echo(f"{len(found)} task folder(s) valid.")
+
+
+def _named_folders(given: str, recipes: Path) -> list[Path]:
+    """A command line's task: its folder, or every task folder inside a folder of them."""
+    path = Path(given)
+    if path.is_dir() and detect_layout(path) is None and discover_tasks(path):
+        return discover_tasks(path)
+    return [find_task(given, recipes)]
 
 
 @tasks.command("show")
@@ -77,7 +93,7 @@ def validate(paths: tuple[str, ...], tasks_dir: Path | None, no_data: bool) -> N
 @json_option
 def show(task: str, tasks_dir: Path | None, as_json: bool) -> None:
     """Show one task: its settings and description."""
-    t = load_task(resolve_task_path(task, _tasks_dir(tasks_dir)))
+    t = load_task(find_task(task, _tasks_dir(tasks_dir)))
     if as_json:
         click.echo(json.dumps({**t.summary(), "public": list(t.public_files), "description": t.description}, indent=2))
         return
@@ -100,7 +116,7 @@ def prepare(names: tuple[str, ...], all_: bool, force: bool, tasks_dir: Path | N
     root = _tasks_dir(tasks_dir)
     if not names and not all_:
         raise CbrError("Name the tasks to prepare, or pass --all.")
-    folders = discover_tasks(root) if all_ else [resolve_task_path(n, root) for n in names]
+    folders = [f.path for f in all_tasks(root)] if all_ else [find_task(n, root) for n in names]
     failures = []
     for i, folder in enumerate(folders, 1):
         start = time.monotonic()
@@ -124,7 +140,7 @@ def export(task: str, out: Path, layout: str, tasks_dir: Path | None) -> None:
     """Write TASK (prepared) at OUT in another benchmark's layout, test labels kept for its submission.py."""
     from dsagent_cbr.tasks.export import export_dsagent
 
-    folder = export_dsagent(load_task(resolve_task_path(task, _tasks_dir(tasks_dir)), require_data=True), out)
+    folder = export_dsagent(load_task(find_task(task, _tasks_dir(tasks_dir)), require_data=True), out)
     click.echo(f"{folder}: env/ (data, train.py, submission.py) and scripts/research_problem.txt ({layout} layout)")
 
 
@@ -141,7 +157,7 @@ def run(task_dir: str, script: Path, timeout: float, memory: float, disk: float,
     from dsagent_cbr.runner.run import run_script
 
     settings = load_settings()
-    task = load_task(resolve_task_path(task_dir, settings.tasks_dir), require_data=True)
+    task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
     run_dir = out or settings.runs_dir / task.name / time.strftime("run-%Y%m%d-%H%M%S")
     if (run_dir / "workspace").exists():
         raise CbrError(f"{run_dir} already holds a run; choose another --out.")

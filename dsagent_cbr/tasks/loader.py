@@ -338,14 +338,3 @@ def discover_tasks(tasks_dir: Path) -> list[Path]:
     if not tasks_dir.is_dir():
         return []
     return sorted(p for p in tasks_dir.iterdir() if p.is_dir() and detect_layout(p) is not None)
-
-
-def resolve_task_path(name_or_path: str, tasks_dir: Path) -> Path:
-    """Accept a folder path or the bare name of a task under the tasks directory."""
-    path = Path(name_or_path)
-    if path.is_dir():
-        return path
-    candidate = tasks_dir / name_or_path
-    if candidate.is_dir():
-        return candidate
-    raise TaskError(f"No task folder {name_or_path!r} (looked in . and {tasks_dir}).")
