@@ -55,8 +55,15 @@ def test_task_commands_find_the_users_task_first(workdir):
 @pytest.mark.slow
 def test_develop_finds_the_users_task_by_name_and_by_path(workdir):
     work, home = workdir
-    for given in ("credit-scoring", "tasks/credit-scoring"):
-        run = cbr("develop", given, "--model", "none", "-T", "1", "--json", cwd=work, home=home)
+    records = []
+    for given, retain in (("credit-scoring", "--no-retain"), ("tasks/credit-scoring", None)):
+        run = cbr("develop", given, "--model", "none", "-T", "1", "--json", *([retain] if retain else []),
+                  cwd=work, home=home)
         assert run.returncode == 0, run.stderr[-2000:]
-        record = json.loads(run.stdout)
-        assert record["task"] == "credit-scoring" and Path(record["run_dir"]).is_relative_to(work)
+        records.append(json.loads(run.stdout))
+        assert records[-1]["task"] == "credit-scoring" and (work / records[-1]["run_dir"]).is_dir()
+    kept, not_kept = records[1]["retained"], records[0]["retained"]
+    assert not_kept == [] and len(kept) == 1  # --no-retain kept the first run out of the bank
+    listed = cbr("bank", "list", "--kind", "solution", "--retained", cwd=work, home=home).stdout.splitlines()
+    assert [line.split()[0] for line in listed] == [kept[0]["solution"]]
+    assert f"run {Path(records[1]['run_dir']).name}, iteration 1" in listed[0]
