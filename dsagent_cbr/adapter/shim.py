@@ -206,9 +206,10 @@ def _cbr_plan(Xt, Xv, y_train, y_valid):
         return labels, [_cbr_fit(Xt, Xv, _np.eye(k, dtype=int)[Ct[:, 0]], _np.eye(k, dtype=int)[Cv[:, 0]], onehot,
                                  "columns")]
     job = _cbr_fit(Xt, Xv, Ct[:, 0], Cv[:, 0], names, "scores", n=k)
-    if k > 2 and _cbr_scores(job["inner"], Xv, k) is not None:
+    scored = k > 2 and _cbr_scores(job["inner"], Xv, k) is not None  # one prediction, read both ways below
+    if scored:
         job["order"] = _cbr_column_order(job["inner"], Xt, Ct[:, 0], k)
-    if case == "binary" and k > 2 and _cbr_scores(job["inner"], Xv, k) is None:
+    if case == "binary" and k > 2 and not scored:
         job = {"decode": "one-vs-rest", "parts": [
             _cbr_fit(Xt, Xv, (Ct[:, 0] == c).astype(int), (Cv[:, 0] == c).astype(int), names, "positive", n=2)
             for c in range(k)]}

@@ -51,6 +51,14 @@ def hide_labels(frame: pd.DataFrame, columns: tuple[str, ...], constants: dict[s
     return out
 
 
+def training_csv(env: Path, label_file: str | None, label_columns: tuple[str, ...]) -> Path | None:
+    """The csv the starter trains on: named for training, not the test file, holding the label columns."""
+    for path in sorted(env.glob("*.csv")):
+        if path.name != label_file and "train" in path.name.lower() and set(label_columns) <= set(_header(path)):
+            return path
+    return None
+
+
 def _strings(tree: ast.AST) -> set[str]:
     return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.tasks.dsagent_layout import DsagentGrading, training_csv
 from dsagent_cbr.tasks.metrics import get_metric
 from dsagent_cbr.tasks.model import MODALITIES, STAGES, TASK_TYPES, Task
 from dsagent_cbr.tasks.sources import entry_problem
@@ -277,22 +278,19 @@ def _guess_modality(text: str) -> tuple[str, str]:
     return "tabular", kind
 
 
-def _label_kind(env: Path, labels: tuple[str, ...], metric: str, guessed: str) -> str:
+def _label_kind(env: Path, grading: DsagentGrading, metric: str, guessed: str) -> str:
     """The task type the labels show: AUROC grades one binary label (or several, multi-label), and a
     classification whose training labels take two values is binary, whatever the words said."""
+    labels = grading.label_columns
     if metric == "auroc":
         return "binary-classification" if len(labels) <= 1 else "multilabel-classification"
-    if guessed != "multiclass-classification" or len(labels) != 1:
+    train = training_csv(env, grading.label_file, labels)
+    if guessed != "multiclass-classification" or len(labels) != 1 or train is None:
         return guessed
     import pandas as pd
 
-    for path in sorted(env.glob("*train*.csv")):
-        try:
-            values = pd.read_csv(path, usecols=list(labels)).iloc[:, 0]
-        except ValueError:  # no such column in this file
-            continue
-        return "binary-classification" if values.nunique() == 2 else guessed
-    return guessed
+    values = pd.read_csv(train, usecols=list(labels)).iloc[:, 0]
+    return "binary-classification" if values.nunique() == 2 else guessed
 
 
 def _load_dsagent(root: Path) -> tuple[Task | None, list[str]]:
@@ -318,7 +316,7 @@ def _load_dsagent(root: Path) -> tuple[Task | None, list[str]]:
         return None, problems
     assert metric_name is not None
     modality, task_type = _guess_modality(description)
-    task_type = _label_kind(env, grading.label_columns, metric_name, task_type)
+    task_type = _label_kind(env, grading, metric_name, task_type)
     hidden = {"train.py", *grading.answer_files}
     public = tuple(sorted(p.name for p in env.iterdir() if p.name not in hidden and not p.name.startswith(".")))
     metric = get_metric(metric_name)

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dsagent_cbr.tasks.dsagent_layout import hide_labels
+from dsagent_cbr.tasks.dsagent_layout import hide_labels, training_csv
 from dsagent_cbr.tasks.model import Task
 
 if TYPE_CHECKING:
@@ -295,18 +295,12 @@ def _forecast_windows(X: np.ndarray, y: np.ndarray, X_test: np.ndarray) -> tuple
 
 # -- DS-Agent folders: rows of the training csv graded by the folder's own submission.py ------------------
 def dsagent_train_file(task: Task) -> str | None:
-    """The csv the starter trains on: it holds the label columns, and is not the test file."""
+    """The csv the starter trains on, where the folder has a labelled test file to hold rows back in."""
     grading = task.dsagent
     if grading is None or not grading.label_file:
         return None
-    import csv
-
-    for name in sorted(task.public_files):
-        if name.endswith(".csv") and name != grading.label_file and "train" in name.lower():
-            with (task.public_dir / name).open(newline="", encoding="utf-8", errors="replace") as fh:
-                if set(grading.label_columns) <= set(next(csv.reader(fh), [])):
-                    return name
-    return None
+    found = training_csv(task.public_dir, grading.label_file, grading.label_columns)
+    return found.name if found is not None and found.name in task.public_files else None
 
 
 def label_constants(train: pd.DataFrame, columns: tuple[str, ...]) -> dict[str, str]:
