@@ -162,3 +162,22 @@ def test_regression_case_keeps_a_multi_output_target_in_one_model_or_per_column(
     pred = shim.predict(shim.train_model(X_train, y_train, X_valid, y_valid), X_valid)
     assert len(seen["y"]) == 2 and pred.shape == (60, 2)
     assert np.allclose(pred[:, 1], 2 * pred[:, 0], atol=0.2)
+
+
+def test_text_columns_the_case_names_reach_it_as_text_the_others_as_codes(case):
+    """A case that names a column was written for its values (it maps or encodes them itself); a column
+    it never names reaches it as integer codes its model can take."""
+    def fit(X, y):
+        return LinearRegression().fit(pd.get_dummies(X, columns=["kind"], dtype=float), y)
+
+    def predict(model, X):
+        return model.predict(pd.get_dummies(X, columns=["kind"], dtype=float))
+
+    seen = case(fit, predict, named=["kind"])
+    X, y = data()
+    X["colour"] = np.where(X["a"] > 0, "red", "blue")
+    X_train, X_valid, y_train, y_valid = split(X, y)
+    model = shim.train_model(X_train, y_train, X_valid, y_valid)
+    given = seen["X"][0]
+    assert set(given["kind"]) == {"p", "q"} and given["colour"].dtype.kind == "i"
+    assert np.isfinite(shim.predict(model, X_valid)).all()

@@ -136,3 +136,62 @@ def test_without_bubblewrap_scripts_run_only_when_the_user_says_so(concrete, tmp
                              text=True)
     result = json.loads(allowed.stdout)
     assert allowed.returncode == 0 and result["status"] == "ok" and result["isolated"] is False
+
+
+REFIT_SCRIPT = '''
+import os
+import lightgbm as lgb
+import pandas as pd
+import xgboost as xgb
+from sklearn.model_selection import train_test_split
+
+ROUNDS = {rounds}
+
+
+def train_model(X_train, y_train, X_valid, y_valid):
+    if ROUNDS:  # fixed rounds, no early stopping
+        return {{"lgb": lgb.LGBMRegressor(n_estimators=ROUNDS[0], verbose=-1, random_state=0).fit(X_train, y_train),
+                "xgb": xgb.XGBRegressor(n_estimators=ROUNDS[1], random_state=0).fit(X_train, y_train)}}
+    first = lgb.LGBMRegressor(n_estimators=3000, verbose=-1, random_state=0)
+    first.fit(X_train, y_train, eval_set=[(X_valid, y_valid)], callbacks=[lgb.early_stopping(20, verbose=False)])
+    second = xgb.XGBRegressor(n_estimators=3000, early_stopping_rounds=20, random_state=0)
+    second.fit(X_train, y_train, eval_set=[(X_valid, y_valid)], verbose=False)
+    return {{"lgb": first, "xgb": second}}
+
+
+def predict(model, X):
+    return (model["lgb"].predict(X) + model["xgb"].predict(X)) / 2
+
+
+if __name__ == "__main__":
+    data = pd.read_csv("train.csv")
+    X, y = data.drop(columns=["id", "compressive_strength"]), data["compressive_strength"]
+    X_train, X_valid, y_train, y_valid = train_test_split(X, y, test_size=0.2, random_state=42)
+    model = train_model(X_train, y_train, X_valid, y_valid)
+    print("Validation rmse: 1.0")
+    if os.environ.get("CBR_REFIT"):
+        model = train_model(X, y, X_valid, y_valid)
+    test = pd.read_csv("test.csv")
+    pd.DataFrame({{"id": test["id"], "compressive_strength": predict(model, test.drop(columns=["id"]))}}).to_csv(
+        "submission.csv", index=False)
+'''
+
+
+def test_a_refit_keeps_the_first_fits_early_stopping_points(concrete, tmp_path):
+    """Stopping early on rows it now learns, a refit would run to its cap; it keeps the first fit's
+    stopping points instead, which makes the very model a fit of that many rounds makes."""
+    from dsagent_cbr.agent.run import stopping_note
+    from dsagent_cbr.runner.artefacts import read_refit_rounds
+
+    stopped = run_script(concrete, REFIT_SCRIPT.format(rounds="None"), run_dir=tmp_path / "stopped", refit=True)
+    assert stopped.ok, stopped.error
+    rounds = read_refit_rounds(Path(stopped.workspace))
+    assert rounds is not None and len(rounds) == 2
+    assert all(first < had for first, had in rounds), rounds  # alone, the refit would have run longer
+    assert f"{rounds[0][0]} rounds (alone it ran {rounds[0][1]})" in stopping_note(rounds)
+    fixed = run_script(concrete, REFIT_SCRIPT.format(rounds=[first for first, _ in rounds]),
+                       run_dir=tmp_path / "fixed", refit=True)
+    assert fixed.ok, fixed.error
+    assert read_refit_rounds(Path(fixed.workspace)) is None  # nothing stopped early there
+    a, b = (pd.read_csv(Path(r.workspace) / "submission.csv") for r in (stopped, fixed))
+    assert np.allclose(a["compressive_strength"], b["compressive_strength"], rtol=0, atol=1e-9)

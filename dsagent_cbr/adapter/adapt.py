@@ -153,6 +153,13 @@ def _shim(config: dict) -> str:
     return text[:start] + f"_CBR_TASK = {config!r}" + text[end:]
 
 
+def _named_strings(body: list[ast.stmt]) -> list[str]:
+    """The short strings the case's code names: a text column among them is one the case was written
+    for, so the shim hands it over as it is, not as integer codes."""
+    return sorted({node.value for stmt in body for node in ast.walk(stmt)
+                   if isinstance(node, ast.Constant) and isinstance(node.value, str) and 0 < len(node.value) <= 100})
+
+
 def _input_forms(tree: ast.Module, modality: str) -> tuple[str, str]:
     """The forms the case's code takes X and y in: as its own script built them, else our layout's."""
     x_kind, y_kind = input_kinds(tree)
@@ -198,7 +205,8 @@ def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
     x_kind, y_kind = (account["x_kind"], account["y_kind"]) if account else _input_forms(source, case.modality)
     config = {"modality": target.modality, "output": output,
               "classes": list(target.classes) or _starter_classes(starter) or None, "case": kind,
-              "case_multi": case_multi, "x_kind": x_kind, "y_kind": y_kind, "target": list(target.target) or None}
+              "case_multi": case_multi, "x_kind": x_kind, "y_kind": y_kind, "target": list(target.target) or None,
+              "named": _named_strings(body)}
     estimators = TO_CLASSIFIER if target_cls and kind in ("regression", "forecasting") else {}
     imports = [ast.unparse(s) for s in _used_imports(source, body, estimators)]
     starter_imports = {ast.unparse(s) for s in starter.body if isinstance(s, ast.Import | ast.ImportFrom)}

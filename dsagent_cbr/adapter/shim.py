@@ -9,7 +9,7 @@ import numpy as _np
 import pandas as _pd
 
 _CBR_TASK = {"modality": "tabular", "output": "value", "classes": None, "case": "regression", "case_multi": False,
-             "x_kind": "frame", "y_kind": "series", "target": None}
+             "x_kind": "frame", "y_kind": "series", "target": None, "named": []}
 _CBR_BINS = 10  # quantile bins when a multi-class case learns a regression target
 
 
@@ -47,10 +47,13 @@ def _cbr_as(value, kind, index=None, names=None):
 
 
 def _cbr_learn_categories(X):
+    """The text columns to give as integer codes: those the case's code does not name (it handles the
+    ones it names itself, in the form it was written for)."""
     if not isinstance(X, _pd.DataFrame) or _CBR_TASK["modality"] != "tabular":
         return {}
-    kinds = ("object", "category", "bool", "string", "str")
-    return {c: sorted(X[c].dropna().astype("string").unique()) for c in X.columns if str(X[c].dtype) in kinds}
+    kinds, named = ("object", "category", "bool", "string", "str"), set(_CBR_TASK.get("named") or ())
+    return {c: sorted(X[c].dropna().astype("string").unique()) for c in X.columns
+            if str(X[c].dtype) in kinds and str(c) not in named}
 
 
 def _cbr_features(X, categories):

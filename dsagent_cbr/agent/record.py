@@ -47,6 +47,7 @@ class Refit(BaseModel):
     why: str | None = None
     error: str | None = None
     test_after_refit: float | None = None
+    rounds: list[list[int]] | None = None  # per early-stopped model: [first fit's rounds, the refit's own]
 
 
 class DeployFacts(BaseModel):

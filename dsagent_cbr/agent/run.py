@@ -31,6 +31,7 @@ from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.errors import BudgetExceeded, InfrastructureError, Outcome, outcome_of
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.llm.parsing import ParseError
+from dsagent_cbr.runner.artefacts import read_refit_rounds
 from dsagent_cbr.runner.result import RunResult
 from dsagent_cbr.runner.scratch import clear_folder
 from dsagent_cbr.tasks.model import Task
@@ -41,6 +42,15 @@ REFIT_VARIABLE = "CBR_REFIT"
 FIRST_GRADED = "first graded run better than the starter"
 REFIT_NOTE = ("the submitted model also learned the selection rows, which stop being a fair judge of it: the "
               "selection score judged the script before the refit")
+
+
+def stopping_note(rounds: list[list[int]] | None) -> str:
+    """What the refit's early stopping did: it kept the first fit's stopping point (it would otherwise
+    stop on rows it learns, which never stop improving)."""
+    if not rounds:
+        return ""
+    kept = ", ".join(f"{first} rounds (alone it ran {had})" if had > first else f"{had} rounds" for first, had in rounds)
+    return f"; its early-stopped models kept the first fit's stopping points: {kept}"
 
 
 class Run:
@@ -183,7 +193,8 @@ class Run:
         self.record.refit = Refit(status=result.status, error=result.error, test_after_refit=result.test_metric)
         if result.ok:
             publish_outputs(self.run_dir, self.task, code, Path(result.workspace), None)  # given every row
-            self.record.refit.why = REFIT_NOTE
+            self.record.refit.rounds = read_refit_rounds(Path(result.workspace))
+            self.record.refit.why = REFIT_NOTE + stopping_note(self.record.refit.rounds)
 
     # -- how a run ends ----------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -37,6 +37,7 @@ _COPY = 2**20
 
 FEATURE_IMPORTANCE = "cbr_feature_importance.json"  # written beside the predictions by bootstrap.py
 MAX_FEATURES = 1000
+REFIT_ROUNDS = "cbr_refit_rounds.json"  # bootstrap.py: [first fit's rounds, refit's own rounds] per model
 
 
 class ArtefactError(Exception):
@@ -247,6 +248,25 @@ def read_importance(folder: Path) -> dict[str, float] | None:
     if len(importance) > MAX_FEATURES:
         raise ArtefactError(f"{FEATURE_IMPORTANCE} names {len(importance)} features; at most {MAX_FEATURES} are kept")
     return importance
+
+
+@cache
+def _rounds_schema() -> Any:
+    from typing import Annotated
+
+    from pydantic import Field, PositiveInt, TypeAdapter
+
+    pair = Annotated[list[PositiveInt], Field(min_length=2, max_length=2)]
+    return TypeAdapter(Annotated[list[pair], Field(max_length=100)])
+
+
+def read_refit_rounds(folder: Path) -> list[list[int]] | None:
+    """What a refit's early-stopped models kept: [the first fit's rounds, the rounds the refit itself
+    stopped at] per model; None when the refit left no such file or an unreadable one (it only informs)."""
+    try:
+        return read_json(read_bytes(folder, REFIT_ROUNDS, limit=2**16), REFIT_ROUNDS, _rounds_schema())
+    except ArtefactError:
+        return None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -1,6 +1,7 @@
 """Runs inside the sandbox (as `python -c <this file's text>`): train.py as __main__, with its
 train_model wrapped so that the model it returns leaves its feature importances beside the
-predictions. The wrapper is placed by an AST edit that keeps every line number of train.py, so
+predictions, and so that a refit (CBR_REFIT: train_model called again on every row, validation rows
+included) keeps the first fit's early-stopping points instead of stopping on rows it learned. The wrapper is placed by an AST edit that keeps every line number of train.py, so
 tracebacks read as if train.py ran alone; if anything here fails, train.py runs untouched.
 This file imports nothing from dsagent_cbr: the package is not inside the sandbox."""
 
@@ -8,11 +9,13 @@ import ast
 import contextlib
 import functools
 import json
+import os
 import sys
 import types
 
 SCRIPT = "train.py"
 IMPORTANCE = "cbr_feature_importance.json"
+STOPPING = "cbr_refit_rounds.json"
 TOP = 50
 
 
@@ -23,15 +26,36 @@ def _names(X, n):
     return [f"feature {i}" for i in range(n)]
 
 
-def _importances(model):
-    """(values, estimator) of the first object that exposes importances: the model itself, the last
-    step of a pipeline, or an estimator inside a dict, list or wrapper object."""
+def _walkable(obj):
+    """Worth looking inside: containers and plain objects, not strings, numbers, arrays or frames."""
+    if isinstance(obj, str | bytes | int | float | bool | type(None) | type):
+        return False
+    return isinstance(obj, dict | list | tuple) or (hasattr(obj, "__dict__") and not hasattr(obj, "shape"))
+
+
+def _parts(model):
+    """The objects inside a model, breadth first: the model, a pipeline's last step, and whatever a
+    dict, list or wrapper object holds (at most 200 of them)."""
     seen, queue = set(), [model]
-    while queue:
+    while queue and len(seen) < 200:
         obj = queue.pop(0)
-        if id(obj) in seen or len(seen) > 50:
+        if id(obj) in seen:
             continue
         seen.add(id(obj))
+        yield obj
+        if hasattr(obj, "steps"):
+            queue.append(obj.steps[-1][1])
+        if isinstance(obj, dict):
+            queue.extend(v for v in obj.values() if _walkable(v))
+        elif isinstance(obj, list | tuple):
+            queue.extend(v for v in obj if _walkable(v))
+        elif hasattr(obj, "__dict__"):
+            queue.extend(v for v in vars(obj).values() if _walkable(v))
+
+
+def _importances(model):
+    """(values, estimator) of the first part of the model that exposes importances."""
+    for obj in _parts(model):
         values = getattr(obj, "feature_importances_", None)
         if values is None and getattr(obj, "coef_", None) is not None:
             import numpy as np
@@ -40,15 +64,63 @@ def _importances(model):
             values = coef.mean(axis=0) if coef.ndim > 1 else coef
         if values is not None:
             return values, obj
-        if hasattr(obj, "steps"):
-            queue.append(obj.steps[-1][1])
-        if isinstance(obj, dict):
-            queue.extend(obj.values())
-        elif isinstance(obj, list | tuple):
-            queue.extend(obj)
-        elif hasattr(obj, "__dict__") and not isinstance(obj, type):
-            queue.extend(vars(obj).values())
     return None, None
+
+
+def _library(obj):
+    return type(obj).__module__.split(".")[0]
+
+
+def _rounds(obj):
+    """The boosting rounds an early-stopped LightGBM, XGBoost or CatBoost model kept; None otherwise."""
+    library = _library(obj)
+    with contextlib.suppress(Exception):
+        if library == "lightgbm" and hasattr(obj, "booster_"):
+            return obj.booster_.best_iteration or None  # 0: no early stopping
+        if library == "lightgbm" and hasattr(obj, "current_iteration"):
+            return obj.best_iteration or None
+        if library == "xgboost":
+            return obj.best_iteration + 1  # an AttributeError without early stopping
+        if library == "catboost" and obj.get_best_iteration() is not None:
+            return obj.get_best_iteration() + 1
+    return None
+
+
+def _keep_rounds(obj, rounds):
+    """Make `obj` predict with its first `rounds` rounds only: boosting builds its rounds in order, so
+    this is the model a fit of exactly `rounds` rounds without early stopping would have made."""
+    library = _library(obj)
+    if library == "lightgbm" and hasattr(obj, "booster_"):
+        obj.booster_.best_iteration, obj._best_iteration = rounds, rounds
+    elif library == "lightgbm":
+        obj.best_iteration = rounds
+    elif library == "xgboost":
+        booster = obj.get_booster() if hasattr(obj, "get_booster") else obj
+        booster.set_attr(best_iteration=str(rounds - 1))
+    elif library == "catboost":
+        obj.shrink(ntree_end=rounds)
+
+
+def _early_stopped(model):
+    """The early-stopped models inside `model`, in walk order; a scikit-learn wrapper stands for the
+    booster it holds."""
+    found = [obj for obj in _parts(model) if _rounds(obj)]
+    held = {id(getattr(obj, "_Booster", None)) for obj in found}
+    return [obj for obj in found if id(obj) not in held]
+
+
+def _reuse_stopping(first, refit):
+    """The refit's early-stopped models, paired in order with the first fit's, keep the first fit's
+    stopping points; written down so the run record can say so."""
+    kept = []
+    for before, obj in zip(_early_stopped(first), _early_stopped(refit), strict=False):
+        rounds, had = _rounds(before), _rounds(obj)
+        if had > rounds:
+            _keep_rounds(obj, rounds)
+        kept.append([rounds, had])
+    if kept:
+        with open(STOPPING, "w", encoding="utf-8") as fh:
+            json.dump(kept, fh)
 
 
 def _record(model, X):
@@ -64,9 +136,15 @@ def _record(model, X):
 
 
 def _wrap(train_model):
+    fits = []
+
     @functools.wraps(train_model)
     def wrapped(*args, **kwargs):
         model = train_model(*args, **kwargs)
+        if fits and os.environ.get("CBR_REFIT"):  # the refit; early stopping there would watch learned rows
+            with contextlib.suppress(Exception):  # nothing written: the record does not claim the reuse
+                _reuse_stopping(fits[0], model)
+        fits.append(model)
         with contextlib.suppress(Exception):  # importances are a courtesy; the script's work must not suffer
             _record(model, args[0] if args else kwargs.get("X_train"))
         return model
