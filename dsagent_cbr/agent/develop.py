@@ -32,6 +32,7 @@ from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress, SandboxExec
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.search.clock import MIN_NODE_SECONDS, Clock, say_duration
 from dsagent_cbr.tasks.model import Task
 
 INITIAL_LOG = "(no experiments yet)"
@@ -49,6 +50,7 @@ class DevelopConfig:
     seed: int = 0
     refit: bool = False
     retain: bool = True  # --no-retain: the run adds nothing to the bank
+    budget: float | None = None  # --budget: wall-clock seconds for the search (the node cap is `iterations`)
     policy: dict[str, Any] = field(default_factory=lambda: asdict(SandboxPolicy()))
 
     @property
@@ -64,7 +66,7 @@ def open_run(kind: Kind, task: Task, config: DevelopConfig, run_dir: Path, bank:
              progress: Progress | None, model: Model | None = None, reference: float | None = None) -> Run:
     """The run of develop or the search, with the sandbox as its executor unless a test gives one."""
     return Run(kind, task, run_dir, bank, executor or SandboxExecutor(task, config.sandbox),
-               model=model, progress=progress, planned=config.iterations, seed=config.seed,
+               model=model, progress=progress, planned=None if config.budget else config.iterations, seed=config.seed,
                sandbox=config.policy, refit=config.refit, reference=reference, retain=config.retain)
 
 
@@ -112,10 +114,14 @@ def develop_with_model(task: Task, config: DevelopConfig, run_dir: Path, bank: B
     ctx = Context.of(task, config.sandbox)
     memory = Memory(script=task.starter.read_text(encoding="utf-8"))
     query = task_query(task.description, task.modality)
+    clock = Clock(config.budget)
     with run.stopping():
         first = run.baseline_run()
         memory.log.append(f"Iteration 0 (the starter script, a random guess): {first.feedback().splitlines()[0]}")
         for t in range(1, config.iterations + 1):
+            if clock.left() < MIN_NODE_SECONDS:
+                run.record.stopped = f"the budget of {say_duration(config.budget or 0)} spent after {t - 1} iteration(s)"
+                break
             develop_iteration(run, memory, ctx, model, config, t, query)
             run.end(run.rows[-1])
     return run.close()

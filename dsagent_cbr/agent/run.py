@@ -89,13 +89,14 @@ class Run:
         out = self.journal.step(t, role, guarded, attempt=attempt)
         return out.get("value") if "error" not in out else None  # type: ignore[return-value]
 
-    def execute(self, t: int, attempt: int, code: str, *, refit: bool = False) -> RunResult:
+    def execute(self, t: int, attempt: int, code: str, *, refit: bool = False,
+                timeout: float | None = None) -> RunResult:
         """Run `code` as step t's attempt (step-NN/, step-NN/debug-K/, or refit/), once across resumes."""
         self.say(t, "refit" if refit else "execute", attempt)
         folder = self.run_dir / "refit" if refit else step_dir(self.run_dir, t, attempt)
         write_text_atomic(folder / "script.py", code)
         return RunResult.from_dict(self.journal.step(t, "refit" if refit else "execute", lambda: self.executor.run(
-            code, folder / "exec", refit=refit).to_dict(), attempt=attempt))
+            code, folder / "exec", refit=refit, timeout=timeout).to_dict(), attempt=attempt))
 
     def say(self, t: int, role: str, attempt: int = 0) -> None:
         self.progress.update(iteration=t, total=self.record.planned_iterations, role=role, attempt=attempt,
@@ -138,11 +139,17 @@ class Run:
         self.best = row
         publish_outputs(self.run_dir, self.task, code, Path(result.workspace),
                         hold_out(self.task) if result.selection_rows else None)
-        if retain is not None and self.retains and self._retainable(row):
-            row.retained = True
-            ids = self.journal.step(row.iteration, "retain", lambda: self._retain(row, code, retain))
-            self.record.retained.append({"iteration": row.iteration, **ids})
+        if retain is not None:
+            self.retain(row, code, retain)
         return True
+
+    def retain(self, row: Row, code: str, plan: str) -> None:
+        """Add the row's (task, script) pair and its insight to the bank, when the run retains and the
+        row earned it; once across resumes."""
+        if self.retains and self._retainable(row):
+            row.retained = True
+            ids = self.journal.step(row.iteration, "retain", lambda: self._retain(row, code, plan))
+            self.record.retained.append({"iteration": row.iteration, **ids})
 
     def _improves(self, result: RunResult) -> bool:
         if not result.ok:

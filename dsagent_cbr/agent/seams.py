@@ -64,9 +64,10 @@ class Bank(Protocol):
 
 
 class Executor(Protocol):
-    """Runs a script on the task in `folder` and grades it outside the script's reach."""
+    """Runs a script on the task in `folder` and grades it outside the script's reach; `timeout` (seconds)
+    shortens the run's own time limit (a search near the end of its budget)."""
 
-    def run(self, code: str, folder: Path, refit: bool = False) -> RunResult: ...
+    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None) -> RunResult: ...
 
 
 class Progress(Protocol):
@@ -83,6 +84,7 @@ class SandboxExecutor:
     task: Task
     policy: SandboxPolicy
 
-    def run(self, code: str, folder: Path, refit: bool = False) -> RunResult:
+    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None) -> RunResult:
         clear_folder(folder)  # a run cut off mid-flight is redone from scratch
-        return run_script(self.task, code, run_dir=folder, policy=self.policy, refit=refit)
+        limit = self.policy.timeout if timeout is None else min(timeout, self.policy.timeout)
+        return run_script(self.task, code, run_dir=folder, policy=self.policy, refit=refit, timeout=limit)

@@ -1,52 +1,144 @@
-"""`cbr develop --model none`: case-based model search without an LLM. Each iteration adapts the next
-compatible past solution (agents' retained solutions first, then references, nearest first) with the
-structural adapter, runs it, and keeps the one with the best selection score.
+"""`cbr develop --model none`: a search over solution nodes within a budget, without an LLM. A node is a
+script with its parent, the operator that made it, and its selection score; search/policy.py chooses
+the operator, the harness grades every node on rows its script never saw labelled.
 
     l0 = the starter's result
-    candidates = compatible solutions, retained first, nearest first
-    for t, case in enumerate(candidates[:T]):
-        code   = adapt(case, task)          structural: the case's model, the task's data
-        result = execute(code)
-        retain (task, code) when the selection score improves and beats the starter's"""
+    cases = compatible past solutions, retained first, nearest first
+    while nodes < T and the budget has time for one more:
+        move = choose(tree)                  draft | transplant | tune | stop
+        code = draft:      adapt(cbr's general solution, task)
+               transplant: adapt(next case, task)
+               tune:       the family's script with Optuna's next values for its model literals
+        result = execute(code, time limit shrunk to what is left)
+    retain (task, best script) once, when its selection score beats the starter's"""
 
 from __future__ import annotations
 
+import random
+from dataclasses import asdict
 from pathlib import Path
 
 from dsagent_cbr.adapter import Adapted, adapt_case
 from dsagent_cbr.agent.candidates import solution_candidates
 from dsagent_cbr.agent.develop import DevelopConfig, open_run
-from dsagent_cbr.agent.record import RunRecord
+from dsagent_cbr.agent.record import Row, RunRecord
 from dsagent_cbr.agent.run import Run
 from dsagent_cbr.agent.seams import Bank, Executor, Progress
 from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.search import tuning
+from dsagent_cbr.search.clock import MIN_NODE_SECONDS, Clock, say_duration
+from dsagent_cbr.search.drafts import general_case
+from dsagent_cbr.search.policy import Family, Move, View, choose
 from dsagent_cbr.tasks.model import Task
+
+MAX_CASES = 20
 
 
 def develop_without_model(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank,
                           executor: Executor | None = None, progress: Progress | None = None,
                           reference: float | None = None) -> RunRecord:
     run = open_run("search", task, config, run_dir, bank, executor, progress, reference=reference)
+    clock = Clock(config.budget)
     with run.stopping():
         run.baseline_run()
         cases = [Case.from_dict(c) for c in run.journal.step(0, "retrieve", lambda: [
-            {**c.to_dict(), "score": s} for c, s in solution_candidates(bank, task, config.iterations)])]
-        for t, case in enumerate(cases[:config.iterations], start=1):
-            search_iteration(run, t, case)
-            run.end(run.rows[-1])
-        if len(cases) < config.iterations:  # the search ends with its candidates, not in empty iterations
-            run.record.stopped = f"no case left after {len(cases)} of {config.iterations} iteration(s)"
+            {**c.to_dict(), "score": s} for c, s in solution_candidates(bank, task, min(config.iterations, MAX_CASES))])]
+        Search(run, cases, clock, config).grow()
+    if run.best is not None and run.best.script:
+        run.retain(run.best, (run.run_dir / run.best.script).read_text(encoding="utf-8"),
+                   f"search node {run.best.iteration} ({run.best.step})")
     return run.close()
 
 
-def search_iteration(run: Run, t: int, case: Case) -> None:
-    row = run.begin(t)
-    row.case = row.step = case.task_name or case.id
-    run.say(t, "adapt")
-    adapted: Adapted = run.journal.step(t, "adapt", lambda: adapt_case(case, run.task))
-    if "error" in adapted:
-        row.status, row.error = "not adaptable", adapted["error"]
-        return
-    result = run.execute(t, 0, adapted["code"])
-    row.log = f"Adapted {row.case} ({'; '.join(adapted['notes']) or 'same task type'}): {result.feedback().splitlines()[0]}"
-    run.consider(row, adapted["code"], result, retain=f"adapt {row.case}")
+class Search:
+    def __init__(self, run: Run, cases: list[Case], clock: Clock, config: DevelopConfig) -> None:
+        self.run, self.cases, self.clock, self.config = run, cases, clock, config
+        self.general = general_case(run.task)
+
+    def grow(self) -> None:
+        """Nodes until the cap, the budget or the policy says stop; each node journaled, so a resumed
+        run replays the tree and goes on from its last node."""
+        run, t = self.run, 0
+        while True:
+            t += 1
+            why = self.stop_reason(t)
+            move = self.choose(t) if why is None else Move("stop")
+            why = why or ("nothing left to try" if move.operator == "stop" else None)
+            if why is not None:
+                run.record.stopped = f"{why} after {len(run.rows)} node(s)"
+                return
+            self.node(t, move)
+            self.clock.at_least(run.journal.step(t, "clock", self.clock.now))
+            run.end(run.rows[-1])
+
+    def choose(self, t: int) -> Move:
+        """The policy's move for node t, journaled: a resumed run grows the same tree."""
+        rng = random.Random(f"{self.config.seed}-{t}")  # per node, so a replay draws the same
+        return Move(**self.run.journal.step(t, "choose", lambda: asdict(choose(self.view(), rng))))
+
+    def stop_reason(self, t: int) -> str | None:
+        if t > self.config.iterations:
+            return f"the cap of {self.config.iterations} nodes reached"
+        if self.clock.left() < MIN_NODE_SECONDS:
+            return f"the budget of {say_duration(self.clock.budget or 0)} spent"
+        return None
+
+    def view(self) -> View:
+        rows, metric = self.run.rows, self.run.task.metric
+        families = []
+        for root in (r for r in rows if r.operator in ("draft", "transplant") and r.script):
+            scores = [r.score for r in rows if r.score is not None and (r is root or r.parent == root.iteration)]
+            best = None
+            for score in scores:
+                best = score if metric.better(score, best) else best
+            families.append(Family(root.iteration, best, bool(tuning.knobs(self.script(root)))))
+        graded = sorted((f for f in families if f.best is not None), key=lambda f: f.best,
+                        reverse=self.run.task.direction == "maximize")
+        return View(can_draft=self.general is not None and not any(r.operator == "draft" for r in rows),
+                    cases_left=len(self.cases) - sum(r.operator == "transplant" for r in rows),
+                    families=graded + [f for f in families if f.best is None], last=rows[-1].operator if rows else "")
+
+    def script(self, row: Row) -> str:
+        return (self.run.run_dir / row.script).read_text(encoding="utf-8") if row.script else ""
+
+    def node(self, t: int, move: Move) -> None:
+        row = self.run.begin(t, operator=move.operator, parent=move.parent, started=round(self.clock.now(), 1))
+        if move.operator == "tune":
+            self.tune(t, row)
+            return
+        case = self.general if move.operator == "draft" else self.cases[sum(
+            r.operator == "transplant" for r in self.run.rows[:-1])]
+        self.transplant(t, row, case)
+
+    def transplant(self, t: int, row: Row, case: Case) -> None:
+        """Draft or transplant: a case fitted to the task by the structural adapter, then run."""
+        run = self.run
+        row.case = case.task_name or case.id
+        row.step = f"{row.operator} {row.case}"
+        run.say(t, "adapt")
+        adapted: Adapted = run.journal.step(t, "adapt", lambda: adapt_case(case, run.task))
+        if "error" in adapted:
+            row.status, row.error = "not adaptable", adapted["error"]
+            return
+        result = run.execute(t, 0, adapted["code"], timeout=self.clock.left())
+        row.log = f"Adapted {row.case} ({'; '.join(adapted['notes']) or 'same task type'}): {result.feedback().splitlines()[0]}"
+        run.consider(row, adapted["code"], result)
+
+    def tune(self, t: int, row: Row) -> None:
+        """The family root's script with Optuna's next values for its model literals."""
+        run = self.run
+        root = next(r for r in run.rows if r.iteration == row.parent)
+        row.case = root.case
+        code = self.script(root)
+        found = tuning.knobs(code)
+        tried = [({k.name: k.value for k in found}, root.score)]
+        tried += [(r.tuned or {}, r.score) for r in run.rows if r.parent == root.iteration and r is not row]
+        run.say(t, "tune")
+        row.tuned = run.journal.step(t, "tune", lambda: tuning.propose(
+            found, tried, tuning.warm_values(found, [c.script for c in self.cases]), run.task.direction,
+            self.config.seed + t))
+        row.step = "tune " + ", ".join(f"{k}={v:.3g}" for k, v in row.tuned.items())
+        code = tuning.with_values(code, found, row.tuned)
+        result = run.execute(t, 0, code, timeout=self.clock.left())
+        row.log = f"Tuned node {root.iteration}'s model: {result.feedback().splitlines()[0]}"
+        run.consider(row, code, result)

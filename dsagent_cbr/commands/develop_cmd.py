@@ -35,7 +35,10 @@ if TYPE_CHECKING:  # the agent's imports stay lazy: `cbr --help` is instant
 @click.command()
 @click.argument("task_dir", required=False)
 @model_option
-@click.option("--iterations", "-T", type=int, default=5, show_default=True, help="Iterations of the loop.")
+@click.option("--iterations", "-T", type=int, default=None,
+              help="Iterations of the loop (5), or with --budget a cap on the search's nodes (none).")
+@click.option("--budget", default=None, metavar="DURATION",
+              help="Wall-clock budget, as 15m, 90s or 1h: the search grows nodes until it is spent.")
 @click.option("-k", "--k", "k", type=int, default=5, show_default=True, help="Insight cases retrieved.")
 @click.option("--n-debug", type=int, default=5, show_default=True, help="Debug attempts per iteration.")
 @click.option("--temperature", type=float, default=0.5, show_default=True)
@@ -54,7 +57,7 @@ if TYPE_CHECKING:  # the agent's imports stay lazy: `cbr --help` is instant
 @click.option("--no-retain", is_flag=True, help="Add nothing to the bank: the run's solutions are not retained.")
 @mlflow_option
 @json_option
-def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_debug: int, temperature: float,
+def develop(task_dir: str | None, model: str | None, iterations: int | None, budget: str | None, k: int, n_debug: int, temperature: float,
             no_rerank: bool, no_cbr: bool, timeout: float, memory: float, disk: float, allow_network: bool,
             no_sandbox: bool, seed: int | None, resume_dir: Path | None, store: str | None, bank_dir: Path | None,
             chroma_url: str | None, runs_dir: Path | None, max_cost: float | None, max_tokens: int | None,
@@ -83,7 +86,7 @@ def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_
         task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
         settings_model(settings)  # a missing key or server stops here, before a run folder exists
         policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
-        config = DevelopConfig(iterations=iterations, k=k, n_debug=n_debug, temperature=temperature,
+        config = DevelopConfig(iterations=iterations or (NO_CAP if budget else 5), budget=_seconds(budget), k=k, n_debug=n_debug, temperature=temperature,
                                rerank=not no_rerank, cbr=not no_cbr, seed=trial_seed(seed), refit=refit,
                                retain=not no_retain, policy=asdict(policy))
         run_dir = new_run_dir(settings.runs_dir, task.name)
@@ -104,6 +107,18 @@ def develop(task_dir: str | None, model: str | None, iterations: int, k: int, n_
         _print_summary(record, settings.chroma_url or str(settings.bank_path))
     if record.outcome.exit_code:
         raise SystemExit(record.outcome.exit_code)  # errors.py: no graded solution (1), the budget (4)
+
+
+NO_CAP = 10_000  # -T with --budget: the budget ends the search
+
+
+def _seconds(budget: str | None) -> float | None:
+    from dsagent_cbr.search.clock import parse_duration
+
+    try:
+        return None if budget is None else parse_duration(budget)
+    except ValueError as exc:
+        raise CbrError(f"--budget: {exc}.") from None
 
 
 def resumed_config(config: DevelopConfig, allow_network: bool, no_sandbox: bool) -> DevelopConfig:
@@ -135,7 +150,7 @@ def run_develop(task: Task, config: DevelopConfig, run_dir: Path, settings: Sett
 
     bank = open_bank(settings)
     reference = reference_valid(task, settings.casebank_dir, settings.tasks_dir)
-    with LiveProgress(f"developing {task.name}", total=config.iterations) as progress:
+    with LiveProgress(f"developing {task.name}", total=None if config.budget else config.iterations) as progress:
         if settings.model == "none":
             return develop_without_model(task, config, run_dir, bank, progress=progress, reference=reference)
         from dsagent_cbr.llm import open_llm

@@ -64,9 +64,11 @@ class FakeExecutor:
     grades: dict[str, Graded]
     metric: str = "rmse"
     runs: list[tuple[str, bool]] = field(default_factory=list)  # (code, refit), in order
+    timeouts: list[float | None] = field(default_factory=list)
 
-    def run(self, code: str, folder: Path, refit: bool = False) -> RunResult:
+    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None) -> RunResult:
         self.runs.append((code, refit))
+        self.timeouts.append(timeout)
         grade = next((g for marker, g in self.grades.items() if marker in code), Graded("error", error="NameError: x"))
         (folder / "workspace").mkdir(parents=True, exist_ok=True)
         return RunResult(task="t", status=grade.status, exit_code=0 if grade.status == "ok" else 1, metric=self.metric,

@@ -1,0 +1,43 @@
+"""The search's wall-clock budget, kept across resumes: the time at which each node ended is journaled,
+and a resumed run continues from the last one it replays."""
+
+from __future__ import annotations
+
+import math
+import time
+
+MIN_NODE_SECONDS = 20.0  # less budget than this left: no node (or develop iteration) starts
+
+
+class Clock:
+    def __init__(self, budget: float | None) -> None:
+        self.budget = budget  # seconds; None: no wall-clock budget (the node cap ends the search)
+        self._start, self._offset = time.monotonic(), 0.0
+
+    def now(self) -> float:
+        """Seconds the run has spent, earlier legs included."""
+        return self._offset + time.monotonic() - self._start
+
+    def at_least(self, spent: float) -> None:
+        """A replayed node ended `spent` seconds into the run: the clock goes on from there."""
+        self._offset += max(0.0, spent - self.now())
+
+    def left(self) -> float:
+        return math.inf if self.budget is None else self.budget - self.now()
+
+
+def parse_duration(text: str) -> float:
+    """'90', '90s', '15m', '1.5h' as seconds; a ValueError in one sentence otherwise."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    value, unit = (text[:-1], units[text[-1]]) if text and text[-1] in units else (text, 1)
+    try:
+        seconds = float(value) * unit
+    except ValueError:
+        raise ValueError(f"{text!r} is not a duration: write seconds or a number with s, m or h, as 15m") from None
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{text!r} is not a duration: it must be more than zero")
+    return seconds
+
+
+def say_duration(seconds: float) -> str:
+    return f"{seconds / 60:g}m" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g}s"

@@ -1,0 +1,78 @@
+"""cbr's general solution for a table: gradient boosting over every column, each in the form it holds
+information in: numbers as they are, dates as their parts, categoricals as categories, free text as
+TF-IDF features beside the table. The search drafts it first so that it never ends below a default
+gradient-boosting model; the adapter fits it to the task like any case. `cbr` writes the classifier
+for a classification task, and an absolute loss when the metric is an absolute error."""
+
+import os
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+from scipy import sparse
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+THREADS = int(os.environ.get("OMP_NUM_THREADS") or 0) or None
+
+
+def column_kinds(X):
+    """number, date, text or category for each column, from the training rows."""
+    kinds = {}
+    for column in X.columns:
+        values = X[column]
+        if pd.api.types.is_bool_dtype(values) or pd.api.types.is_numeric_dtype(values):
+            kinds[column] = "number"
+            continue
+        sample = values.dropna().astype(str).head(500)
+        dated = pd.to_datetime(sample, errors="coerce", format="mixed")
+        if len(sample) and sample.str.contains(r"\d").all() and dated.notna().mean() > 0.9:
+            kinds[column] = "date"
+        elif len(sample) and sample.str.len().mean() >= 30 and values.nunique() > 0.3 * len(values):
+            kinds[column] = "text"
+        else:
+            kinds[column] = "category"
+    return kinds
+
+
+def learn(X):
+    kinds = column_kinds(X)
+    categories = {c: sorted(X[c].dropna().astype(str).unique()) for c, k in kinds.items() if k == "category"}
+    texts = {c: TfidfVectorizer(ngram_range=(1, 2), min_df=2, max_features=20000, sublinear_tf=True).fit(
+        X[c].fillna("").astype(str)) for c, k in kinds.items() if k == "text"}
+    return {"kinds": kinds, "categories": categories, "texts": texts}
+
+
+def design(X, spec):
+    """The table the model learns from: a frame, or a sparse matrix when there is free text."""
+    table = pd.DataFrame(index=X.index)
+    for column, kind in spec["kinds"].items():
+        if kind == "number":
+            table[column] = pd.to_numeric(X[column], errors="coerce").astype(float)
+        elif kind == "date":
+            when = pd.to_datetime(X[column], errors="coerce", format="mixed")
+            for part in ("year", "month", "day", "dayofweek", "hour"):
+                table[f"{column}_{part}"] = getattr(when.dt, part).astype(float)
+            table[f"{column}_ordinal"] = (when - pd.Timestamp("1970-01-01")).dt.days.astype(float)
+        elif kind == "category":
+            table[column] = pd.Categorical(X[column].astype(str).where(X[column].notna()),
+                                           categories=spec["categories"][column])
+    if not spec["texts"]:
+        return table
+    codes = table.apply(lambda c: c.cat.codes.replace(-1, np.nan) if isinstance(c.dtype, pd.CategoricalDtype) else c)
+    parts = [sparse.csr_matrix(codes.to_numpy(dtype=float))]
+    parts += [vectorizer.transform(X[c].fillna("").astype(str)) for c, vectorizer in spec["texts"].items()]
+    return sparse.hstack(parts, format="csr")
+
+
+def train_model(X_train, y_train, X_valid, y_valid):
+    spec = learn(X_train)
+    model = lgb.LGBMRegressor(n_estimators=3000, learning_rate=0.05, num_leaves=31, min_child_samples=20,
+                              subsample=0.8, subsample_freq=1, colsample_bytree=0.8, reg_lambda=1.0, random_state=0,
+                              verbose=-1, n_jobs=THREADS, objective=None)
+    model.fit(design(X_train, spec), y_train, eval_set=[(design(X_valid, spec), y_valid)],
+              callbacks=[lgb.early_stopping(100, verbose=False)])
+    return {"model": model, "spec": spec}
+
+
+def predict(model, X):
+    return model["model"].predict(design(X, model["spec"]))

@@ -1,0 +1,79 @@
+"""The LLM-free search (`cbr develop --model none --budget B`) against FLAML on the deployment tasks FLAML
+supports: test scores, normalised as the bench does ((random - x) / (random - reference), 1.0 = the
+hand-written reference), and for how many tasks the search is at least as good.
+
+The FLAML figures are read from a bench record made on this machine (`cbr bench run --agents
+flaml:60,flaml:300`), named in the output; the search runs here, one task after another, seed 0.
+Usage: python experiments/search_vs_flaml.py [--budget 1m] [--flaml flaml:60] [--tasks a,b]
+                                             [--flaml-record experiments/results/bench-flaml-deployment.json]
+                                             [--out experiments/results/search_vs_flaml-1m.json]"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def normalised(x: float, base: dict) -> float:
+    sign = 1 if base["direction"] == "maximize" else -1
+    return sign * (x - base["random"]) / (sign * (base["reference"] - base["random"]))
+
+
+def search(task: str, budget: str, runs: Path) -> dict:
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "develop", str(ROOT / "tasks" / task), "--model",
+                           "none", "--budget", budget, "--seed", "0", "--no-retain", "--store", "faiss",
+                           "--runs-dir", str(runs), "--json"], capture_output=True, text=True, cwd=runs)
+    if proc.returncode != 0:
+        return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
+    record = json.loads(proc.stdout)
+    operators: dict[str, int] = {}
+    for row in record["rows"]:
+        operators[row["operator"]] = operators.get(row["operator"], 0) + 1
+    best = next(r for r in record["rows"] if r["iteration"] == record["best_iteration"])
+    return {"test": record["best_test"], "selection": record["best_selection"], "nodes": len(record["rows"]),
+            "operators": operators, "best_operator": best["operator"], "seconds": round(time.monotonic() - started, 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--budget", default="1m")
+    parser.add_argument("--flaml", default="flaml:60")
+    parser.add_argument("--tasks", default="")
+    parser.add_argument("--flaml-record", type=Path, default=ROOT / "experiments/results/bench-flaml-deployment.json")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    record = json.loads(args.flaml_record.read_text())
+    flaml = {c["task"]: c["mean_test"] for c in record["cells"] if c["agent"] == args.flaml}
+    tasks = [t for t in (args.tasks.split(",") if args.tasks else sorted(flaml)) if t in flaml]
+    rows = []
+    with tempfile.TemporaryDirectory() as runs:
+        for task in tasks:
+            base = record["baselines"][task]
+            found = search(task, args.budget, Path(runs))
+            row = {"task": task, "metric": base["metric"], args.flaml: flaml[task],
+                   "flaml_normalised": normalised(flaml[task], base), **found}
+            if "test" in found and found["test"] is not None:
+                row["normalised"] = normalised(found["test"], base)
+                row["at_least_flaml"] = row["normalised"] >= row["flaml_normalised"]
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    scored = [r for r in rows if "normalised" in r]
+    summary = {"budget": args.budget, "flaml": args.flaml, "flaml_record": str(args.flaml_record.relative_to(ROOT)),
+               "tasks": len(rows), "at_least_flaml": sum(r["at_least_flaml"] for r in scored),
+               "mean_normalised_search": sum(r["normalised"] for r in scored) / max(len(scored), 1),
+               "mean_normalised_flaml": sum(r["flaml_normalised"] for r in scored) / max(len(scored), 1)}
+    print(json.dumps(summary))
+    out = args.out or ROOT / f"experiments/results/search_vs_flaml-{args.budget}.json"
+    out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
