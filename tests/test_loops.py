@@ -151,17 +151,6 @@ def fake_adapter(case: Case, task: object) -> dict:
     return {"code": f"import os  # {case.task_name}\n", "notes": [f"from {case.task_name}"]}
 
 
-def test_search_walks_the_candidates_and_says_when_they_run_out(task, tmp_path, monkeypatch):
-    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
-    bank = FakeBank(solutions=[solution("retained-one", "retained"), solution("unadaptable"), solution("good")])
-    executor = FakeExecutor(grades(**{"retained-one": Graded(selection=9.0), "good": Graded(selection=4.0, test=3.0)}))
-    record = develop_without_model(task, DevelopConfig(iterations=5), tmp_path, bank, executor)
-    assert [(r.case, r.status) for r in record.rows] == [("retained-one", "ok"), ("unadaptable", "not adaptable"),
-                                                         ("good", "ok")]
-    assert record.kind == "search" and record.model == "none" and record.best_iteration == 3
-    assert record.stopped == "no case left after 3 of 5 iteration(s)" and record.outcome is Outcome.OK
-
-
 def adapt_example(name: str) -> Case:
     return Case(kind="solution", text="an example", task_name=name, source_kind="reference",
                 script=f"print('{name}')\n", modality="tabular", task_type="regression")
@@ -221,7 +210,7 @@ def test_every_run_kind_writes_one_schema_that_bench_classifies_by_outcome(task,
     develop_with_model(task, DevelopConfig(iterations=1, cbr=False), folders["develop"], FakeBank(),
                        FakeModel({"plan": [BudgetExceeded("cost budget $0.01 spent")]}), FakeExecutor(grades()))
     develop_without_model(task, DevelopConfig(iterations=1), folders["search"], FakeBank(solutions=[solution("good")]),
-                          FakeExecutor(grades(good=Graded(selection=4.0, test=3.0))))
+                          FakeExecutor(grades(general=Graded(selection=4.0, test=3.0))))  # node 1: the draft
     deploy(task, DeployConfig(), folders["deploy"], FakeBank(), None, tmp_path, FakeExecutor({}))
     records = {kind: RunRecord.model_validate(json.loads((folder / "summary.json").read_text()))
                for kind, folder in folders.items()}

@@ -120,9 +120,27 @@ def test_refit_and_mlflow(tmp_path):
     assert list(refit["id"]) == list(unrefit["id"])[:len(refit)] == list(pd.read_csv(task.public_dir / "test.csv")["id"])
     assert not refit.equals(unrefit.iloc[:len(refit)])
     assert "stop being a fair judge" in summary["refit"]["why"]
+    # node 1 is cbr's general solution, which stops early: the refit kept its stopping point
+    assert summary["rows"][0]["operator"] == "draft" and "kept the first fit's stopping points" in summary["refit"]["why"]
+    first, had = summary["refit"]["rounds"][0]
+    assert first < had
     importance = json.loads((folder / "feature_importance.json").read_text())
     assert "cement" in importance and all(isinstance(v, float) for v in importance.values())
     client = MlflowClient(tracking_uri=uri)
     runs = client.search_runs([client.get_experiment_by_name("cbr/concrete-strength").experiment_id])
     history = client.get_metric_history(runs[0].info.run_id, "valid_rmse")
     assert [m.value for m in history] == [summary["best_valid"]]
+
+
+@pytest.mark.slow
+def test_a_search_within_a_budget_on_a_real_task(tmp_path):
+    task = prepared("concrete-strength")
+    started = time.monotonic()
+    proc = cbr("develop", str(task.root), "--model", "none", "--budget", "50s", "--store", "faiss", "--runs-dir",
+               str(tmp_path / "runs"), "--no-retain", "--json", home=tmp_path / "home", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout)
+    assert summary["stopped"].startswith("the budget of 50s spent after ")
+    assert summary["rows"][0]["operator"] == "draft" and summary["rows"][0]["status"] == "ok"
+    assert summary["best_selection"] is not None and summary["best_selection"] < summary["baselines"]["starter"]
+    assert time.monotonic() - started < 50 + 60  # the last node's limit was cut to what the budget had left

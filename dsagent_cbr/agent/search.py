@@ -83,6 +83,10 @@ class Search:
             return f"the budget of {say_duration(self.clock.budget or 0)} spent"
         return None
 
+    def time_left(self) -> float | None:
+        """A node's own time limit: what the budget has left (the sandbox's limit applies as well)."""
+        return None if self.clock.budget is None else self.clock.left()
+
     def view(self) -> View:
         rows, metric = self.run.rows, self.run.task.metric
         families = []
@@ -120,7 +124,7 @@ class Search:
         if "error" in adapted:
             row.status, row.error = "not adaptable", adapted["error"]
             return
-        result = run.execute(t, 0, adapted["code"], timeout=self.clock.left())
+        result = run.execute(t, 0, adapted["code"], timeout=self.time_left())
         row.log = f"Adapted {row.case} ({'; '.join(adapted['notes']) or 'same task type'}): {result.feedback().splitlines()[0]}"
         run.consider(row, adapted["code"], result)
 
@@ -139,6 +143,6 @@ class Search:
             self.config.seed + t))
         row.step = "tune " + ", ".join(f"{k}={v:.3g}" for k, v in row.tuned.items())
         code = tuning.with_values(code, found, row.tuned)
-        result = run.execute(t, 0, code, timeout=self.clock.left())
+        result = run.execute(t, 0, code, timeout=self.time_left())
         row.log = f"Tuned node {root.iteration}'s model: {result.feedback().splitlines()[0]}"
         run.consider(row, code, result)

@@ -66,11 +66,12 @@ def design(X, spec):
 
 def train_model(X_train, y_train, X_valid, y_valid):
     spec = learn(X_train)
-    model = lgb.LGBMRegressor(n_estimators=3000, learning_rate=0.05, num_leaves=31, min_child_samples=20,
+    # a learning rate that stops within a short budget; the tune operator tries smaller ones
+    model = lgb.LGBMRegressor(n_estimators=2000, learning_rate=0.1, num_leaves=31, min_child_samples=20,
                               subsample=0.8, subsample_freq=1, colsample_bytree=0.8, reg_lambda=1.0, random_state=0,
                               verbose=-1, n_jobs=THREADS, objective=None)
     model.fit(design(X_train, spec), y_train, eval_set=[(design(X_valid, spec), y_valid)],
-              callbacks=[lgb.early_stopping(100, verbose=False)])
+              callbacks=[lgb.early_stopping(50, verbose=False)])
     return {"model": model, "spec": spec}
 
 

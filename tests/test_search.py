@@ -1,0 +1,113 @@
+"""The budgeted search without a model: its policy with plain values, its loop with in-process fakes of
+the bank, the adapter and the executor (the real loop on a real task runs in test_results.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from conftest import prepared
+from support.fakes import FakeBank, FakeExecutor, Graded
+
+from dsagent_cbr.agent import search as search_module
+from dsagent_cbr.agent.develop import DevelopConfig
+from dsagent_cbr.agent.search import develop_without_model
+from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.search import clock as clock_module
+from dsagent_cbr.search.clock import parse_duration
+from dsagent_cbr.search.policy import Family, Move, View, choose
+
+STARTER = Graded(selection=16.0, test=16.0)
+
+
+@pytest.fixture(scope="module")
+def task():
+    return prepared("concrete-strength")
+
+
+def test_the_policy_drafts_then_alternates_transplants_and_tunes_then_stops():
+    rng = random.Random(0)
+    best, other = Family(1, 4.0, True), Family(2, 6.0, True)
+    assert choose(View(True, 3, [], ""), rng) == Move("draft")
+    assert choose(View(False, 3, [best], "draft"), rng) == Move("transplant")
+    assert choose(View(False, 2, [best, other], "transplant"), random.Random(1)) == Move("tune", parent=1)
+    assert choose(View(False, 2, [best, other], "tune"), rng) == Move("transplant")
+    assert choose(View(False, 2, [Family(1, None, True)], "transplant"), rng) == Move("transplant")  # nothing to tune
+    assert choose(View(False, 0, [Family(1, 4.0, False)], "transplant"), rng) == Move("stop")
+    parents = {choose(View(False, 0, [best, other], "tune"), random.Random(seed)).parent for seed in range(40)}
+    assert parents == {1, 2}  # mostly the best family, sometimes the next
+
+
+def test_durations_read_as_a_user_writes_them():
+    assert [parse_duration(d) for d in ("90", "90s", "15m", "1.5h")] == [90, 90, 900, 5400]
+    for bad in ("soon", "-5m", "0"):
+        with pytest.raises(ValueError, match="duration"):
+            parse_duration(bad)
+
+
+def fake_adapter(case: Case, task: object) -> dict:
+    if case.task_name == "unadaptable":
+        return {"error": "no rule for this pair"}
+    model = "LGBMRegressor(num_leaves=31, learning_rate=0.05)" if case.task_name == "general" else "Ridge(alpha=1.0)"
+    return {"code": f"import os  # {case.task_name}\nmodel = {model}\n", "notes": []}
+
+
+def solution(name: str) -> Case:
+    return Case(kind="solution", text=f"{name} task", task_name=name, source_kind="reference",
+                script=f"model = Ridge(alpha=0.1)  # {name}\n", modality="tabular", task_type="regression")
+
+
+def executor() -> FakeExecutor:
+    """The draft as adapted grades 5; any tuned draft 4 (better: rmse); the cases 9 and 6."""
+    return FakeExecutor({"def train_model": STARTER, "num_leaves=31,": Graded(selection=5.0, test=5.5),
+                         "# general": Graded(selection=4.0, test=4.5), "# first": Graded(selection=9.0),
+                         "# good": Graded(selection=6.0)})
+
+
+def test_the_search_drafts_transplants_and_tunes_and_retains_its_best_once(task, tmp_path, monkeypatch):
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    bank = FakeBank(solutions=[solution("first"), solution("unadaptable"), solution("good")])
+    runs = executor()
+    record = develop_without_model(task, DevelopConfig(iterations=6), tmp_path, bank, runs)
+    assert [r.operator for r in record.rows] == ["draft", "transplant", "tune", "transplant", "tune", "transplant"]
+    assert [r.status for r in record.rows if r.operator == "transplant"] == ["ok", "not adaptable", "ok"]
+    tuned = [r for r in record.rows if r.operator == "tune"]
+    assert all(r.parent in (1, 2) and r.tuned for r in tuned)
+    draft_tunes = [r for r in tuned if r.parent == 1]
+    if draft_tunes:  # a tuned draft sets new literals, and they grade better here
+        code = (tmp_path / draft_tunes[0].script).read_text()
+        assert "num_leaves=31," not in code and "# general" in code
+    best = next(r for r in record.rows if r.iteration == record.best_iteration)
+    assert record.best_score == min(r.score for r in record.rows if r.score is not None) == best.score
+    assert record.stopped == "the cap of 6 nodes reached after 6 node(s)"
+    assert len(record.retained) == 1 and record.retained[0]["iteration"] == best.iteration and len(bank.added) == 2
+    assert runs.timeouts == [None] * len(runs.timeouts)  # no budget: the sandbox's own limit only
+
+
+def test_the_budget_ends_the_search_and_shrinks_the_last_nodes_time_limit(task, tmp_path, monkeypatch):
+    class Ticking:  # every reading of the clock is 7 seconds later
+        now = 0.0
+
+        def monotonic(self) -> float:
+            self.now += 7.0
+            return self.now
+
+    monkeypatch.setattr(clock_module, "time", Ticking())
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    runs = executor()
+    record = develop_without_model(task, DevelopConfig(iterations=100, budget=60.0), tmp_path,
+                                   FakeBank(solutions=[solution("first"), solution("good")]), runs)
+    assert record.stopped.startswith("the budget of 1m spent after ") and 1 <= len(record.rows) < 10
+    limits = runs.timeouts[1:]  # after the starter's
+    assert all(limit is not None and 0 < limit <= 60 for limit in limits) and limits == sorted(limits, reverse=True)
+    assert [r.started for r in record.rows] == sorted(r.started for r in record.rows)
+
+
+def test_a_resumed_search_replays_its_tree_and_grows_it(task, tmp_path, monkeypatch):
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    bank = FakeBank(solutions=[solution("first"), solution("good")])
+    first = develop_without_model(task, DevelopConfig(iterations=3), tmp_path, bank, executor())
+    again = executor()
+    resumed = develop_without_model(task, DevelopConfig(iterations=5), tmp_path, bank, again)
+    assert [r.model_dump() for r in resumed.rows[:3]] == [r.model_dump() for r in first.rows]
+    assert len(resumed.rows) == 5 and len(again.runs) == 2  # only the two new nodes ran
