@@ -55,10 +55,13 @@ def test_develop_without_a_model_runs_no_classification_case_on_a_regression_tas
     journal = [json.loads(line) for line in (folder / "journal.jsonl").read_text().splitlines()]
     candidates = next(r["output"] for r in journal if r["role"] == "retrieve")
     assert candidates and {c["task_type"] for c in candidates} == {"regression"}
-    rows = json.loads((folder / "rows.json").read_text())
-    assert len(rows) == len(candidates) < 8 and all(r["status"] == "ok" for r in rows)  # it ends with its cases
     summary = json.loads(proc.stdout)
-    assert summary["stopped"] == f"no case left after {len(candidates)} of 8 iteration(s)"
+    rows = summary["rows"]
+    transplanted = [r for r in rows if r["operator"] == "transplant"]
+    assert rows[0]["operator"] == "draft" and 1 <= len(transplanted) <= len(candidates)
+    assert [r["case"] for r in transplanted] == [c["task_name"] or c["id"] for c in candidates][:len(transplanted)]
+    assert all(r["status"] == "ok" for r in transplanted)
+    assert summary["stopped"] == "the cap of 8 nodes reached after 8 node(s)"
 
 
 @pytest.mark.slow
@@ -98,9 +101,10 @@ def test_ctrl_c_is_recorded_as_interrupted_and_resume_finishes(tmp_path):
                              text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     summary = json.loads(resumed.stdout)
-    # concrete-strength has one compatible seed solution: the search ends after it
-    assert summary["stopped"] == "no case left after 1 of 3 iteration(s)" and summary["iterations"] == 1
-    assert summary["best_iteration"] == 1
+    # the interrupted draft is redone, then the tree grows to its cap
+    assert summary["stopped"] == "the cap of 3 nodes reached after 3 node(s)" and summary["iterations"] == 3
+    assert [r["operator"] for r in summary["rows"]] == ["draft", "transplant", "tune"]
+    assert summary["best_iteration"] is not None and summary["outcome"] == "ok"
 
 
 @pytest.mark.slow
