@@ -32,7 +32,7 @@ from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress, SandboxExec
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.runner.sandbox import SandboxPolicy
-from dsagent_cbr.search.clock import MIN_NODE_SECONDS, Clock, say_duration
+from dsagent_cbr.search.clock import Clock
 from dsagent_cbr.tasks.model import Task
 
 INITIAL_LOG = "(no experiments yet)"
@@ -66,8 +66,8 @@ def open_run(kind: Kind, task: Task, config: DevelopConfig, run_dir: Path, bank:
              progress: Progress | None, model: Model | None = None, reference: float | None = None) -> Run:
     """The run of develop or the search, with the sandbox as its executor unless a test gives one."""
     return Run(kind, task, run_dir, bank, executor or SandboxExecutor(task, config.sandbox),
-               model=model, progress=progress, planned=None if config.budget else config.iterations, seed=config.seed,
-               sandbox=config.policy, refit=config.refit, reference=reference, retain=config.retain)
+               model=model, progress=progress, planned=None if config.budget else config.iterations,
+               seed=config.seed, sandbox=config.policy, refit=config.refit, reference=reference, retain=config.retain)
 
 
 @dataclass
@@ -119,8 +119,8 @@ def develop_with_model(task: Task, config: DevelopConfig, run_dir: Path, bank: B
         first = run.baseline_run()
         memory.log.append(f"Iteration 0 (the starter script, a random guess): {first.feedback().splitlines()[0]}")
         for t in range(1, config.iterations + 1):
-            if clock.left() < MIN_NODE_SECONDS:
-                run.record.stopped = f"the budget of {say_duration(config.budget or 0)} spent after {t - 1} iteration(s)"
+            if clock.exhausted():
+                run.record.stopped = f"{clock.spent()} after {t - 1} iteration(s)"
                 break
             develop_iteration(run, memory, ctx, model, config, t, query)
             run.end(run.rows[-1])

@@ -26,7 +26,7 @@ from dsagent_cbr.agent.run import Run
 from dsagent_cbr.agent.seams import Bank, Executor, Progress
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.search import tuning
-from dsagent_cbr.search.clock import MIN_NODE_SECONDS, Clock, say_duration
+from dsagent_cbr.search.clock import Clock
 from dsagent_cbr.search.drafts import general_case
 from dsagent_cbr.search.policy import Family, Move, View, choose
 from dsagent_cbr.tasks.model import Task
@@ -79,28 +79,24 @@ class Search:
     def stop_reason(self, t: int) -> str | None:
         if t > self.config.iterations:
             return f"the cap of {self.config.iterations} nodes reached"
-        if self.clock.left() < MIN_NODE_SECONDS:
-            return f"the budget of {say_duration(self.clock.budget or 0)} spent"
-        return None
+        return self.clock.spent() if self.clock.exhausted() else None
 
-    def time_left(self) -> float | None:
-        """A node's own time limit: what the budget has left (the sandbox's limit applies as well)."""
-        return None if self.clock.budget is None else self.clock.left()
+    def transplanted(self) -> int:
+        """How many cases the search has taken (the next one is the next nearest)."""
+        return sum(r.operator == "transplant" for r in self.run.rows)
 
     def view(self) -> View:
-        rows, metric = self.run.rows, self.run.task.metric
+        rows, maximize = self.run.rows, self.run.task.direction == "maximize"
         families = []
         for root in (r for r in rows if r.operator in ("draft", "transplant") and r.script):
             scores = [r.score for r in rows if r.score is not None and (r is root or r.parent == root.iteration)]
-            best = None
-            for score in scores:
-                best = score if metric.better(score, best) else best
+            best = (max if maximize else min)(scores, default=None)
             families.append(Family(root.iteration, best, bool(tuning.knobs(self.script(root)))))
-        graded = sorted((f for f in families if f.best is not None), key=lambda f: f.best,
-                        reverse=self.run.task.direction == "maximize")
+        graded = sorted((f for f in families if f.best is not None), key=lambda f: f.best, reverse=maximize)
         return View(can_draft=self.general is not None and not any(r.operator == "draft" for r in rows),
-                    cases_left=len(self.cases) - sum(r.operator == "transplant" for r in rows),
-                    families=graded + [f for f in families if f.best is None], last=rows[-1].operator if rows else "")
+                    cases_left=len(self.cases) - self.transplanted(),
+                    families=graded + [f for f in families if f.best is None],
+                    last=rows[-1].operator if rows else "")
 
     def script(self, row: Row) -> str:
         return (self.run.run_dir / row.script).read_text(encoding="utf-8") if row.script else ""
@@ -110,8 +106,7 @@ class Search:
         if move.operator == "tune":
             self.tune(t, row)
             return
-        case = self.general if move.operator == "draft" else self.cases[sum(
-            r.operator == "transplant" for r in self.run.rows[:-1])]
+        case = self.general if move.operator == "draft" else self.cases[self.transplanted() - 1]  # this row counts
         self.transplant(t, row, case)
 
     def transplant(self, t: int, row: Row, case: Case) -> None:
@@ -124,7 +119,7 @@ class Search:
         if "error" in adapted:
             row.status, row.error = "not adaptable", adapted["error"]
             return
-        result = run.execute(t, 0, adapted["code"], timeout=self.time_left())
+        result = run.execute(t, 0, adapted["code"], timeout=self.clock.limit())
         row.log = f"Adapted {row.case} ({'; '.join(adapted['notes']) or 'same task type'}): {result.feedback().splitlines()[0]}"
         run.consider(row, adapted["code"], result)
 
@@ -143,6 +138,6 @@ class Search:
             self.config.seed + t))
         row.step = "tune " + ", ".join(f"{k}={v:.3g}" for k, v in row.tuned.items())
         code = tuning.with_values(code, found, row.tuned)
-        result = run.execute(t, 0, code, timeout=self.time_left())
+        result = run.execute(t, 0, code, timeout=self.clock.limit())
         row.log = f"Tuned node {root.iteration}'s model: {result.feedback().splitlines()[0]}"
         run.consider(row, code, result)

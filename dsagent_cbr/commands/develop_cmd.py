@@ -57,8 +57,8 @@ if TYPE_CHECKING:  # the agent's imports stay lazy: `cbr --help` is instant
 @click.option("--no-retain", is_flag=True, help="Add nothing to the bank: the run's solutions are not retained.")
 @mlflow_option
 @json_option
-def develop(task_dir: str | None, model: str | None, iterations: int | None, budget: str | None, k: int, n_debug: int, temperature: float,
-            no_rerank: bool, no_cbr: bool, timeout: float, memory: float, disk: float, allow_network: bool,
+def develop(task_dir: str | None, model: str | None, iterations: int | None, budget: str | None, k: int,
+            n_debug: int, temperature: float, no_rerank: bool, no_cbr: bool, timeout: float, memory: float, disk: float, allow_network: bool,
             no_sandbox: bool, seed: int | None, resume_dir: Path | None, store: str | None, bank_dir: Path | None,
             chroma_url: str | None, runs_dir: Path | None, max_cost: float | None, max_tokens: int | None,
             no_cache: bool, refit: bool, no_retain: bool, mlflow_uri: str | None, as_json: bool) -> None:
@@ -86,9 +86,9 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
         task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
         settings_model(settings)  # a missing key or server stops here, before a run folder exists
         policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
-        config = DevelopConfig(iterations=iterations or (NO_CAP if budget else 5), budget=_seconds(budget), k=k, n_debug=n_debug, temperature=temperature,
-                               rerank=not no_rerank, cbr=not no_cbr, seed=trial_seed(seed), refit=refit,
-                               retain=not no_retain, policy=asdict(policy))
+        config = DevelopConfig(iterations=iterations or (NO_CAP if budget else 5), budget=_seconds(budget), k=k,
+                               n_debug=n_debug, temperature=temperature, rerank=not no_rerank, cbr=not no_cbr,
+                               seed=trial_seed(seed), refit=refit, retain=not no_retain, policy=asdict(policy))
         run_dir = new_run_dir(settings.runs_dir, task.name)
         save_config(run_dir, {"task_dir": str(task.root), "develop": asdict(config),
                               "settings": {"model": settings.model, "store": settings.store,

@@ -1,8 +1,9 @@
 """Runs inside the sandbox (as `python -c <this file's text>`): train.py as __main__, with its
 train_model wrapped so that the model it returns leaves its feature importances beside the
 predictions, and so that a refit (CBR_REFIT: train_model called again on every row, validation rows
-included) keeps the first fit's early-stopping points instead of stopping on rows it learned. The wrapper is placed by an AST edit that keeps every line number of train.py, so
-tracebacks read as if train.py ran alone; if anything here fails, train.py runs untouched.
+included) keeps the first fit's early-stopping points instead of stopping on rows it learned. The
+wrapper is placed by an AST edit that keeps every line number of train.py, so tracebacks read as if
+train.py ran alone; if anything here fails, train.py runs untouched.
 This file imports nothing from dsagent_cbr: the package is not inside the sandbox."""
 
 import ast

@@ -25,6 +25,17 @@ class Clock:
     def left(self) -> float:
         return math.inf if self.budget is None else self.budget - self.now()
 
+    def limit(self) -> float | None:
+        """A node's own time limit from the budget: what it has left; None without a budget."""
+        return None if self.budget is None else self.left()
+
+    def exhausted(self) -> bool:
+        """Too little left for another node (or develop iteration) to start."""
+        return self.left() < MIN_NODE_SECONDS
+
+    def spent(self) -> str:
+        return f"the budget of {say_duration(self.budget or 0)} spent"
+
 
 def parse_duration(text: str) -> float:
     """'90', '90s', '15m', '1.5h' as seconds; a ValueError in one sentence otherwise."""
