@@ -21,3 +21,8 @@ def usable_cores() -> int:
             raise CbrError(f"{ENV} must be a whole number of cores, at least 1 (it is {share!r}).")
         return int(share)
     return len(os.sched_getaffinity(0)) or os.cpu_count() or 1
+
+
+def shared() -> bool:
+    """Does this run share the machine with others (its share given in CBR_CORES)?"""
+    return bool(os.environ.get(ENV, "").strip())

@@ -6,13 +6,14 @@ import base64
 import io
 import json
 import re
+import time
 from pathlib import Path
 
 import pytest
 from support.records import as_record
 
 from dsagent_cbr.agent.model_family import describe_model
-from dsagent_cbr.agent.progress import LiveProgress
+from dsagent_cbr.agent.progress import LiveProgress, heartbeat
 from dsagent_cbr.agent.report import build_metrics_figure, leaderboard, progress_line, write_report
 
 REPO = Path(__file__).resolve().parents[1]
@@ -173,6 +174,26 @@ def test_html_report_is_self_contained_and_escaped(tmp_path):
     assert html.index("LightGBM") < html.index("Ridge")  # leaderboard order
 
 
+def test_a_search_report_draws_its_tree_and_says_what_each_operator_gained(tmp_path):
+    def node(i, operator, score, started, **more):
+        return {"iteration": i, "operator": operator, "status": "ok" if score else "error", "score": score,
+                "selection": score, "started": started, "wall_time": 5.0, **more}
+
+    rows = [node(1, "draft", 5.0, 1.0), node(2, "transplant", 6.0, 7.0), node(3, "tune", 4.5, 13.0, parent=1),
+            node(4, "tune", None, 19.0, parent=1), node(5, "ensemble", 4.0, 25.0, members={1: 0.5, 3: 0.5})]
+    summary = {"task": "t", "model": "none", "metric": "rmse", "direction": "minimize", "best_iteration": 5,
+               "best_score": 4.0, "selection_rows": 50, "baselines": {"starter": 16.0}}
+    write_report(tmp_path, as_record(rows, summary, kind="search"))
+    assert (tmp_path / "tree.png").read_bytes().startswith(PNG)
+    md = (tmp_path / "report.md").read_text()
+    table = md.split("## The search tree")[1].split("##")[0]
+    assert "| draft | 1 | 1 | 1 | 11 |" in table  # 16 (the starter) to 5
+    assert "| transplant | 1 | 1 | 0 | 0 |" in table
+    assert "| tune | 2 | 1 | 1 | 0.5 |" in table and "| ensemble | 1 | 1 | 1 | 0.5 |" in table
+    write_report(tmp_path, as_record(rows, summary))  # not a search: no tree
+    assert "The search tree" not in (tmp_path / "report.md").read_text()
+
+
 def test_report_without_scores_or_importance(tmp_path):
     rows = [row(1, None, "no plan"), row(2, None, "timeout", error="exceeded 600 s")]
     summary = {"task": "t", "model": "m", "metric": "accuracy", "direction": "maximize", "best_iteration": None,
@@ -198,6 +219,17 @@ def test_progress_line_and_one_line_per_finished_iteration_off_a_terminal():
         progress.update(iteration=2, status="error", score=None)
     assert out.getvalue().splitlines() == ["iteration 1/2 (execute): ok, rmse 5, best 5",
                                            "iteration 2/2 (execute): error, rmse —, best 5"]
+
+
+def test_a_long_step_says_it_is_still_running_until_it_ends():
+    out = io.StringIO()
+    with LiveProgress("developing", enabled=False, stream=out) as progress:
+        with heartbeat(progress, every=0.05, iteration=4, role="execute"):
+            time.sleep(0.18)
+        lines = out.getvalue().splitlines()
+        time.sleep(0.12)
+    assert len(lines) >= 2 and all(ln.startswith("iteration 4 (execute): still running after") for ln in lines)
+    assert out.getvalue().splitlines() == lines  # nothing more once the step ended
 
 
 def test_model_errors_are_only_the_steps_that_went_wrong(tmp_path):

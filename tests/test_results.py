@@ -148,3 +148,6 @@ def test_a_search_within_a_budget_on_a_real_task(tmp_path):
     assert summary["rows"][0]["operator"] == "draft" and summary["rows"][0]["status"] == "ok"
     assert summary["best_selection"] is not None and summary["best_selection"] < summary["baselines"]["starter"]
     assert time.monotonic() - started < 50 + 60  # the last node's limit was cut to what the budget had left
+    last = summary["rows"][-1]  # the search ends with a blend of what it found, graded on the host
+    assert last["operator"] == "ensemble" and last["status"] == "ok" and last["selection"] is not None
+    assert Path(summary["run_dir"], "tree.png").is_file()

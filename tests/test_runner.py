@@ -17,6 +17,7 @@ import psutil
 
 from dsagent_cbr.runner.result import RunResult, parse_validation_metric
 from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.runner.sandbox import child_environment
 from dsagent_cbr.tasks.metrics import rmse
 
 
@@ -64,11 +65,15 @@ def test_child_environment_is_an_allowlist(concrete, tmp_path, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-should-not-leak")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    script = "import os\nprint('ENV', sorted(os.environ))\n"
+    monkeypatch.setenv("CBR_CORES", "1")  # a run that shares the machine
+    script = "import os\nprint('ENV', sorted(os.environ))\nprint('WAIT', os.environ['OMP_WAIT_POLICY'])\n"
     result = run_script(concrete, script, run_dir=tmp_path / "run")
     assert "ENV" in result.stdout
     for name in ("OPENAI_API_KEY", "GITHUB_TOKEN", "HF_HUB_OFFLINE"):
         assert name not in result.stdout
+    assert "WAIT PASSIVE" in result.stdout  # OpenMP threads sleep while they wait, beside other runs
+    monkeypatch.delenv("CBR_CORES")
+    assert "OMP_WAIT_POLICY" not in child_environment(2, "/tmp")  # alone, spinning is faster
 
 
 def test_workspace_is_the_only_writable_place(concrete, tmp_path):

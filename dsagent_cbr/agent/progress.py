@@ -2,13 +2,40 @@
 one plain line per finished iteration on stderr, so that `--json` output on stdout stays clean.
 
 `update(**fields)` takes any of: iteration, total, role, attempt, best, tokens, cost, and, to say an
-iteration has finished, status (with score and metric). Off a terminal only the updates that
-carry a status print, one `report.progress_line` each."""
+iteration has finished, status (with score and metric); `elapsed` says a step is still running. Off a
+terminal only the updates that carry a status or an elapsed time print, one line each."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
-from typing import Any, TextIO
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from dsagent_cbr.agent.seams import Progress
+
+HEARTBEAT = 30.0  # seconds between "still running" updates of a long step
+
+
+@contextlib.contextmanager
+def heartbeat(progress: Progress, every: float = HEARTBEAT, **fields: Any) -> Iterator[None]:
+    """While the block runs (a script, a model call), say every `every` seconds how long it has run."""
+    done, start = threading.Event(), time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(every):
+            progress.update(**fields, elapsed=time.monotonic() - start)
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 class LiveProgress:
@@ -37,6 +64,9 @@ class LiveProgress:
         f = self.fields
         best = f.get("best")
         if self._status is None:
+            if fields.get("elapsed") is not None and fields.get("status") is None:
+                print(f"iteration {f.get('iteration', 0)} ({f.get('role', '')}): still running after "
+                      f"{fields['elapsed']:.0f} s", file=self.stream or sys.stderr, flush=True)
             if fields.get("status") is not None:
                 from dsagent_cbr.agent.report import progress_line
 
@@ -48,6 +78,8 @@ class LiveProgress:
                  f"{f.get('role', '')}"]
         if f.get("attempt"):
             parts.append(f"debug attempt {f['attempt']}")
+        if fields.get("elapsed") is not None:
+            parts.append(f"running {fields['elapsed']:.0f} s")
         parts.append(f"best {best:.5g}" if isinstance(best, float) else "best —")
         if "tokens" in f:
             parts.append(f"{f['tokens']} tokens, ${f.get('cost', 0.0):.4f}")

@@ -39,9 +39,10 @@ class Row(BaseModel):
     wall_time: float | None = None
     retained: bool = False
     script: str | None = None  # the row's final script, relative to the run folder
-    operator: str = ""  # the search: draft | transplant | tune
+    operator: str = ""  # the search: draft | transplant | tune | ensemble
     parent: int | None = None  # the search: the node it was grown from (tune: its family's root)
     tuned: dict[str, float] | None = None  # tune: the model literals it set
+    members: dict[int, float] | None = None  # ensemble: its members' iterations and weights
     started: float | None = None  # the search: seconds into the run when the node began
     log: str = ""  # what the logger wrote of it (develop)
 

@@ -4,7 +4,8 @@ one self-contained HTML page (images inlined as PNG data URIs, no network).
 Contract: `write_report(run_dir, record)` writes, from the run's record (record.py) and nothing else but
 the scripts its rows name and the feature-importance file, each atomically, in run_dir: `rows.json` (the
 rows, each with the `model` family and `params` its script trains), `metrics.png`, `importance.png` (when
-the run kept feature importance), `report.md` and `report.html`. It may be called after every iteration.
+the run kept feature importance), `tree.png` (a search), `report.md` and `report.html`. It may be
+called after every iteration.
 Only rows with status "ok" and a score are ranked, by the score they were judged by (the selection
 score; the printed validation only for a task without selection rows) in the metric's direction; the
 printed validation is shown beside it, flagged where it claims much more, and the test score is shown,
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from dsagent_cbr.agent.model_family import UNKNOWN, describe_model
 from dsagent_cbr.agent.record import Row, RunRecord, overclaims
 from dsagent_cbr.agent.rundir import step_path
+from dsagent_cbr.agent.search_report import build_tree_figure, operator_gains
 from dsagent_cbr.files import write_bytes_atomic, write_text_atomic
 
 if TYPE_CHECKING:
@@ -114,7 +116,7 @@ def build_metrics_figure(rows: list[dict[str, Any]], metric: str, direction: str
         best = leaderboard(good, direction)[0]
         ax.plot([best["iteration"]], [best["score"]], "*", color="#f2c14e", markersize=20, zorder=2,
                 label=f"best {judged} (iteration {best['iteration']})")
-    _baseline_lines(ax, [r[k] for r in good for k in ("score", "test") if r.get(k) is not None], baselines, judged)
+    baseline_lines(ax, [r[k] for r in good for k in ("score", "test") if r.get(k) is not None], baselines, judged)
     failed = [r["iteration"] for r in rows if not ranked(r)]
     if failed:  # on the x axis whatever the y range: x in data units, y in axes units
         ax.plot(failed, [0.0] * len(failed), "x", color="#d62728", markersize=10, mew=2.5,
@@ -140,7 +142,7 @@ def build_metrics_figure(rows: list[dict[str, Any]], metric: str, direction: str
     return fig
 
 
-def _baseline_lines(ax: Any, scores: list[float], baselines: dict[str, float | None] | None, judged: str) -> None:
+def baseline_lines(ax: Any, scores: list[float], baselines: dict[str, float | None] | None, judged: str) -> None:
     """The starter's and the reference's scores as lines; one far off the rows' scores (a random
     starter often is) is named above the plot rather than squashing the iterations flat."""
     off_scale = []
@@ -294,9 +296,15 @@ def write_report(run_dir: Path, record: RunRecord) -> None:
     importance, note = _read_importance(run_dir, summary.get("feature_importance"))
     if importance:
         images["importance.png"] = _png(build_importance_figure(importance))
+    operators = []
+    if record.kind == "search":
+        tree = build_tree_figure(rows, metric, direction, record.best_iteration, summary["baselines"])
+        images["tree.png"] = _png(tree)
+        gains = operator_gains(rows, direction, record.baselines.get("starter"))
+        operators = [{**o, "gain": fmt(o["gain"])} for o in gains]
     for name, data in images.items():
         write_bytes_atomic(run_dir / name, data)
-    view = _view(title, rows, summary, note, images)
+    view = {**_view(title, rows, summary, note, images), "operators": operators}
     for name in ("report.md", "report.html"):
         write_text_atomic(run_dir / name, _templates().get_template(name).render(**view))
 

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from dsagent_cbr.agent.journal import RunJournal
+from dsagent_cbr.agent.progress import heartbeat
 from dsagent_cbr.agent.record import Kind, Refit, Row, RunRecord
 from dsagent_cbr.agent.report import write_report
 from dsagent_cbr.agent.rundir import IMPORTANCE, publish_outputs, step_dir
@@ -86,7 +87,8 @@ class Run:
             except ParseError as exc:
                 return {"error": str(exc), "raw": exc.raw}
 
-        out = self.journal.step(t, role, guarded, attempt=attempt)
+        with heartbeat(self.progress, iteration=t, role=role):
+            out = self.journal.step(t, role, guarded, attempt=attempt)
         return out.get("value") if "error" not in out else None  # type: ignore[return-value]
 
     def execute(self, t: int, attempt: int, code: str, *, refit: bool = False,
@@ -95,8 +97,9 @@ class Run:
         self.say(t, "refit" if refit else "execute", attempt)
         folder = self.run_dir / "refit" if refit else step_dir(self.run_dir, t, attempt)
         write_text_atomic(folder / "script.py", code)
-        return RunResult.from_dict(self.journal.step(t, "refit" if refit else "execute", lambda: self.executor.run(
-            code, folder / "exec", refit=refit, timeout=timeout).to_dict(), attempt=attempt))
+        with heartbeat(self.progress, iteration=t, role="refit" if refit else "execute"):
+            return RunResult.from_dict(self.journal.step(t, "refit" if refit else "execute", lambda: self.executor.run(
+                code, folder / "exec", refit=refit, timeout=timeout).to_dict(), attempt=attempt))
 
     def say(self, t: int, role: str, attempt: int = 0) -> None:
         self.progress.update(iteration=t, total=self.record.planned_iterations, role=role, attempt=attempt,
@@ -193,6 +196,10 @@ class Run:
         if not (self.wants_refit and self.best and self.best.script):
             return
         code = (self.run_dir / self.best.script).read_text(encoding="utf-8")
+        if self.best.operator == "ensemble":
+            self.record.refit = Refit(status="skipped", why="the selected node is an ensemble: its weights were "
+                                      "chosen for its members as they were fit, not as a refit would make them")
+            return
         if REFIT_VARIABLE not in code:
             self.record.refit = Refit(status="skipped", why=f"the selected script does not read {REFIT_VARIABLE}")
             return

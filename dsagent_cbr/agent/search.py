@@ -9,12 +9,15 @@ the operator, the harness grades every node on rows its script never saw labelle
         code = draft:      adapt(cbr's general solution, task)
                transplant: adapt(next case, task)
                tune:       the family's script with Optuna's next values for its model literals
+               ensemble:   a blend of the best nodes' predictions, judged on rows that did not choose it
         result = execute(code, time limit shrunk to what is left)
-    retain (task, best script) once, when its selection score beats the starter's"""
+    ensemble once more when the tree grew since the last one (a blend on the host: seconds)
+    retain (task, best single script) once, when its selection score beats the starter's"""
 
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import asdict
 from pathlib import Path
 
@@ -23,13 +26,19 @@ from dsagent_cbr.agent.candidates import solution_candidates
 from dsagent_cbr.agent.develop import DevelopConfig, open_run
 from dsagent_cbr.agent.record import Row, RunRecord
 from dsagent_cbr.agent.run import Run
+from dsagent_cbr.agent.rundir import step_dir
 from dsagent_cbr.agent.seams import Bank, Executor, Progress
 from dsagent_cbr.bank.cases import Case
-from dsagent_cbr.search import tuning
+from dsagent_cbr.files import write_text_atomic
+from dsagent_cbr.runner.artefacts import ArtefactError
+from dsagent_cbr.runner.result import RunResult
+from dsagent_cbr.runner.scratch import clear_folder
+from dsagent_cbr.search import ensemble, tuning
 from dsagent_cbr.search.clock import Clock
 from dsagent_cbr.search.drafts import general_case
 from dsagent_cbr.search.policy import Family, Move, View, choose
 from dsagent_cbr.tasks.model import Task
+from dsagent_cbr.tasks.selection import hold_out
 
 MAX_CASES = 20
 
@@ -43,10 +52,11 @@ def develop_without_model(task: Task, config: DevelopConfig, run_dir: Path, bank
         run.baseline_run()
         cases = [Case.from_dict(c) for c in run.journal.step(0, "retrieve", lambda: [
             {**c.to_dict(), "score": s} for c, s in solution_candidates(bank, task, min(config.iterations, MAX_CASES))])]
-        Search(run, cases, clock, config).grow()
-    if run.best is not None and run.best.script:
-        run.retain(run.best, (run.run_dir / run.best.script).read_text(encoding="utf-8"),
-                   f"search node {run.best.iteration} ({run.best.step})")
+        search = Search(run, cases, clock, config)
+        search.grow()
+    best = search.best_single()
+    if best is not None:
+        run.retain(best, search.script(best), f"search node {best.iteration} ({best.step})")
     return run.close()
 
 
@@ -54,6 +64,8 @@ class Search:
     def __init__(self, run: Run, cases: list[Case], clock: Clock, config: DevelopConfig) -> None:
         self.run, self.cases, self.clock, self.config = run, cases, clock, config
         self.general = general_case(run.task)
+        held = hold_out(run.task)
+        self.held = held if ensemble.possible(run.task, held) else None
 
     def grow(self) -> None:
         """Nodes until the cap, the budget or the policy says stop; each node journaled, so a resumed
@@ -65,6 +77,7 @@ class Search:
             move = self.choose(t) if why is None else Move("stop")
             why = why or ("nothing left to try" if move.operator == "stop" else None)
             if why is not None:
+                self.last_ensemble(t)
                 run.record.stopped = f"{why} after {len(run.rows)} node(s)"
                 return
             self.node(t, move)
@@ -81,6 +94,19 @@ class Search:
             return f"the cap of {self.config.iterations} nodes reached"
         return self.clock.spent() if self.clock.exhausted() else None
 
+    def last_ensemble(self, t: int) -> None:
+        """The search ends with a blend of what it found, when nodes graded since the last one: it
+        costs seconds on the host, so it comes after the budget and the node cap."""
+        view = self.view()
+        if view.can_ensemble and view.fresh:  # journaled as a move: a resumed run replays it as node t
+            self.node(t, Move(**self.run.journal.step(t, "choose", lambda: asdict(Move("ensemble")))))
+            self.run.end(self.run.rows[-1])
+
+    def best_single(self) -> Row | None:
+        """The best node that is one script: what the bank retains (an ensemble's script only runs others)."""
+        singles = [r for r in self.run.rows if r.operator != "ensemble" and r.score is not None and r.script]
+        return max(singles, key=lambda r: _rank(r.score, self.run.task.direction), default=None)
+
     def transplanted(self) -> int:
         """How many cases the search has taken (the next one is the next nearest)."""
         return sum(r.operator == "transplant" for r in self.run.rows)
@@ -93,18 +119,24 @@ class Search:
             best = (max if maximize else min)(scores, default=None)
             families.append(Family(root.iteration, best, bool(tuning.knobs(self.script(root)))))
         graded = sorted((f for f in families if f.best is not None), key=lambda f: f.best, reverse=maximize)
+        singles = [r for r in rows if r.operator != "ensemble" and r.score is not None]
+        since = next((i for i in range(len(rows) - 1, -1, -1) if rows[i].operator == "ensemble"), -1)
         return View(can_draft=self.general is not None and not any(r.operator == "draft" for r in rows),
                     cases_left=len(self.cases) - self.transplanted(),
                     families=graded + [f for f in families if f.best is None],
-                    last=rows[-1].operator if rows else "")
+                    last=rows[-1].operator if rows else "",
+                    can_ensemble=self.held is not None and len(singles) >= 2,
+                    fresh=sum(r.score is not None for r in rows[since + 1:]))
 
     def script(self, row: Row) -> str:
         return (self.run.run_dir / row.script).read_text(encoding="utf-8") if row.script else ""
 
     def node(self, t: int, move: Move) -> None:
-        row = self.run.begin(t, operator=move.operator, parent=move.parent, started=round(self.clock.now(), 1))
-        if move.operator == "tune":
-            self.tune(t, row)
+        started = self.run.journal.step(t, "started", lambda: round(self.clock.now(), 1))
+        self.clock.at_least(started)
+        row = self.run.begin(t, operator=move.operator, parent=move.parent, started=started)
+        if move.operator in ("tune", "ensemble"):
+            (self.tune if move.operator == "tune" else self.ensemble)(t, row)
             return
         case = self.general if move.operator == "draft" else self.cases[self.transplanted() - 1]  # this row counts
         self.transplant(t, row, case)
@@ -141,3 +173,52 @@ class Search:
         result = run.execute(t, 0, code, timeout=self.clock.limit())
         row.log = f"Tuned node {root.iteration}'s model: {result.feedback().splitlines()[0]}"
         run.consider(row, code, result)
+
+    def ensemble(self, t: int, row: Row) -> None:
+        """A blend of the graded single-script nodes (search/ensemble.py says how it is judged)."""
+        run, held = self.run, self.held
+        assert held is not None
+        run.say(t, "ensemble")
+        members = [m for r in run.rows if r.operator != "ensemble" and r.score is not None and r.script
+                   and (m := ensemble.load(run.task, held, r.iteration, self.workspace(r), self.script(r)))]
+        folder = step_dir(run.run_dir, t)
+        made = run.journal.step(t, "ensemble", lambda: self.blend(members, folder))
+        if "error" in made:
+            row.status, row.error = "not blended", str(made["error"])
+            return
+        mean, one, other = ({int(k): v for k, v in w.items()} for w in (made["weights"], *made["halves"]))
+        row.members, row.step = mean, "ensemble of " + ", ".join(f"node {k} ({w:g})" for k, w in mean.items())
+        row.log = (f"Blended {len(mean)} node(s): weights chosen on one half of the selection rows ({one}) and "
+                   f"on the other ({other}), each half graded with the other's weights")
+        result = RunResult.from_dict(made["result"])
+        run.consider(row, (folder / "script.py").read_text(encoding="utf-8"), result)
+
+    def blend(self, members: list[ensemble.Member], folder: Path) -> dict[str, object]:
+        run, held, started = self.run, self.held, time.monotonic()
+        assert held is not None
+        workspace = folder / "exec" / "workspace"
+        clear_folder(folder / "exec")
+        if len(members) < 2:
+            return {"error": "fewer than two nodes' predictions could be read back as they were graded"}
+        try:
+            made = ensemble.make(run.task, held, members, self.config.seed, workspace)
+        except ArtefactError as exc:  # the blend is graded like a script's predictions
+            return {"error": str(exc)}
+        write_text_atomic(folder / "script.py", ensemble.script(run.task, members, made.weights))
+        task = run.task
+        result = RunResult(task=task.name, status="ok", exit_code=0, metric=task.metric_name,
+                           direction=task.direction, valid_metric=None, test_metric=made.grades.test,
+                           selection_metric=made.grades.selection, selection_rows=held.rows, error=None,
+                           stdout="", stderr="", wall_time=round(time.monotonic() - started, 3), peak_memory_mb=0.0,
+                           workspace=str(workspace), isolated=False, test_answers=task.has_answers)
+        return {"weights": made.weights, "halves": made.halves, "result": result.to_dict()}
+
+    def workspace(self, row: Row) -> Path:
+        """What a node's script left, as the harness harvested it."""
+        return self.run.run_dir / Path(row.script or "").parent / "exec" / "workspace"
+
+
+def _rank(score: float | None, direction: str) -> float:
+    if score is None:
+        return float("-inf")
+    return score if direction == "maximize" else -score

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import psutil
 
-from dsagent_cbr.cores import usable_cores
+from dsagent_cbr.cores import shared, usable_cores
 from dsagent_cbr.errors import InfrastructureError
 from dsagent_cbr.runner import usage
 from dsagent_cbr.runner.cgroups import Cgroup
@@ -132,6 +132,8 @@ def child_environment(cores: int, home: str) -> dict[str, str]:
            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
            "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib"}
     env.update({name: str(cores) for name in _THREAD_VARS})
+    if shared():  # waiting OpenMP threads spin, against the other runs' threads; alone, spinning is faster
+        env["OMP_WAIT_POLICY"] = "PASSIVE"  # (experiments/openmp_wait.py measures both)
     return env
 
 

@@ -3,6 +3,8 @@
     draft      cbr's general solution, first: the search never ends below a default boosted model
     transplant the next compatible past solution (nearest first), alternating with
     tune       new values for the model literals of one of the best families (Optuna)
+    ensemble   a blend of the best nodes' predictions, each time ENSEMBLE_EVERY more nodes have graded
+               (and once more when the search ends: search.py)
     stop       when nothing is left to try (the budget and the node cap are the loop's)
 """
 
@@ -29,14 +31,17 @@ class View:
     cases_left: int
     families: list[Family]  # best first (graded ones before the rest)
     last: str  # the operator of the last node, "" at the start
+    can_ensemble: bool = False  # the task's predictions can be blended on the host, and 2+ nodes graded
+    fresh: int = 0  # nodes graded since the last ensemble
 
 
 @dataclass(frozen=True)
 class Move:
-    operator: str  # draft | transplant | tune | stop
+    operator: str  # draft | transplant | tune | ensemble | stop
     parent: int | None = None  # tune: the family's root
 
 
+ENSEMBLE_EVERY = 4
 TUNE_THE_BEST = 0.7  # otherwise one of the next two families, so that one lucky family does not take all
 
 
@@ -44,6 +49,8 @@ def choose(view: View, rng: random.Random) -> Move:
     tunable = [f for f in view.families if f.tunable and f.best is not None]
     if view.can_draft:
         return Move("draft")
+    if view.can_ensemble and view.fresh >= ENSEMBLE_EVERY:
+        return Move("ensemble")
     if view.cases_left and (view.last != "transplant" or not tunable):
         return Move("transplant")
     if tunable:

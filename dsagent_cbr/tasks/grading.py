@@ -33,6 +33,11 @@ class Grades:
     selection: float | None  # None: the task has no selection rows
 
 
+def prediction_columns(task: Task) -> list[str]:
+    """The columns of a csv task's predictions besides the id: a probability per class for log loss."""
+    return list(task.classes) if task.metric.name == "logloss" else list(task.target)
+
+
 def grade(task: Task, workspace: Path, held: Held | None = None) -> Grades:
     """The scores of the predictions in `workspace`: on the test rows (None for a task without answers,
     whose predictions then only have their form checked: a submission must be one a user can upload)
@@ -97,7 +102,7 @@ def _grade_csv(task: Task, raw: bytes, held: Held | None) -> Grades:
     else:
         raise GradingError("the task names neither answers nor a test file to check the predictions against")
     idc = task.id_column
-    columns = list(task.classes) if task.metric.name == "logloss" else list(task.target)
+    columns = prediction_columns(task)
     wanted = list(dict.fromkeys([idc, *columns]))
     expected = len(truth) + (held.rows if held else 0)
     sub = read_csv(raw, task.predictions, wanted=wanted, max_rows=expected, max_columns=len(wanted) + EXTRA_COLUMNS)
@@ -116,12 +121,26 @@ def _grade_csv(task: Task, raw: bytes, held: Held | None) -> Grades:
     return Grades(test, selection)
 
 
+def score_selection(task: Task, held: Held, values: np.ndarray, rows: np.ndarray) -> float | None:
+    """The score of predictions `values` for some of the selection rows (`rows`: their positions in
+    `held`): what the search's ensemble chooses its weights on, one half of the rows at a time."""
+    import pandas as pd
+
+    if task.data_format == "npy":
+        return score_npy(task, held.answers[rows], values, "selection")
+    idc = task.id_column
+    assert idc is not None
+    answers = pd.read_csv(io.StringIO(held.answers.iloc[rows].to_csv(index=False)))  # typed as an answers file is
+    sub = pd.DataFrame(values, columns=prediction_columns(task)).assign(**{KEY: [held.ids[r] for r in rows]})
+    return _score_csv(task, answers, sub.assign(**{idc: sub[KEY]}), "selection")
+
+
 def _score_csv(task: Task, truth: pd.DataFrame, sub: pd.DataFrame, rows: str | None) -> float | None:
     """The score of `sub` against `truth` (id and target columns); with rows=None only the form of the
     predictions is checked, against the ids of `truth`."""
     idc = task.id_column
     assert idc is not None
-    columns = list(task.classes) if task.metric.name == "logloss" else list(task.target)
+    columns = prediction_columns(task)
     truth = truth.assign(**{KEY: truth[idc].map(id_key)})
     merged = truth.merge(sub.drop(columns=[idc]), on=KEY, how="left", suffixes=("", "__pred"), indicator=True)
     absent = int((merged["_merge"] != "both").sum())

@@ -65,12 +65,15 @@ class FakeExecutor:
     metric: str = "rmse"
     runs: list[tuple[str, bool]] = field(default_factory=list)  # (code, refit), in order
     timeouts: list[float | None] = field(default_factory=list)
+    predictions: Callable[[str, Path], None] | None = None  # writes a graded script's predictions file
 
     def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None) -> RunResult:
         self.runs.append((code, refit))
         self.timeouts.append(timeout)
         grade = next((g for marker, g in self.grades.items() if marker in code), Graded("error", error="NameError: x"))
         (folder / "workspace").mkdir(parents=True, exist_ok=True)
+        if self.predictions is not None and grade.status == "ok":
+            self.predictions(code, folder / "workspace")
         return RunResult(task="t", status=grade.status, exit_code=0 if grade.status == "ok" else 1, metric=self.metric,
                          direction="minimize", valid_metric=grade.valid, test_metric=grade.test, error=grade.error,
                          selection_metric=grade.selection, selection_rows=0 if grade.selection is None else 50,

@@ -1,0 +1,162 @@
+"""The search's *ensemble*: a blend of graded nodes' predictions, made on the host from what each node
+wrote, and judged on rows that did not choose it.
+
+Every graded node predicted the selection rows beside the test rows. The selection rows are split in
+two halves (seeded); on each half, greedy forward selection with replacement (Caruana et al., 2004)
+picks members and weights from the nodes best on that half; each half's rows are then predicted with
+the weights the *other* half chose. The ensemble's selection score is graded on these cross-fitted
+predictions, so no row judges weights it chose, and the score is on the same rows as a single node's.
+The test rows take the mean of the two halves' weights. The node's script (solutions/blend.py) runs
+its members and blends them with those weights: what a user re-runs is what was graded."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+
+from dsagent_cbr.files import write_bytes_atomic
+from dsagent_cbr.runner.artefacts import ArtefactError, read_bytes, read_csv, read_npy
+from dsagent_cbr.search.solutions.blend import blend
+from dsagent_cbr.tasks.grading import EXTRA_COLUMNS, Grades, grade, prediction_columns, score_selection
+from dsagent_cbr.tasks.model import Task
+from dsagent_cbr.tasks.selection import Held, id_key
+
+ROUNDS = 10  # greedy steps: the weights are multiples of 1/ROUNDS
+POOL = 8  # candidates on each half: the nodes best on it
+FEWEST_ROWS = 40  # selection rows below which halves are too small to choose weights on
+
+
+@dataclass(frozen=True)
+class Member:
+    iteration: int
+    code: str
+    values: np.ndarray  # the test rows then the selection rows, in one order for every member
+
+
+def possible(task: Task, held: Held | None) -> bool:
+    """The grader reads csv and npy predictions on the host; a DS-Agent folder's grader is its own script."""
+    return (held is not None and held.rows >= FEWEST_ROWS and bool(task.predictions)
+            and task.data_format in ("csv", "npy"))
+
+
+def load(task: Task, held: Held, iteration: int, workspace: Path, code: str) -> Member | None:
+    """A graded node's predictions as an array in the shared row order; None when they cannot be read
+    back as they were graded (a node that wrote them oddly is left out, not guessed at)."""
+    assert task.predictions
+    try:
+        raw = read_bytes(workspace, task.predictions)
+        if task.data_format == "npy":
+            values = read_npy(raw, task.predictions, max_items=len(raw))
+            return Member(iteration, code, values) if len(values) == held.test_rows + held.rows else None
+        columns, order = prediction_columns(task), _row_order(task, held)
+        frame = read_csv(raw, task.predictions, wanted=[task.id_column, *columns], max_rows=len(order),
+                         max_columns=len(columns) + 1 + EXTRA_COLUMNS)
+    except ArtefactError:
+        return None
+    frame = frame.set_index(frame[task.id_column].map(id_key))
+    if frame.index.duplicated().any() or not set(order) <= set(frame.index):
+        return None
+    values = frame.loc[order, columns].to_numpy()
+    return Member(iteration, code, values if task.metric.name == "accuracy" else values.astype(float))
+
+
+def _row_order(task: Task, held: Held) -> list[str]:
+    """The csv rows as keys: the test file's ids, then the selection rows'."""
+    import pandas as pd
+
+    assert task.test_file and task.id_column
+    test = pd.read_csv(task.public_dir / task.test_file, usecols=[task.id_column], dtype=str)
+    return [*map(id_key, test[task.id_column]), *held.ids]
+
+
+@dataclass(frozen=True)
+class Blend:
+    weights: dict[int, float]  # member iteration -> weight, the two halves' mean
+    halves: list[dict[int, float]]  # the weights each half chose
+    grades: Grades  # the selection score graded on cross-fitted predictions
+
+
+def make(task: Task, held: Held, members: list[Member], seed: int, workspace: Path) -> Blend:
+    """Choose weights on each half, write the blended predictions into `workspace` and grade them."""
+    vote = task.metric.name == "accuracy"
+    halves = split(held.rows, seed)
+    chosen = [_greedy(task, held, members, rows, vote) for rows in halves]
+    judged = [blend([m.values[held.test_rows:][rows] for m in members], weights, vote)
+              for rows, weights in zip(halves, reversed(chosen), strict=True)]  # each half by the other's weights
+    selection = np.concatenate(judged)[np.argsort(np.concatenate(halves))]
+    mean = (chosen[0] + chosen[1]) / 2
+    test = blend([m.values[: held.test_rows] for m in members], mean, vote)
+    _write(task, held, np.concatenate([test, selection]), workspace)
+    return Blend(_named(members, mean), [_named(members, w) for w in chosen], grade(task, workspace, held))
+
+
+def split(rows: int, seed: int) -> list[np.ndarray]:
+    """The selection rows' two halves, as positions."""
+    return np.array_split(np.random.default_rng(seed).permutation(rows), 2)
+
+
+def _named(members: list[Member], weights: np.ndarray) -> dict[int, float]:
+    return {m.iteration: round(float(w), 3) for m, w in zip(members, weights, strict=True) if w > 0}
+
+
+def _greedy(task: Task, held: Held, members: list[Member], rows: np.ndarray, vote: bool) -> np.ndarray:
+    """Caruana's forward selection with replacement on `rows`: ROUNDS times, add the member whose extra
+    share makes the blend score best. Returns the weights (summing to one) over `members`."""
+    better = task.metric.better
+
+    def score(counts: np.ndarray) -> float | None:
+        used = np.flatnonzero(counts)
+        return score_selection(task, held, blend([members[i].values[held.test_rows:][rows] for i in used],
+                                                 counts[used], vote), rows)
+
+    alone = [score(np.eye(len(members))[i]) for i in range(len(members))]
+    pool = sorted(range(len(members)), key=lambda i: _rank(alone[i], task.direction))[:POOL]
+    counts = np.zeros(len(members))
+    for _ in range(ROUNDS):
+        trials = {i: score(counts + np.eye(len(members))[i]) for i in pool}
+        pick = next(iter(trials))
+        for i, value in trials.items():
+            pick = i if better(value, trials[pick]) else pick
+        counts[pick] += 1
+    return counts / counts.sum()
+
+
+def _rank(score: float | None, direction: str) -> float:
+    if score is None:
+        return np.inf
+    return -score if direction == "maximize" else score
+
+
+def _write(task: Task, held: Held, values: np.ndarray, workspace: Path) -> None:
+    """The blend as the task's predictions file: what the grader and the submission read."""
+    import io
+
+    assert task.predictions
+    workspace.mkdir(parents=True, exist_ok=True)
+    if task.data_format == "npy":
+        buffer = io.BytesIO()
+        np.save(buffer, values, allow_pickle=False)
+        write_bytes_atomic(workspace / task.predictions, buffer.getvalue())
+        return
+    import pandas as pd
+
+    assert task.test_file and task.id_column
+    ids = pd.read_csv(task.public_dir / task.test_file, usecols=[task.id_column], dtype=str)[task.id_column]
+    frame = pd.DataFrame(values, columns=prediction_columns(task))
+    frame.insert(0, task.id_column, [*ids, *held.answers[task.id_column]])
+    write_bytes_atomic(workspace / task.predictions, frame.to_csv(index=False).encode("utf-8"))
+
+
+def script(task: Task, members: list[Member], weights: dict[int, float]) -> str:
+    """solutions/blend.py with its plan and members filled in."""
+    used = [m for m in members if m.iteration in weights]
+    plan = {"predictions": task.predictions, "id": task.id_column, "columns": prediction_columns(task)
+            if task.data_format == "csv" else [], "vote": task.metric.name == "accuracy",
+            "weights": [weights[m.iteration] for m in used]}
+    text = resources.files("dsagent_cbr.search.solutions").joinpath("blend.py").read_text(encoding="utf-8")
+    text = text.replace('PLAN = {"predictions": "submission.csv", "id": None, "columns": [], "vote": False, '
+                        '"weights": []}', f"PLAN = {plan!r}", 1)
+    return text.replace("MEMBERS = []", "MEMBERS = " + repr([m.code for m in used]), 1)

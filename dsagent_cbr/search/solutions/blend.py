@@ -1,0 +1,67 @@
+"""cbr's ensemble of search nodes, as a script a user can run again: each member script runs in turn in
+this folder, its predictions are set aside, and their blend (a weighted mean; a weighted vote where the
+metric takes labels) is written where the task expects its predictions.
+
+cbr fills PLAN and MEMBERS. During the search the host blends the members' graded predictions with
+this same `blend`, so the script re-makes what was graded."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+PLAN = {"predictions": "submission.csv", "id": None, "columns": [], "vote": False, "weights": []}
+MEMBERS = []  # the member scripts' code, in PLAN["weights"] order
+
+
+def blend(predictions, weights, vote):
+    """One array from the members' arrays (rows first, all the same shape): the weighted mean, or in
+    each cell the label with the most weight (ties go to the heavier member, listed first)."""
+    w = np.asarray(weights, dtype=float)
+    if not vote:
+        return np.tensordot(w / w.sum(), np.stack([np.asarray(p, dtype=float) for p in predictions]), axes=1)
+    stacked = np.stack([np.asarray(p).astype(str) for p in predictions])
+    w = (w + 1e-9 * np.arange(len(w), 0, -1)).reshape(-1, *[1] * (stacked.ndim - 1))
+    labels = np.unique(stacked)
+    tally = np.stack([(w * (stacked == label)).sum(axis=0) for label in labels])
+    voted = labels[tally.argmax(axis=0)]
+    kinds = [np.asarray(p).dtype for p in predictions]
+    return voted.astype(np.result_type(*kinds)) if all(k.kind in "iuf" for k in kinds) else voted
+
+
+def _read(path):
+    """A member's predictions: the array, or (csv) the target columns in the first member's row order."""
+    if path.endswith(".npy"):
+        return np.load(path, allow_pickle=False), None
+    import pandas as pd
+
+    frame = pd.read_csv(path, dtype={PLAN["id"]: str}).set_index(PLAN["id"])
+    return frame[PLAN["columns"]], frame.index
+
+
+def main():
+    kept, ids = [], None
+    for k, code in enumerate(MEMBERS):
+        name = f"cbr_member_{k}.py"
+        with open(name, "w", encoding="utf-8") as fh:
+            fh.write(code)
+        subprocess.run([sys.executable, name], check=True)
+        values, order = _read(PLAN["predictions"])
+        ids = order if ids is None else ids
+        kept.append(values if order is None else values.loc[ids].to_numpy())
+        os.replace(PLAN["predictions"], f"cbr_member_{k}_{PLAN['predictions']}")
+    blended = blend(kept, PLAN["weights"], PLAN["vote"])
+    print(f"Blended {len(MEMBERS)} solutions with weights {PLAN['weights']}")
+    if ids is None:
+        np.save(PLAN["predictions"], blended)
+        return
+    import pandas as pd
+
+    out = pd.DataFrame(blended, columns=PLAN["columns"])
+    out.insert(0, PLAN["id"], list(ids))
+    out.to_csv(PLAN["predictions"], index=False)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,82 @@
+"""The search's ensemble: its blend, its weights chosen on one half of the selection rows and judged on
+the other (real grading on a real task's held-back rows), and its script run in the real sandbox."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import prepared
+
+from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.search import ensemble
+from dsagent_cbr.search.solutions.blend import blend
+from dsagent_cbr.tasks.metrics import rmse
+from dsagent_cbr.tasks.selection import hold_out
+
+
+@pytest.fixture(scope="module")
+def task():
+    return prepared("concrete-strength")
+
+
+def truth(task, held) -> np.ndarray:
+    answers = pd.read_csv(task.private_dir / task.answers)["compressive_strength"].to_numpy(float)
+    return np.concatenate([answers, held.answers["compressive_strength"].astype(float).to_numpy()])
+
+
+def members(task, held) -> list[ensemble.Member]:
+    """Two noisy copies of the answers (independent noise: their mean is better than either) and a constant."""
+    y, rng = truth(task, held), np.random.default_rng(0)
+    return [ensemble.Member(1, "", (y + rng.normal(0, 4, len(y)))[:, None]),
+            ensemble.Member(2, "", (y + rng.normal(0, 4, len(y)))[:, None]),
+            ensemble.Member(3, "", np.full((len(y), 1), y.mean()))]
+
+
+def test_a_vote_and_a_mean_blend_cell_by_cell():
+    assert list(blend([np.array(["a", "b"]), np.array(["a", "a"]), np.array(["b", "b"])], [0.5, 0.3, 0.2], True)) \
+        == ["a", "b"]
+    voted = blend([np.array([1, 0]), np.array([0, 0]), np.array([1, 1])], [0.2, 0.4, 0.4], True)
+    assert voted.dtype.kind == "i" and list(voted) == [1, 0]  # a tie goes to the heavier member
+    assert np.allclose(blend([np.array([[1.0], [2.0]]), np.array([[3.0], [6.0]])], [3, 1], False), [[1.5], [3.0]])
+
+
+def test_the_blend_is_graded_on_rows_that_did_not_choose_its_weights(task, tmp_path):
+    held = hold_out(task)
+    assert held is not None and ensemble.possible(task, held)
+    found = members(task, held)
+    made = ensemble.make(task, held, found, seed=0, workspace=tmp_path / "a")
+    assert set(made.weights) <= {1, 2} and len(made.weights) == 2  # the constant is left out
+    y = truth(task, held)[held.test_rows:]
+    alone = [rmse(y, m.values[held.test_rows:, 0]) for m in found[:2]]
+    assert made.grades.selection < min(alone)
+    written = pd.read_csv(tmp_path / "a" / task.predictions)["compressive_strength"].to_numpy()[held.test_rows:]
+    first, second = ensemble.split(held.rows, 0)
+    for rows, weights in ((first, made.halves[1]), (second, made.halves[0])):  # each half by the other's weights
+        mixed = sum(w * found[k - 1].values[held.test_rows:, 0][rows] for k, w in weights.items())
+        assert np.allclose(written[rows], mixed)
+    assert made.grades.selection == pytest.approx(rmse(y, written))
+    # the weights one half chose do not move when the other half's labels change
+    answers = held.answers.copy()
+    answers.loc[second, "compressive_strength"] = "0"
+    again = ensemble.make(task, dataclasses.replace(held, answers=answers), found, seed=0, workspace=tmp_path / "b")
+    assert again.halves[0] == made.halves[0] and again.halves[1] != made.halves[1]
+
+
+def test_the_ensemble_script_runs_its_members_and_blends_them_in_the_sandbox(task, tmp_path):
+    def constant(value: float) -> str:
+        return ("import pandas as pd\nt = pd.read_csv('test.csv')\n"
+                f"pd.DataFrame({{'id': t['id'], 'compressive_strength': {value}}}).to_csv('submission.csv', index=False)\n")
+
+    parts = [ensemble.Member(4, constant(30.0), np.zeros(1)), ensemble.Member(7, constant(40.0), np.zeros(1))]
+    result = run_script(task, ensemble.script(task, parts, {4: 0.75, 7: 0.25}), run_dir=tmp_path)
+    assert result.ok, result.stderr
+    made = pd.read_csv(tmp_path / "workspace" / task.predictions)
+    assert np.allclose(made["compressive_strength"], 32.5) and len(made) == held_rows(task)
+
+
+def held_rows(task) -> int:
+    held = hold_out(task)
+    return held.test_rows + held.rows
