@@ -18,7 +18,7 @@ from dsagent_cbr.agent.develop import DevelopConfig
 from dsagent_cbr.agent.search import develop_without_model
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.search import clock as clock_module
-from dsagent_cbr.search.clock import parse_duration
+from dsagent_cbr.search.clock import Clock, parse_duration
 from dsagent_cbr.search.policy import Family, Move, View, choose
 from dsagent_cbr.tasks.selection import hold_out
 
@@ -44,6 +44,17 @@ def test_the_policy_drafts_then_alternates_transplants_and_tunes_then_stops():
     assert choose(View(False, 2, [best, other], "tune", can_ensemble=True, fresh=4), rng) == Move("ensemble")
     assert choose(View(False, 2, [best, other], "tune", can_ensemble=True, fresh=3), rng) == Move("transplant")
     assert choose(View(False, 2, [best, other], "tune", can_ensemble=False, fresh=9), rng) == Move("transplant")
+
+
+def test_the_room_a_node_needs_shrinks_to_what_nodes_have_taken():
+    clock = Clock(60.0)
+    assert clock.room() == 20.0  # nothing has run yet
+    clock.took(2.0)
+    clock.took(4.0)
+    assert clock.room() == pytest.approx(4.5)  # 1.5 times their median
+    clock.took(300.0)
+    clock.took(300.0)
+    assert clock.room() == 20.0  # never more than 20 s: the last node's limit shrinks to what is left
 
 
 def test_durations_read_as_a_user_writes_them():

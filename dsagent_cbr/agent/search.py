@@ -47,14 +47,14 @@ def develop_without_model(task: Task, config: DevelopConfig, run_dir: Path, bank
                           executor: Executor | None = None, progress: Progress | None = None,
                           reference: float | None = None) -> RunRecord:
     run = open_run("search", task, config, run_dir, bank, executor, progress, reference=reference)
-    clock = Clock(config.budget)
+    clock, search = Clock(config.budget), None  # no search when the starter's run stopped the run
     with run.stopping():
         run.baseline_run()
         cases = [Case.from_dict(c) for c in run.journal.step(0, "retrieve", lambda: [
             {**c.to_dict(), "score": s} for c, s in solution_candidates(bank, task, min(config.iterations, MAX_CASES))])]
         search = Search(run, cases, clock, config)
         search.grow()
-    best = search.best_single()
+    best = search.best_single() if search else None
     if best is not None:
         run.retain(best, search.script(best), f"search node {best.iteration} ({best.step})")
     return run.close()
@@ -82,6 +82,7 @@ class Search:
                 return
             self.node(t, move)
             self.clock.at_least(run.journal.step(t, "clock", self.clock.now))
+            self.clock.took(run.rows[-1].wall_time if move.operator != "ensemble" else None)
             run.end(run.rows[-1])
 
     def choose(self, t: int) -> Move:

@@ -4,15 +4,29 @@ and a resumed run continues from the last one it replays."""
 from __future__ import annotations
 
 import math
+import statistics
 import time
 
 MIN_NODE_SECONDS = 20.0  # less budget than this left: no node (or develop iteration) starts
+ROOM = 1.5  # once nodes have run: the room a next node needs, as a share of their median time
 
 
 class Clock:
     def __init__(self, budget: float | None) -> None:
         self.budget = budget  # seconds; None: no wall-clock budget (the node cap ends the search)
         self._start, self._offset = time.monotonic(), 0.0
+        self._took: list[float] = []  # how long the nodes so far ran
+
+    def took(self, seconds: float | None) -> None:
+        """A node ran this long: a short budget need not stop 20 s early when nodes take 3 s."""
+        if seconds is not None:
+            self._took.append(seconds)
+
+    def room(self) -> float:
+        """What a next node needs left to start: 20 s, or less once the nodes have shown their time."""
+        if not self._took:
+            return MIN_NODE_SECONDS
+        return min(MIN_NODE_SECONDS, ROOM * statistics.median(self._took))
 
     def now(self) -> float:
         """Seconds the run has spent, earlier legs included."""
@@ -27,11 +41,11 @@ class Clock:
 
     def limit(self) -> float | None:
         """A node's own time limit from the budget: what it has left; None without a budget."""
-        return None if self.budget is None else self.left()
+        return None if self.budget is None else max(self.left(), 1.0)  # a node that started gets a second
 
     def exhausted(self) -> bool:
         """Too little left for another node (or develop iteration) to start."""
-        return self.left() < MIN_NODE_SECONDS
+        return self.left() < self.room()
 
     def spent(self) -> str:
         return f"the budget of {say_duration(self.budget or 0)} spent"
