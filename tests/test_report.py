@@ -190,6 +190,8 @@ def test_a_search_report_draws_its_tree_and_says_what_each_operator_gained(tmp_p
     assert "| draft | 1 | 1 | 1 | 11 |" in table  # 16 (the starter) to 5
     assert "| transplant | 1 | 1 | 0 | 0 |" in table
     assert "| tune | 2 | 1 | 1 | 0.5 |" in table and "| ensemble | 1 | 1 | 1 | 0.5 |" in table
+    board = md.split("## Leaderboard")[1].split("##")[0]
+    assert "| 1 | 5 ★ | ensemble of 2 | node 1: 0.5, node 3: 0.5 |" in board
     write_report(tmp_path, as_record(rows, summary))  # not a search: no tree
     assert "The search tree" not in (tmp_path / "report.md").read_text()
 

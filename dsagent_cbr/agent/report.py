@@ -84,6 +84,9 @@ def _complete(run_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
     except OSError:
         info = None
     row["model"], row["params"] = (info.family, info.params) if info else (UNKNOWN, "")
+    if row.get("members"):  # its script runs others: say what it blends
+        row["model"] = f"ensemble of {len(row['members'])}"
+        row["params"] = ", ".join(f"node {k}: {w:g}" for k, w in row["members"].items())
     if script and not row["script"] and script.is_relative_to(run_dir):
         row["script"] = str(script.relative_to(run_dir))
     return row
