@@ -61,7 +61,8 @@ def test_develop_without_a_model_runs_no_classification_case_on_a_regression_tas
     assert rows[0]["operator"] == "draft" and 1 <= len(transplanted) <= len(candidates)
     assert [r["case"] for r in transplanted] == [c["task_name"] or c["id"] for c in candidates][:len(transplanted)]
     assert all(r["status"] == "ok" for r in transplanted)
-    assert summary["stopped"] == "the cap of 8 nodes reached after 8 node(s)"
+    assert summary["stopped"] == "the cap of 8 nodes reached after 9 node(s)"  # and the last ensemble
+    assert rows[-1]["operator"] == "ensemble" and rows[-1]["status"] == "ok"
 
 
 @pytest.mark.slow
@@ -101,9 +102,9 @@ def test_ctrl_c_is_recorded_as_interrupted_and_resume_finishes(tmp_path):
                              text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     summary = json.loads(resumed.stdout)
-    # the interrupted draft is redone, then the tree grows to its cap
-    assert summary["stopped"] == "the cap of 3 nodes reached after 3 node(s)" and summary["iterations"] == 3
-    assert [r["operator"] for r in summary["rows"]] == ["draft", "transplant", "tune"]
+    # the interrupted draft is redone, then the tree grows to its cap and ends with a blend
+    assert summary["stopped"] == "the cap of 3 nodes reached after 4 node(s)" and summary["iterations"] == 4
+    assert [r["operator"] for r in summary["rows"]] == ["draft", "transplant", "tune", "ensemble"]
     assert summary["best_iteration"] is not None and summary["outcome"] == "ok"
 
 
