@@ -47,7 +47,8 @@ def test_the_blend_is_graded_on_rows_that_did_not_choose_its_weights(task, tmp_p
     held = hold_out(task)
     assert held is not None and ensemble.possible(task, held)
     found = members(task, held)
-    made = ensemble.make(task, held, found, seed=0, workspace=tmp_path / "a")
+    ids = ensemble.row_ids(task, held)
+    made = ensemble.make(task, held, ids, found, seed=0, workspace=tmp_path / "a")
     assert set(made.weights) <= {1, 2} and len(made.weights) == 2  # the constant is left out
     y = truth(task, held)[held.test_rows:]
     alone = [rmse(y, m.values[held.test_rows:, 0]) for m in found[:2]]
@@ -61,7 +62,8 @@ def test_the_blend_is_graded_on_rows_that_did_not_choose_its_weights(task, tmp_p
     # the weights one half chose do not move when the other half's labels change
     answers = held.answers.copy()
     answers.loc[second, "compressive_strength"] = "0"
-    again = ensemble.make(task, dataclasses.replace(held, answers=answers), found, seed=0, workspace=tmp_path / "b")
+    again = ensemble.make(task, dataclasses.replace(held, answers=answers), ids, found, seed=0,
+                          workspace=tmp_path / "b")
     assert again.halves[0] == made.halves[0] and again.halves[1] != made.halves[1]
 
 

@@ -103,10 +103,14 @@ class Search:
             self.node(t, Move(**self.run.journal.step(t, "choose", lambda: asdict(Move("ensemble")))))
             self.run.end(self.run.rows[-1])
 
+    def singles(self) -> list[Row]:
+        """The graded nodes that are one script each (an ensemble's script only runs others)."""
+        return [r for r in self.run.rows if r.operator != "ensemble" and r.score is not None and r.script]
+
     def best_single(self) -> Row | None:
-        """The best node that is one script: what the bank retains (an ensemble's script only runs others)."""
-        singles = [r for r in self.run.rows if r.operator != "ensemble" and r.score is not None and r.script]
-        return max(singles, key=lambda r: _rank(r.score, self.run.task.direction), default=None)
+        """The best single-script node: what the bank retains."""
+        best = max if self.run.task.direction == "maximize" else min
+        return best(self.singles(), key=lambda r: r.score, default=None)  # singles are graded
 
     def transplanted(self) -> int:
         """How many cases the search has taken (the next one is the next nearest)."""
@@ -120,13 +124,12 @@ class Search:
             best = (max if maximize else min)(scores, default=None)
             families.append(Family(root.iteration, best, bool(tuning.knobs(self.script(root)))))
         graded = sorted((f for f in families if f.best is not None), key=lambda f: f.best, reverse=maximize)
-        singles = [r for r in rows if r.operator != "ensemble" and r.score is not None]
         since = next((i for i in range(len(rows) - 1, -1, -1) if rows[i].operator == "ensemble"), -1)
         return View(can_draft=self.general is not None and not any(r.operator == "draft" for r in rows),
                     cases_left=len(self.cases) - self.transplanted(),
                     families=graded + [f for f in families if f.best is None],
                     last=rows[-1].operator if rows else "",
-                    can_ensemble=self.held is not None and len(singles) >= 2,
+                    can_ensemble=self.held is not None and len(self.singles()) >= 2,
                     fresh=sum(r.score is not None for r in rows[since + 1:]))
 
     def script(self, row: Row) -> str:
@@ -180,10 +183,8 @@ class Search:
         run, held = self.run, self.held
         assert held is not None
         run.say(t, "ensemble")
-        members = [m for r in run.rows if r.operator != "ensemble" and r.score is not None and r.script
-                   and (m := ensemble.load(run.task, held, r.iteration, self.workspace(r), self.script(r)))]
         folder = step_dir(run.run_dir, t)
-        made = run.journal.step(t, "ensemble", lambda: self.blend(members, folder))
+        made = run.journal.step(t, "ensemble", lambda: self.blend(folder))
         if "error" in made:
             row.status, row.error = "not blended", str(made["error"])
             return
@@ -194,15 +195,19 @@ class Search:
         result = RunResult.from_dict(made["result"])
         run.consider(row, (folder / "script.py").read_text(encoding="utf-8"), result)
 
-    def blend(self, members: list[ensemble.Member], folder: Path) -> dict[str, object]:
+    def blend(self, folder: Path) -> dict[str, object]:
+        """The single-script nodes' predictions, read back and blended (once across resumes)."""
         run, held, started = self.run, self.held, time.monotonic()
         assert held is not None
         workspace = folder / "exec" / "workspace"
         clear_folder(folder / "exec")
+        ids = ensemble.row_ids(run.task, held)
+        members = [m for r in self.singles()
+                   if (m := ensemble.load(run.task, held, ids, r.iteration, self.workspace(r), self.script(r)))]
         if len(members) < 2:
             return {"error": "fewer than two nodes' predictions could be read back as they were graded"}
         try:
-            made = ensemble.make(run.task, held, members, self.config.seed, workspace)
+            made = ensemble.make(run.task, held, ids, members, self.config.seed, workspace)
         except ArtefactError as exc:  # the blend is graded like a script's predictions
             return {"error": str(exc)}
         write_text_atomic(folder / "script.py", ensemble.script(run.task, members, made.weights))
@@ -217,9 +222,3 @@ class Search:
     def workspace(self, row: Row) -> Path:
         """What a node's script left, as the harness harvested it."""
         return self.run.run_dir / Path(row.script or "").parent / "exec" / "workspace"
-
-
-def _rank(score: float | None, direction: str) -> float:
-    if score is None:
-        return float("-inf")
-    return score if direction == "maximize" else -score

@@ -42,16 +42,28 @@ def possible(task: Task, held: Held | None) -> bool:
             and task.data_format in ("csv", "npy"))
 
 
-def load(task: Task, held: Held, iteration: int, workspace: Path, code: str) -> Member | None:
-    """A graded node's predictions as an array in the shared row order; None when they cannot be read
-    back as they were graded (a node that wrote them oddly is left out, not guessed at)."""
+def row_ids(task: Task, held: Held) -> list[str]:
+    """The ids of the rows every member predicts, as the files write them: the test file's, then the
+    selection rows'; none for npy predictions (their rows are in place)."""
+    if task.data_format != "csv":
+        return []
+    import pandas as pd
+
+    assert task.test_file and task.id_column
+    test = pd.read_csv(task.public_dir / task.test_file, usecols=[task.id_column], dtype=str)
+    return [*test[task.id_column], *held.answers[task.id_column]]
+
+
+def load(task: Task, held: Held, ids: list[str], iteration: int, workspace: Path, code: str) -> Member | None:
+    """A graded node's predictions as an array in the rows' order (`ids`, from row_ids); None when they
+    cannot be read back as they were graded (a node that wrote them oddly is left out, not guessed at)."""
     assert task.predictions
     try:
         raw = read_bytes(workspace, task.predictions)
         if task.data_format == "npy":
             values = read_npy(raw, task.predictions, max_items=len(raw))
             return Member(iteration, code, values) if len(values) == held.test_rows + held.rows else None
-        columns, order = prediction_columns(task), _row_order(task, held)
+        columns, order = prediction_columns(task), [id_key(i) for i in ids]
         frame = read_csv(raw, task.predictions, wanted=[task.id_column, *columns], max_rows=len(order),
                          max_columns=len(columns) + 1 + EXTRA_COLUMNS)
     except ArtefactError:
@@ -63,15 +75,6 @@ def load(task: Task, held: Held, iteration: int, workspace: Path, code: str) -> 
     return Member(iteration, code, values if task.metric.name == "accuracy" else values.astype(float))
 
 
-def _row_order(task: Task, held: Held) -> list[str]:
-    """The csv rows as keys: the test file's ids, then the selection rows'."""
-    import pandas as pd
-
-    assert task.test_file and task.id_column
-    test = pd.read_csv(task.public_dir / task.test_file, usecols=[task.id_column], dtype=str)
-    return [*map(id_key, test[task.id_column]), *held.ids]
-
-
 @dataclass(frozen=True)
 class Blend:
     weights: dict[int, float]  # member iteration -> weight, the two halves' mean
@@ -79,8 +82,9 @@ class Blend:
     grades: Grades  # the selection score graded on cross-fitted predictions
 
 
-def make(task: Task, held: Held, members: list[Member], seed: int, workspace: Path) -> Blend:
-    """Choose weights on each half, write the blended predictions into `workspace` and grade them."""
+def make(task: Task, held: Held, ids: list[str], members: list[Member], seed: int, workspace: Path) -> Blend:
+    """Choose weights on each half, write the blended predictions (rows `ids`) into `workspace` and
+    grade them."""
     vote = task.metric.name == "accuracy"
     halves = split(held.rows, seed)
     chosen = [_greedy(task, held, members, rows, vote) for rows in halves]
@@ -89,7 +93,7 @@ def make(task: Task, held: Held, members: list[Member], seed: int, workspace: Pa
     selection = np.concatenate(judged)[np.argsort(np.concatenate(halves))]
     mean = (chosen[0] + chosen[1]) / 2
     test = blend([m.values[: held.test_rows] for m in members], mean, vote)
-    _write(task, held, np.concatenate([test, selection]), workspace)
+    _write(task, ids, np.concatenate([test, selection]), workspace)
     return Blend(_named(members, mean), [_named(members, w) for w in chosen], grade(task, workspace, held))
 
 
@@ -130,7 +134,7 @@ def _rank(score: float | None, direction: str) -> float:
     return -score if direction == "maximize" else score
 
 
-def _write(task: Task, held: Held, values: np.ndarray, workspace: Path) -> None:
+def _write(task: Task, ids: list[str], values: np.ndarray, workspace: Path) -> None:
     """The blend as the task's predictions file: what the grader and the submission read."""
     import io
 
@@ -143,10 +147,8 @@ def _write(task: Task, held: Held, values: np.ndarray, workspace: Path) -> None:
         return
     import pandas as pd
 
-    assert task.test_file and task.id_column
-    ids = pd.read_csv(task.public_dir / task.test_file, usecols=[task.id_column], dtype=str)[task.id_column]
     frame = pd.DataFrame(values, columns=prediction_columns(task))
-    frame.insert(0, task.id_column, [*ids, *held.answers[task.id_column]])
+    frame.insert(0, task.id_column, ids)
     write_bytes_atomic(workspace / task.predictions, frame.to_csv(index=False).encode("utf-8"))
 
 
