@@ -17,7 +17,7 @@ from support.scripted_llm import ByRole as Script
 from support.scripted_llm import ScriptedLLM
 
 from dsagent_cbr.agent.develop import DevelopConfig, develop_with_model
-from dsagent_cbr.agent.search import develop_without_model
+from dsagent_cbr.agent.search import develop_search
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.llm import open_llm
@@ -153,6 +153,59 @@ def test_sigkill_then_resume_repeats_no_completed_step(settings, tmp_path):
     assert summary["best_iteration"] == 1 and summary["stopped"] == "completed"
 
 
+def cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "dsagent_cbr.cli", *args]
+
+
+def journal_of(path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_the_search_with_a_model_plans_debugs_improves_ensembles_and_resumes_after_sigkill(settings, tmp_path):
+    """The real search on a real task in the sandbox, the model's moves scripted: killed while a plain
+    node runs, resumed, it replays the tree it had and grows it, asking the model nothing twice."""
+    task = prepared("concrete-strength")
+    bank_with_insights(settings).close()
+    replies = Script(rerank=["[2] > [1]"] * 4, plan=["Decision: Fit a linear regression.",
+                                                     "Decision: Predict the mean.", "Decision: Add a ridge penalty."],
+                     program=[fenced(BROKEN), fenced(MEAN), fenced(LINEAR.replace("LinearRegression()", "Ridge()")
+                                                                   .replace("import LinearRegression", "import Ridge"))],
+                     debug=[fenced(LINEAR, "The class name is misspelled.")])
+    env = {**os.environ, "CBR_HOME": str(settings.home), "CBR_API_KEY": "test"}
+    with ScriptedLLM(replies) as server:
+        env["CBR_BASE_URL"] = server.url
+        proc = subprocess.Popen(cli("develop", str(task.root), "--model", "scripted", "--budget", "30m", "-T", "10",
+                                    "--k", "2", "--store", "faiss", "--runs-dir", str(tmp_path / "runs"), "--no-cache"),
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        journal_path, deadline = None, time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:  # until node 5 (no model in it) has begun
+            found = list((tmp_path / "runs").glob("concrete-strength/*/journal.jsonl"))
+            if found and '"iteration": 5, "role": "choose"' in found[0].read_text():
+                journal_path = found[0]
+                break
+            time.sleep(0.1)
+        assert journal_path is not None, proc.stderr.read().decode() if proc.poll() is not None else "timeout"
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        before, asked_before = journal_of(journal_path), len(replies.roles)
+        resume = subprocess.run(cli("develop", "--resume", str(journal_path.parent), "--json"), env=env,
+                                capture_output=True, text=True, timeout=600)
+        assert resume.returncode == 0, resume.stderr
+    after, record = journal_of(journal_path), json.loads(resume.stdout)
+    assert after[: len(before)] == before  # the tree it had, replayed, not redone
+    keys = [(r["iteration"], r["role"], r["attempt"]) for r in after if r["role"] != "error"]
+    assert len(keys) == len(set(keys)), "a completed step was journaled twice"
+    operators = [r["operator"] for r in record["rows"]]
+    assert operators[:4] == ["draft", "plan", "transplant", "debug"] or operators[:4] == ["draft", "plan", "tune", "debug"]
+    assert {"improve", "ensemble"} <= set(operators) and len(operators) == 11  # the cap, then the last blend
+    rows = {r["iteration"]: r for r in record["rows"]}
+    assert rows[2]["status"] == "error" and rows[4]["parent"] == 2 and rows[4]["status"] == "ok"
+    assert all(r in ("rerank", "plan", "program") for r in replies.roles[asked_before:])  # no step asked twice
+    assert replies.roles.count("debug") == 1 and record["outcome"] == "ok" and record["kind"] == "search"
+    assert record["best_score"] == min(r["score"] for r in record["rows"] if r["score"] is not None)
+
+
 @pytest.mark.slow
 def test_resume_takes_isolation_from_the_command_line_not_config_json(tmp_path):
     """A run folder is just files: its config.json saying isolate false and network on must not make
@@ -194,7 +247,7 @@ def test_without_a_model_the_best_retained_solution_beats_the_starter(tmp_path):
     from dsagent_cbr.runner.run import run_script
 
     (tmp_path / "run").mkdir()
-    summary = develop_without_model(task, DevelopConfig(iterations=2), tmp_path / "run", open_bank(settings))
+    summary = develop_search(task, DevelopConfig(iterations=2), tmp_path / "run", open_bank(settings))
     assert (tmp_path / "run" / "predictions.npy").is_file()
     starter = run_script(task, task.starter, run_dir=tmp_path / "starter")
     assert summary.best_test is not None and task.metric.better(summary.best_test, starter.test_metric)

@@ -18,7 +18,7 @@ from dsagent_cbr.agent.develop import DevelopConfig, develop_with_model
 from dsagent_cbr.agent.record import RunRecord, load_record
 from dsagent_cbr.agent.roles import opening
 from dsagent_cbr.agent.run import FIRST_GRADED
-from dsagent_cbr.agent.search import develop_without_model
+from dsagent_cbr.agent.search import develop_search
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.bench import trial
 from dsagent_cbr.errors import BudgetExceeded, InfrastructureError, Outcome
@@ -209,7 +209,7 @@ def test_every_run_kind_writes_one_schema_that_bench_classifies_by_outcome(task,
     folders = {kind: tmp_path / kind for kind in ("develop", "search", "deploy")}
     develop_with_model(task, DevelopConfig(iterations=1, cbr=False), folders["develop"], FakeBank(),
                        FakeModel({"plan": [BudgetExceeded("cost budget $0.01 spent")]}), FakeExecutor(grades()))
-    develop_without_model(task, DevelopConfig(iterations=1), folders["search"], FakeBank(solutions=[solution("good")]),
+    develop_search(task, DevelopConfig(iterations=1), folders["search"], FakeBank(solutions=[solution("good")]),
                           FakeExecutor(grades(general=Graded(selection=4.0, test=3.0))))  # node 1: the draft
     deploy(task, DeployConfig(), folders["deploy"], FakeBank(), None, tmp_path, FakeExecutor({}))
     records = {kind: RunRecord.model_validate(json.loads((folder / "summary.json").read_text()))

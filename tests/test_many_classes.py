@@ -18,7 +18,7 @@ from conftest import prepared
 from dsagent_cbr.adapter import adapt_case
 from dsagent_cbr.agent.deploy import DeployConfig, deploy
 from dsagent_cbr.agent.develop import DevelopConfig
-from dsagent_cbr.agent.search import develop_without_model
+from dsagent_cbr.agent.search import develop_search
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.bank.casefiles import solution_from_folder
 from dsagent_cbr.bank.cases import Case
@@ -69,7 +69,7 @@ def test_deploy_and_the_search_beat_the_starter_with_the_classes_in_place(airlin
     bank = open_bank(settings)
     policy = SandboxPolicy(timeout=300)
     deployed = deploy(airline, DeployConfig(policy=policy), tmp_path / "deploy", bank, None, settings.tasks_dir)
-    searched = develop_without_model(airline, DevelopConfig(iterations=2, policy=asdict(policy)),
+    searched = develop_search(airline, DevelopConfig(iterations=2, policy=asdict(policy)),
                                      tmp_path / "search", bank)
     for record in (deployed, searched):
         assert record.solved and record.best_selection < record.baselines["starter"]

@@ -1,5 +1,6 @@
-"""The budgeted search without a model: its policy with plain values, its loop with in-process fakes of
-the bank, the adapter and the executor (the real loop on a real task runs in test_results.py)."""
+"""The budgeted search: its policy with plain values, its loop with in-process fakes of the bank, the
+adapter, the executor and the model (the real loop on a real task runs in test_results.py and, with a
+scripted model, in test_develop.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import prepared
-from support.fakes import FakeBank, FakeExecutor, Graded
+from support.fakes import FakeBank, FakeExecutor, FakeModel, Graded
 
 from dsagent_cbr.agent import search as search_module
 from dsagent_cbr.agent.develop import DevelopConfig
-from dsagent_cbr.agent.search import develop_without_model
+from dsagent_cbr.agent.search import develop_search
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.search import clock as clock_module
 from dsagent_cbr.search.clock import Clock, parse_duration
@@ -44,6 +45,22 @@ def test_the_policy_drafts_then_alternates_transplants_and_tunes_then_stops():
     assert choose(View(False, 2, [best, other], "tune", can_ensemble=True, fresh=4), rng) == Move("ensemble")
     assert choose(View(False, 2, [best, other], "tune", can_ensemble=True, fresh=3), rng) == Move("transplant")
     assert choose(View(False, 2, [best, other], "tune", can_ensemble=False, fresh=9), rng) == Move("transplant")
+
+
+def test_with_a_model_its_moves_and_the_plain_ones_take_turns_until_the_model_is_given_up():
+    rng, best = random.Random(0), Family(1, 4.0, True)
+    start = View(False, 2, [best], "draft", model=True, graded=[1])
+    assert choose(start, rng) == Move("plan")
+    assert choose(View(False, 2, [best], "draft", model=True, plans=1, graded=[1], last_by_model=True), rng) == \
+        Move("transplant")  # the model asked last: a plain move now
+    broken = View(False, 1, [best], "transplant", model=True, plans=1, graded=[1], broken=[2])
+    assert choose(broken, rng) == Move("debug", parent=2)
+    assert choose(View(False, 1, [best], "transplant", model=True, plans=2, graded=[5, 1]), random.Random(1)) == \
+        Move("improve", parent=5)
+    spent = View(False, 0, [Family(1, 4.0, False)], "transplant", model=True, plans=2, graded=[1], last_by_model=True)
+    assert choose(spent, rng) == Move("improve", parent=1)  # nothing plain left: the model goes on
+    given_up = View(False, 1, [best], "draft", model=False, plans=1, graded=[1], broken=[2])
+    assert choose(given_up, rng) == Move("transplant")
 
 
 def test_the_room_a_node_needs_shrinks_to_what_nodes_have_taken():
@@ -101,7 +118,7 @@ def test_the_search_drafts_transplants_tunes_ensembles_and_retains_its_best_sing
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
     bank = FakeBank(solutions=[solution("first"), solution("unadaptable"), solution("good")])
     runs = executor(noisy_answers(task))
-    record = develop_without_model(task, DevelopConfig(iterations=8), tmp_path, bank, runs)
+    record = develop_search(task, DevelopConfig(iterations=8), tmp_path, bank, runs)
     operators = [r.operator for r in record.rows]
     assert operators[:6] == ["draft", "transplant", "tune", "transplant", "tune", "ensemble"]
     assert [r.status for r in record.rows if r.operator == "transplant"] == ["ok", "not adaptable", "ok"]
@@ -126,7 +143,7 @@ def test_the_search_drafts_transplants_tunes_ensembles_and_retains_its_best_sing
 
 def test_an_ensemble_without_predictions_to_blend_is_recorded_and_the_search_goes_on(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
-    record = develop_without_model(task, DevelopConfig(iterations=7), tmp_path,
+    record = develop_search(task, DevelopConfig(iterations=7), tmp_path,
                                    FakeBank(solutions=[solution("first"), solution("good")]), executor())
     blends = [r for r in record.rows if r.operator == "ensemble"]
     assert blends and all(b.status == "not blended" and "fewer than two" in b.error for b in blends)
@@ -146,7 +163,7 @@ def test_the_budget_ends_the_search_and_shrinks_the_last_nodes_time_limit(task, 
     monkeypatch.setattr(clock_module, "time", Ticking())
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
     runs = executor()
-    record = develop_without_model(task, DevelopConfig(iterations=100, budget=60.0), tmp_path,
+    record = develop_search(task, DevelopConfig(iterations=100, budget=60.0), tmp_path,
                                    FakeBank(solutions=[solution("first"), solution("good")]), runs)
     assert record.stopped.startswith("the budget of 1m spent after ") and 1 <= len(record.rows) < 10
     limits = runs.timeouts[1:]  # after the starter's
@@ -157,10 +174,67 @@ def test_the_budget_ends_the_search_and_shrinks_the_last_nodes_time_limit(task, 
 def test_a_resumed_search_replays_its_tree_and_grows_it(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
     bank = FakeBank(solutions=[solution("first"), solution("good")])
-    first = develop_without_model(task, DevelopConfig(iterations=3), tmp_path, bank, executor(noisy_answers(task)))
+    first = develop_search(task, DevelopConfig(iterations=3), tmp_path, bank, executor(noisy_answers(task)))
     assert [r.operator for r in first.rows] == ["draft", "transplant", "tune", "ensemble"]  # the leg's last blend
     again = executor(noisy_answers(task))
-    resumed = develop_without_model(task, DevelopConfig(iterations=5), tmp_path, bank, again)
+    resumed = develop_search(task, DevelopConfig(iterations=5), tmp_path, bank, again)
     assert [r.model_dump() for r in resumed.rows[:4]] == [r.model_dump() for r in first.rows]
     assert [r.operator for r in resumed.rows[4:]] == ["transplant", "ensemble"]
     assert len(again.runs) == 1  # only the new script node ran
+
+
+PLAN = "Reflection: a start.\nDecision: {}"
+
+
+def fenced(marker: str) -> str:
+    return f"Here it is.\n```python\nimport os  # {marker}\nprint('ok')\n```\n"
+
+
+def insight(n: int) -> Case:
+    return Case(kind="insight", text=f"insight {n}: boosted trees with early stopping", title=f"case {n}",
+                task_name=f"other-{n}", source_kind="kaggle")
+
+
+def test_the_model_plans_debugs_and_improves_nodes_beside_the_plain_moves(task, tmp_path, monkeypatch):
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    model = FakeModel({"rerank": ["[2] > [1]"] * 3, "plan": [PLAN.format("ridge"), PLAN.format("trees"),
+                                                             PLAN.format("deeper trees")],
+                       "program": [fenced("broken"), fenced("trees"), fenced("deeper")],
+                       "debug": [fenced("fixed")]})
+    runs = FakeExecutor({"def train_model": STARTER, "num_leaves=31,": Graded(selection=5.0, test=5.751),
+                         "# general": Graded(selection=4.0, test=4.7451, stdout="printed by node 5"),
+                         "# first": Graded(selection=9.0, test=9.7251), "# good": Graded(selection=6.0, test=6.7251),
+                         "# fixed": Graded(selection=3.5, test=3.7751, stdout="printed by node 4"),
+                         "# trees": Graded(selection=3.0, test=3.7251, stdout="printed by node 7"),
+                         "# deeper": Graded(selection=2.5, test=2.7751)}, predictions=noisy_answers(task))
+    bank = FakeBank(insights=[insight(1), insight(2)], solutions=[solution("first"), solution("good")])
+    record = develop_search(task, DevelopConfig(iterations=9), tmp_path, bank, runs, model=model)
+    by = {r.iteration: r for r in record.rows}
+    assert [r.operator for r in record.rows] == ["draft", "plan", "transplant", "debug", "tune", "ensemble", "plan",
+                                                 "transplant", "improve", "ensemble"]
+    assert by[2].status == "error" and by[4].parent == 2 and by[4].score == 3.5  # the fix is a node of its own
+    assert by[9].parent in (7, 4, 5) and by[9].score == 2.5  # one of the three best nodes, mostly the best
+    assert record.best_score == min(r.score for r in by.values() if r.score is not None)
+    prompts = dict(zip(model.roles, model.prompts, strict=True))  # each role's last prompt
+    assert "NameError" in prompts["debug"] and "# broken" in prompts["debug"]
+    improve_plan = model.prompts[max(i for i, r in enumerate(model.roles) if r == "plan")]
+    parent = (tmp_path / by[by[9].parent].script).read_text()
+    assert parent in improve_plan and f"printed by node {by[9].parent}" in improve_plan  # its script and output
+    assert "Node 4 (debug of node 2)" in improve_plan and "3.5" in improve_plan
+    secret = {str(g.test) for g in runs.grades.values() if g.test is not None} - {"16.0"}
+    assert not any(s in p for s in secret for p in model.prompts)  # no test score reaches the model
+    assert [r["iteration"] for r in record.retained] == [9]  # the best single script, once
+
+
+def test_a_model_whose_nodes_come_to_nothing_is_given_up_and_the_search_ends_graded(task, tmp_path, monkeypatch):
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    model = FakeModel({"plan": ["Decision: something"] * 9, "program": ["no code here, sorry"] * 30,
+                       "debug": ["still nothing"] * 9})
+    bank = FakeBank(solutions=[solution("first"), solution("good")])
+    record = develop_search(task, DevelopConfig(iterations=10, cbr=False), tmp_path, bank, executor(), model=model)
+    asked = [r.operator for r in record.rows if r.operator in ("plan", "improve", "debug")]
+    assert len(asked) == 3 and all(r.status == "no script" for r in record.rows if r.operator in asked)
+    last_asked = max(r.iteration for r in record.rows if r.operator in asked)
+    after = [r.operator for r in record.rows if r.iteration > last_asked]
+    assert len(after) >= 4 and not set(after) & {"plan", "improve", "debug"}  # the plain moves went on alone
+    assert record.best_score <= 5.0 and record.outcome == "ok"  # at least the general draft

@@ -115,14 +115,14 @@ def test_default_uri_and_errors_in_one_sentence(tmp_path, monkeypatch):
 def test_real_develop_run_logged_and_read_back(tmp_path, store):
     """A real run (no model, 2 iterations of the case-based model search on concrete-strength)."""
     from dsagent_cbr.agent.develop import DevelopConfig
-    from dsagent_cbr.agent.search import develop_without_model
+    from dsagent_cbr.agent.search import develop_search
     from dsagent_cbr.bank import open_bank
     from dsagent_cbr.config import load_settings
 
     settings = load_settings(home=tmp_path / "home", store="faiss")
     run_dir = tmp_path / "runs" / "real-run"
     run_dir.mkdir(parents=True)
-    summary = develop_without_model(prepared("concrete-strength"), DevelopConfig(iterations=2), run_dir,
+    summary = develop_search(prepared("concrete-strength"), DevelopConfig(iterations=2), run_dir,
                                     open_bank(settings))
     rows = json.loads((run_dir / "rows.json").read_text())
     scored = [(r["iteration"], r["valid"]) for r in rows if r["status"] == "ok" and r["valid"] is not None]

@@ -25,7 +25,7 @@ from typing import Any
 
 from dsagent_cbr.agent import roles
 from dsagent_cbr.agent.context import Context
-from dsagent_cbr.agent.record import Kind, RunRecord
+from dsagent_cbr.agent.record import Kind, Row, RunRecord
 from dsagent_cbr.agent.run import Run
 from dsagent_cbr.agent.rundir import step_dir
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress, SandboxExecutor
@@ -144,30 +144,53 @@ def retrieve(run: Run, config: DevelopConfig, t: int, query: str) -> list[Case]:
     return [Case.from_dict(c) for c in run.journal.step(t, "retrieve", search)]
 
 
-def develop_iteration(run: Run, memory: Memory, ctx: Context, model: Model, cfg: DevelopConfig, t: int,
-                      query: str) -> None:
-    """One pass of Algorithm 1's loop body."""
-    row, log = run.begin(t), memory.log_text()
+def best_case(run: Run, model: Model, ctx: Context, cfg: DevelopConfig, t: int, query: str,
+              log: str) -> Case | None:
+    """Retrieve by the task and the log, let the model rerank, and take the case it puts first."""
     cases = retrieve(run, cfg, t, f"{query}\n{log}")
     order = list(range(len(cases)))
     if cases and cfg.rerank:
         order = run.ask(t, "rerank", lambda: roles.rerank(model, ctx, log, cases, cfg.temperature)) or order
-    case = cases[order[0]] if cases else None
-    row.case = (case.competition or case.title or case.id) if case else "(no case)"
-    plan = run.ask(t, "plan", lambda: roles.plan(model, ctx, log, best_text(run), memory.script, case,
-                                                  memory.simpler, cfg.temperature, timings_text(run)))
+    return cases[order[0]] if cases else None
+
+
+def case_name(case: Case | None) -> str:
+    return (case.competition or case.title or case.id) if case else "(no case)"
+
+
+def plan_and_program(run: Run, row: Row, model: Model, ctx: Context, cfg: DevelopConfig, log: str, script: str,
+                     case: Case | None, simpler: bool = False) -> tuple[str, str] | None:
+    """One step planned from the case for `script` and programmed: (the plan's text, the new script).
+    None when the model gave no usable plan or script (the row says which)."""
+    t = row.iteration
+    plan = run.ask(t, "plan", lambda: roles.plan(model, ctx, log, best_text(run), script, case, simpler,
+                                                  cfg.temperature, timings_text(run)))
     if plan is None:
         row.status = "no plan"
-        return
+        return None
     row.step = plan["decision"]
     write_text_atomic(step_dir(run.run_dir, t) / "plan.md", plan["raw"])
-    before = memory.script
-    code = run.ask(t, "program", lambda: roles.program(model, ctx, before, row.step, cfg.temperature,
+    code = run.ask(t, "program", lambda: roles.program(model, ctx, script, row.step, cfg.temperature,
                                                         cfg.program_retries))
     if code is None:
         row.status = "no script"
-        memory.log.append(f"Iteration {t}: the programmer returned no usable script.")
+        return None
+    return plan["raw"], code
+
+
+def develop_iteration(run: Run, memory: Memory, ctx: Context, model: Model, cfg: DevelopConfig, t: int,
+                      query: str) -> None:
+    """One pass of Algorithm 1's loop body."""
+    row, log = run.begin(t), memory.log_text()
+    case = best_case(run, model, ctx, cfg, t, query, log)
+    row.case = case_name(case)
+    before = memory.script
+    planned = plan_and_program(run, row, model, ctx, cfg, log, before, case, memory.simpler)
+    if planned is None:
+        if row.status == "no script":
+            memory.log.append(f"Iteration {t}: the programmer returned no usable script.")
         return
+    plan, code = planned
     result, attempt, ran = run.execute(t, 0, code), 0, 0
     while not result.ok and attempt < cfg.n_debug:
         attempt += 1
@@ -177,7 +200,7 @@ def develop_iteration(run: Run, memory: Memory, ctx: Context, model: Model, cfg:
         if fixed is not None:
             code, result, ran = fixed, run.execute(t, attempt, fixed), attempt
     row.debug_attempts = attempt
-    entry = run.ask(t, "log", lambda: roles.summarize(model, ctx, log, best_text(run), plan["raw"], before, code,
+    entry = run.ask(t, "log", lambda: roles.summarize(model, ctx, log, best_text(run), plan, before, code,
                                                        result.feedback(), result.stdout, cfg.temperature))
     row.log = entry or f"Experiment Summary: {row.step}\nExperiment Result: {result.feedback().splitlines()[0]}"
     memory.log.append(f"Iteration {t}:\n{row.log}")

@@ -1,15 +1,16 @@
-"""`cbr develop --model none`: a search over solution nodes within a budget, without an LLM. A node is a
+"""`cbr develop --budget` (and `--model none`): a search over solution nodes within a budget. A node is a
 script with its parent, the operator that made it, and its selection score; search/policy.py chooses
 the operator, the harness grades every node on rows its script never saw labelled.
 
     l0 = the starter's result
     cases = compatible past solutions, retained first, nearest first
     while nodes < T and the budget has time for one more:
-        move = choose(tree)                  draft | transplant | tune | stop
+        move = choose(tree)                  draft | transplant | tune | ensemble | plan | improve | debug | stop
         code = draft:      adapt(cbr's general solution, task)
                transplant: adapt(next case, task)
                tune:       the family's script with Optuna's next values for its model literals
                ensemble:   a blend of the best nodes' predictions, judged on rows that did not choose it
+               plan, improve, debug: the model's (search_model.py)
         result = execute(code, time limit shrunk to what is left)
     ensemble once more when the tree grew since the last one (a blend on the host: seconds)
     retain (task, best single script) once, when its selection score beats the starter's"""
@@ -27,7 +28,8 @@ from dsagent_cbr.agent.develop import DevelopConfig, open_run
 from dsagent_cbr.agent.record import Row, RunRecord
 from dsagent_cbr.agent.run import Run
 from dsagent_cbr.agent.rundir import step_dir
-from dsagent_cbr.agent.seams import Bank, Executor, Progress
+from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress
+from dsagent_cbr.agent.search_model import ModelMoves
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.runner.artefacts import ArtefactError
@@ -36,23 +38,23 @@ from dsagent_cbr.runner.scratch import clear_folder
 from dsagent_cbr.search import ensemble, tuning
 from dsagent_cbr.search.clock import Clock
 from dsagent_cbr.search.drafts import general_case
-from dsagent_cbr.search.policy import Family, Move, View, choose
+from dsagent_cbr.search.policy import MODEL_OPERATORS, Family, Move, View, choose
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.tasks.selection import hold_out
 
 MAX_CASES = 20
 
 
-def develop_without_model(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank,
-                          executor: Executor | None = None, progress: Progress | None = None,
-                          reference: float | None = None) -> RunRecord:
-    run = open_run("search", task, config, run_dir, bank, executor, progress, reference=reference)
+def develop_search(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, executor: Executor | None = None,
+                   progress: Progress | None = None, reference: float | None = None, *,
+                   model: Model | None = None) -> RunRecord:
+    run = open_run("search", task, config, run_dir, bank, executor, progress, model, reference)
     clock, search = Clock(config.budget), None  # no search when the starter's run stopped the run
     with run.stopping():
         run.baseline_run()
         cases = [Case.from_dict(c) for c in run.journal.step(0, "retrieve", lambda: [
             {**c.to_dict(), "score": s} for c, s in solution_candidates(bank, task, min(config.iterations, MAX_CASES))])]
-        search = Search(run, cases, clock, config)
+        search = Search(run, cases, clock, config, model)
         search.grow()
     best = search.best_single() if search else None
     if best is not None:
@@ -61,11 +63,14 @@ def develop_without_model(task: Task, config: DevelopConfig, run_dir: Path, bank
 
 
 class Search:
-    def __init__(self, run: Run, cases: list[Case], clock: Clock, config: DevelopConfig) -> None:
+    def __init__(self, run: Run, cases: list[Case], clock: Clock, config: DevelopConfig,
+                 model: Model | None = None) -> None:
         self.run, self.cases, self.clock, self.config = run, cases, clock, config
         self.general = general_case(run.task)
         held = hold_out(run.task)
         self.held = held if ensemble.possible(run.task, held) else None
+        self.results: dict[int, RunResult] = {}  # each node's run, for the model's improve and debug
+        self.model = ModelMoves(self, model) if model is not None else None
 
     def grow(self) -> None:
         """Nodes until the cap, the budget or the policy says stop; each node journaled, so a resumed
@@ -80,9 +85,10 @@ class Search:
                 self.last_ensemble(t)
                 run.record.stopped = f"{why} after {len(run.rows)} node(s)"
                 return
+            started = self.clock.now()
             self.node(t, move)
             self.clock.at_least(run.journal.step(t, "clock", self.clock.now))
-            self.clock.took(run.rows[-1].wall_time if move.operator != "ensemble" else None)
+            self.clock.took(self.clock.now() - started if move.operator != "ensemble" else None)
             run.end(run.rows[-1])
 
     def choose(self, t: int) -> Move:
@@ -118,19 +124,53 @@ class Search:
 
     def view(self) -> View:
         rows, maximize = self.run.rows, self.run.task.direction == "maximize"
-        families = []
-        for root in (r for r in rows if r.operator in ("draft", "transplant") and r.script):
-            scores = [r.score for r in rows if r.score is not None and (r is root or r.parent == root.iteration)]
-            best = (max if maximize else min)(scores, default=None)
-            families.append(Family(root.iteration, best, bool(tuning.knobs(self.script(root)))))
-        graded = sorted((f for f in families if f.best is not None), key=lambda f: f.best, reverse=maximize)
         since = next((i for i in range(len(rows) - 1, -1, -1) if rows[i].operator == "ensemble"), -1)
+        nodes = [r for r in rows if r.operator != "ensemble"]
+        graded = sorted(self.singles(), key=lambda r: r.score, reverse=maximize)  # type: ignore[arg-type,return-value]
         return View(can_draft=self.general is not None and not any(r.operator == "draft" for r in rows),
-                    cases_left=len(self.cases) - self.transplanted(),
-                    families=graded + [f for f in families if f.best is None],
-                    last=rows[-1].operator if rows else "",
+                    cases_left=len(self.cases) - self.transplanted(), families=self.families(),
+                    last=next((r.operator for r in reversed(nodes) if r.operator not in MODEL_OPERATORS), ""),
                     can_ensemble=self.held is not None and len(self.singles()) >= 2,
-                    fresh=sum(r.score is not None for r in rows[since + 1:]))
+                    fresh=sum(r.score is not None for r in rows[since + 1:]),
+                    model=self.model is not None and self.model.trusted(), graded=[r.iteration for r in graded],
+                    plans=sum(r.operator == "plan" for r in rows), broken=self.broken(),
+                    last_by_model=bool(nodes) and nodes[-1].operator in MODEL_OPERATORS)
+
+    def families(self) -> list[Family]:
+        """Each node that is not a tune, with the tuned nodes grown from it: best first, ungraded last."""
+        rows, maximize = self.run.rows, self.run.task.direction == "maximize"
+        found = []
+        for root in (r for r in rows if r.operator not in ("tune", "ensemble") and r.script):
+            scores = [r.score for r in rows if r.score is not None and (r is root or self.tuned_from(r, root))]
+            best = (max if maximize else min)(scores, default=None)
+            found.append(Family(root.iteration, best, bool(tuning.knobs(self.script(root)))))
+        graded = sorted((f for f in found if f.best is not None), key=lambda f: f.best, reverse=maximize)
+        return graded + [f for f in found if f.best is None]
+
+    @staticmethod
+    def tuned_from(row: Row, root: Row) -> bool:
+        return row.operator == "tune" and row.parent == root.iteration
+
+    def broken(self) -> list[int]:
+        """Nodes whose script ran and failed, not debugged yet, at the end of a chain of fewer than
+        --n-debug debug nodes: newest first."""
+        rows = {r.iteration: r for r in self.run.rows}
+        debugged = {r.parent for r in rows.values() if r.operator == "debug"}
+
+        def depth(row: Row) -> int:
+            return 1 + depth(rows[row.parent]) if row.operator == "debug" and row.parent in rows else 0
+
+        return [r.iteration for r in reversed(rows.values())
+                if r.iteration in self.results and not self.results[r.iteration].ok and r.operator != "tune"
+                and r.iteration not in debugged and depth(r) < self.config.n_debug]
+
+    def row(self, iteration: int | None) -> Row:
+        return next(r for r in self.run.rows if r.iteration == iteration)
+
+    def execute(self, t: int, code: str) -> RunResult:
+        """Node t's script, run within what is left of the budget."""
+        self.results[t] = result = self.run.execute(t, 0, code, timeout=self.clock.limit())
+        return result
 
     def script(self, row: Row) -> str:
         return (self.run.run_dir / row.script).read_text(encoding="utf-8") if row.script else ""
@@ -139,6 +179,10 @@ class Search:
         started = self.run.journal.step(t, "started", lambda: round(self.clock.now(), 1))
         self.clock.at_least(started)
         row = self.run.begin(t, operator=move.operator, parent=move.parent, started=started)
+        if move.operator in MODEL_OPERATORS:
+            assert self.model is not None
+            getattr(self.model, move.operator)(t, row)
+            return
         if move.operator in ("tune", "ensemble"):
             (self.tune if move.operator == "tune" else self.ensemble)(t, row)
             return
@@ -155,26 +199,26 @@ class Search:
         if "error" in adapted:
             row.status, row.error = "not adaptable", adapted["error"]
             return
-        result = run.execute(t, 0, adapted["code"], timeout=self.clock.limit())
+        result = self.execute(t, adapted["code"])
         row.log = f"Adapted {row.case} ({'; '.join(adapted['notes']) or 'same task type'}): {result.feedback().splitlines()[0]}"
         run.consider(row, adapted["code"], result)
 
     def tune(self, t: int, row: Row) -> None:
         """The family root's script with Optuna's next values for its model literals."""
         run = self.run
-        root = next(r for r in run.rows if r.iteration == row.parent)
+        root = self.row(row.parent)
         row.case = root.case
         code = self.script(root)
         found = tuning.knobs(code)
         tried = [({k.name: k.value for k in found}, root.score)]
-        tried += [(r.tuned or {}, r.score) for r in run.rows if r.parent == root.iteration and r is not row]
+        tried += [(r.tuned or {}, r.score) for r in run.rows if self.tuned_from(r, root) and r is not row]
         run.say(t, "tune")
         row.tuned = run.journal.step(t, "tune", lambda: tuning.propose(
             found, tried, tuning.warm_values(found, [c.script for c in self.cases]), run.task.direction,
             self.config.seed + t))
         row.step = "tune " + ", ".join(f"{k}={v:.3g}" for k, v in row.tuned.items())
         code = tuning.with_values(code, found, row.tuned)
-        result = run.execute(t, 0, code, timeout=self.clock.limit())
+        result = self.execute(t, code)
         row.log = f"Tuned node {root.iteration}'s model: {result.feedback().splitlines()[0]}"
         run.consider(row, code, result)
 

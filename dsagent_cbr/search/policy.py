@@ -1,17 +1,23 @@
 """Which operator the search applies next, from what the tree holds. Pure: tested with plain values.
 
     draft      cbr's general solution, first: the search never ends below a default boosted model
-    transplant the next compatible past solution (nearest first), alternating with
-    tune       new values for the model literals of one of the best families (Optuna)
     ensemble   a blend of the best nodes' predictions, each time ENSEMBLE_EVERY more nodes have graded
                (and once more when the search ends: search.py)
+then a move that asks the model and one that does not take turns, so that a slow or poor model costs
+at most half the nodes; without a model (or after GIVE_UP model nodes in a row came to nothing) only
+the second kind:
+    debug      (model) fix the newest broken node, a chain of debug nodes at most --n-debug deep
+    plan       (model) DS-Agent's step from a retrieved and reranked case, for the starter: PLANS of them
+    improve    (model) the same step for one of the best nodes, with its log and what it printed
+    transplant the next compatible past solution (nearest first), alternating with
+    tune       new values for the model literals of one of the best families (Optuna)
     stop       when nothing is left to try (the budget and the node cap are the loop's)
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 
 @dataclass(frozen=True)
@@ -30,30 +36,58 @@ class View:
     can_draft: bool  # a general solution exists for this kind of data and was not drafted yet
     cases_left: int
     families: list[Family]  # best first (graded ones before the rest)
-    last: str  # the operator of the last node, "" at the start
+    last: str  # the operator of the last node that did not ask the model, "" at the start
     can_ensemble: bool = False  # the task's predictions can be blended on the host, and 2+ nodes graded
     fresh: int = 0  # nodes graded since the last ensemble
+    model: bool = False  # the model's operators are on: there is a model and it has not been given up
+    plans: int = 0  # plan nodes so far
+    graded: list[int] = field(default_factory=list)  # single-script nodes with a score, best first
+    broken: list[int] = field(default_factory=list)  # nodes a debug node may fix, newest first
+    last_by_model: bool = False  # the last node (ensembles aside) asked the model
 
 
 @dataclass(frozen=True)
 class Move:
-    operator: str  # draft | transplant | tune | ensemble | stop
-    parent: int | None = None  # tune: the family's root
+    operator: str  # draft | transplant | tune | ensemble | plan | improve | debug | stop
+    parent: int | None = None  # tune: the family's root; improve, debug: the node it changes
 
 
 ENSEMBLE_EVERY = 4
-TUNE_THE_BEST = 0.7  # otherwise one of the next two families, so that one lucky family does not take all
+TUNE_THE_BEST = 0.7  # otherwise one of the next two, so that one lucky family or node does not take all
+MODEL_OPERATORS = ("plan", "improve", "debug")
+PLANS = 2  # plan nodes before the model improves nodes
+GIVE_UP = 3  # model nodes in a row without a graded script: the search goes on without the model
 
 
 def choose(view: View, rng: random.Random) -> Move:
-    tunable = [f for f in view.families if f.tunable and f.best is not None]
     if view.can_draft:
         return Move("draft")
     if view.can_ensemble and view.fresh >= ENSEMBLE_EVERY:
         return Move("ensemble")
+    moves = [model_move(view, rng), plain_move(view, rng)]
+    if view.last_by_model:
+        moves.reverse()
+    return next((m for m in moves if m is not None), Move("stop"))
+
+
+def model_move(view: View, rng: random.Random) -> Move | None:
+    if not view.model:
+        return None
+    if view.broken:
+        return Move("debug", parent=view.broken[0])
+    if view.plans < PLANS or not view.graded:
+        return Move("plan")
+    return Move("improve", parent=one_of_the_best(view.graded, rng))
+
+
+def plain_move(view: View, rng: random.Random) -> Move | None:
+    tunable = [f.root for f in view.families if f.tunable and f.best is not None]
     if view.cases_left and (view.last != "transplant" or not tunable):
         return Move("transplant")
     if tunable:
-        family = tunable[0] if len(tunable) == 1 or rng.random() < TUNE_THE_BEST else rng.choice(tunable[1:3])
-        return Move("tune", parent=family.root)
-    return Move("stop")
+        return Move("tune", parent=one_of_the_best(tunable, rng))
+    return None
+
+
+def one_of_the_best(ranked: list[int], rng: random.Random) -> int:
+    return ranked[0] if len(ranked) == 1 or rng.random() < TUNE_THE_BEST else rng.choice(ranked[1:3])

@@ -1,0 +1,89 @@
+"""The search's operators that ask a model: DS-Agent's loop step, grown into moves on a tree.
+
+    plan     retrieve cases by the task and the tree's log, let the model rerank them, plan one step from
+             the first for the starter, program it (DS-Agent's first iteration: a draft)
+    improve  the same for a graded node: its script, with the tree's log and what the node printed
+    debug    a broken node's script and error, fixed by the model; the fix is a node of its own
+
+A reply the model got wrong leaves a node with no score; search/policy.py stops asking the model after a
+few such nodes in a row, and the search goes on with the operators that need none."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from dsagent_cbr.agent import roles
+from dsagent_cbr.agent.context import Context
+from dsagent_cbr.agent.develop import best_case, case_name, plan_and_program
+from dsagent_cbr.agent.record import Row
+from dsagent_cbr.agent.seams import Model
+from dsagent_cbr.bank.doctext import task_query
+from dsagent_cbr.search.policy import GIVE_UP, MODEL_OPERATORS
+
+if TYPE_CHECKING:
+    from dsagent_cbr.agent.search import Search
+
+LOG_NODES = 10  # the tree's log in a prompt: its last nodes, so that a long search's prompt stays bounded
+
+
+class ModelMoves:
+    def __init__(self, search: Search, model: Model) -> None:
+        self.search, self.model, self.config = search, model, search.config
+        self.ctx = Context.of(search.run.task, search.config.sandbox)
+        self.query = task_query(search.run.task.description, search.run.task.modality)
+
+    def trusted(self) -> bool:
+        """Fewer than GIVE_UP model nodes in a row have come to nothing."""
+        recent = [r for r in self.search.run.rows if r.operator in MODEL_OPERATORS][-GIVE_UP:]
+        return len(recent) < GIVE_UP or any(r.score is not None for r in recent)
+
+    def plan(self, t: int, row: Row) -> None:
+        self.step(row, self.search.run.task.starter.read_text(encoding="utf-8"), self.tree_log())
+
+    def improve(self, t: int, row: Row) -> None:
+        parent = self.search.row(row.parent)
+        printed = self.search.results[parent.iteration].stdout[-roles.OUTPUT_CHARS:].strip() or "(nothing)"
+        log = f"{self.tree_log()}\n\nWhat node {parent.iteration}'s script printed (its end):\n{printed}"
+        self.step(row, self.search.script(parent), log)
+
+    def step(self, row: Row, script: str, log: str) -> None:
+        """Case, plan, program, run: one node."""
+        run, t = self.search.run, row.iteration
+        case = best_case(run, self.model, self.ctx, self.config, t, self.query, log)
+        row.case = case_name(case)
+        planned = plan_and_program(run, row, self.model, self.ctx, self.config, log, script, case)
+        if planned is not None:
+            self.run_node(row, planned[1])
+
+    def debug(self, t: int, row: Row) -> None:
+        """The broken node's script and error to the model; what it returns runs as this node."""
+        run, search = self.search.run, self.search
+        broken = search.row(row.parent)
+        origin = broken
+        while origin.operator == "debug":  # the chain's first node: what was asked of it, and of what script
+            origin = search.row(origin.parent)
+        before = search.script(search.row(origin.parent)) if origin.operator == "improve" else \
+            run.task.starter.read_text(encoding="utf-8")
+        row.case, row.step = broken.case, f"debug node {broken.iteration} ({origin.step})"
+        error, failing = search.results[broken.iteration].feedback(), search.script(broken)
+        fixed = run.ask(t, "debug", lambda: roles.debug(self.model, self.ctx, before, origin.step, failing, error,
+                                                       self.tree_log(), self.config.temperature))
+        if fixed is None:
+            row.status = "no script"
+            return
+        self.run_node(row, fixed)
+
+    def run_node(self, row: Row, code: str) -> None:
+        result = self.search.execute(row.iteration, code)
+        row.log = f"Experiment Summary: {row.step}\nExperiment Result: {result.feedback().splitlines()[0]}"
+        self.search.run.consider(row, code, result)
+
+    def tree_log(self) -> str:
+        """The last nodes as the model is told of them: what each tried and how it scored (never a test score)."""
+        lines = []
+        for r in self.search.run.rows[:-1][-LOG_NODES:]:  # the last row is the node being made
+            grown = f" of node {r.parent}" if r.parent is not None else ""
+            lines.append(f"Node {r.iteration} ({r.operator}{grown}): {r.log or r.step or r.status}")
+        start = self.search.run.baseline
+        head = f"Node 0 (the starter, a random guess): selection score {start:.6g}" if start is not None else ""
+        return "\n\n".join([head, *lines]).strip() or "(no experiments yet)"
