@@ -109,7 +109,8 @@ def test_retained_cases_of_the_task_are_found_and_nothing_else(tmp_path):
 
 def test_commands_use_the_public_cli_with_the_trial_s_own_folders(tmp_path):
     spec = GridSpec(tasks=["smoke-ban", "call-volume"], agents=["deploy:one-shot-random@none", "develop:no-rerank@local",
-                                                                "flaml:60", "reference"], trials=2, iterations=2)
+                                                                "develop:search@none", "flaml:60", "reference"],
+                    trials=2, iterations=2, budget=60.0)
     plan = grid.plan(tmp_path, spec, REPO / "tasks", bank=None)
     by_id = {j.trial_id: j for j in plan.jobs}
     deploy = by_id["smoke-ban/deploy-one-shot-random@none/trial-1"]
@@ -120,6 +121,9 @@ def test_commands_use_the_public_cli_with_the_trial_s_own_folders(tmp_path):
     assert "--no-cache" in deploy.command and "--json" in deploy.command
     develop = by_id["smoke-ban/develop-no-rerank@local/trial-0"]
     assert "--no-rerank" in develop.command and develop.command[develop.command.index("-T") + 1] == "2"
+    search = by_id["smoke-ban/develop-search@none/trial-0"]
+    assert search.command[search.command.index("--budget") + 1] == "60" and "-T" not in search.command
+    assert 60 < search.wall_limit < develop.wall_limit  # the budget, not T iterations, bounds it
     flaml = by_id["smoke-ban/flaml-60/trial-0"]
     assert flaml.command[3] == "run" and "import os" in flaml.script and "FLAML_BUDGET = 60.0" in flaml.script
     assert flaml.wall_limit > 60 and float(flaml.command[flaml.command.index("--timeout") + 1]) >= 420

@@ -196,6 +196,28 @@ def test_a_search_report_draws_its_tree_and_says_what_each_operator_gained(tmp_p
     assert "The search tree" not in (tmp_path / "report.md").read_text()
 
 
+def test_a_bench_draws_flaml_s_score_as_a_line_in_an_agent_trial_s_pictures(tmp_path):
+    from dsagent_cbr.agent.search_report import build_tree_figure
+    from dsagent_cbr.bench.anchor_lines import draw_anchors
+
+    rows = [{"iteration": 1, "operator": "draft", "status": "ok", "score": 5.0, "selection": 5.0, "started": 1.0,
+             "wall_time": 5.0}]
+    summary = {"task": "t", "model": "none", "metric": "rmse", "direction": "minimize", "best_iteration": 1,
+               "best_score": 5.0, "selection_rows": 50, "baselines": {"starter": 16.0}}
+    record = as_record(rows, summary, kind="search", run_dir=tmp_path)
+    record.save(tmp_path)
+    saved = (tmp_path / "summary.json").read_text()
+    trials = [{"kind": "flaml", "agent": "flaml:300", "task": "t", "outcome": "ok", "selection_metric": 4.5},
+              {"kind": "flaml", "agent": "flaml:300", "task": "other", "outcome": "ok", "selection_metric": 9.0},
+              {"kind": "develop", "agent": "develop:search@none", "task": "t", "outcome": "ok", "run_dir": str(tmp_path)}]
+    assert draw_anchors(trials) == 1
+    assert "FLAML-300 4.5" in (tmp_path / "report.md").read_text() and "9" not in (tmp_path / "report.md").read_text().split("baselines")[1].split("\n")[0]
+    assert (tmp_path / "summary.json").read_text() == saved  # the record itself is not changed
+    figure = build_tree_figure(rows, "rmse", "minimize", 1, {"starter": 16.0, "FLAML-300": 4.5})
+    labels = figure.axes[0].get_legend_handles_labels()[1]
+    assert "FLAML-300 selection 4.5" in labels
+
+
 def test_report_without_scores_or_importance(tmp_path):
     rows = [row(1, None, "no plan"), row(2, None, "timeout", error="exceeded 600 s")]
     summary = {"task": "t", "model": "m", "metric": "accuracy", "direction": "maximize", "best_iteration": None,

@@ -145,14 +145,17 @@ def build_metrics_figure(rows: list[dict[str, Any]], metric: str, direction: str
     return fig
 
 
+LINE_STYLES = {"starter": (":", "#555"), "reference": ("-.", "#2ca02c")}  # any other anchor (FLAML): dashed red
+
+
 def baseline_lines(ax: Any, scores: list[float], baselines: dict[str, float | None] | None, judged: str) -> None:
-    """The starter's and the reference's scores as lines; one far off the rows' scores (a random
-    starter often is) is named above the plot rather than squashing the iterations flat."""
+    """The starter's, the reference's and an AutoML anchor's scores as lines; one far off the rows' scores
+    (a random starter often is) is named above the plot rather than squashing the iterations flat."""
     off_scale = []
-    for name, style, colour in (("starter", ":", "#555"), ("reference", "-.", "#2ca02c")):
-        value = (baselines or {}).get(name)
+    for name, value in (baselines or {}).items():
         if value is None:
             continue
+        style, colour = LINE_STYLES.get(name, ("--", "#d62728"))
         label = f"{name} {'validation' if name == 'reference' else judged} {fmt(value)}"
         low, high = (min(scores), max(scores)) if scores else (value, value)
         reach = 2 * max(high - low, 0.1 * abs(high))

@@ -10,7 +10,7 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 COLOURS = {"draft": "#1f77b4", "transplant": "#2ca02c", "tune": "#9467bd", "ensemble": "#ff7f0e",
-           "improve": "#8c564b", "debug": "#e377c2"}
+           "plan": "#17becf", "improve": "#8c564b", "debug": "#e377c2"}
 
 
 def _ended(row: dict[str, Any]) -> float:

@@ -93,6 +93,8 @@ def wall_limit(spec: GridSpec, trial: Trial) -> float:
     kind = trial.agent.kind
     if kind == "deploy":
         return 5 * spec.timeout + 900
+    if kind == "develop" and trial.agent.variant == "search":
+        return spec.budget + spec.timeout + 1800  # its last node's limit shrinks to the budget's end
     if kind == "develop":
         return spec.iterations * 6 * spec.timeout + 1800
     return script_timeout(spec, trial) + 300
@@ -122,9 +124,10 @@ def _command(spec: GridSpec, trial: Trial, task: Task, folder: Path) -> list[str
         if agent.kind == "deploy":
             return [*trials.cli_command(), "deploy", str(task.root), "--strategy", agent.variant,
                     "--seed", str(trial.seed), *common]
-        ablation = {"full": [], "no-rerank": ["--no-rerank"], "no-cbr": ["--no-cbr"]}[agent.variant]
-        return [*trials.cli_command(), "develop", str(task.root), "-T", str(spec.iterations), *ablation,
-                "--seed", str(trial.seed), *common]
+        length = ["--budget", f"{spec.budget:g}"] if agent.variant == "search" else ["-T", str(spec.iterations)]
+        ablation = {"no-rerank": ["--no-rerank"], "no-cbr": ["--no-cbr"]}.get(agent.variant, [])
+        return [*trials.cli_command(), "develop", str(task.root), *length, *ablation, "--seed", str(trial.seed),
+                *common]
     return [*trials.cli_command(), "run", str(task.root), str(folder / "solution.py"), "--json",
             "--out", str(folder / "run"), *limits]
 

@@ -14,7 +14,7 @@ from dsagent_cbr.errors import CbrError
 # kind -> variants (the first is the default when only the kind is given)
 VARIANTS: dict[str, tuple[str, ...]] = {
     "deploy": ("cbr", "zero-shot", "one-shot-random"),
-    "develop": ("full", "no-rerank", "no-cbr"),
+    "develop": ("full", "no-rerank", "no-cbr", "search"),  # search: --budget's wall clock, no node cap
     "flaml": ("60", "300"),
     "starter": ("",),
     "reference": ("",),
@@ -92,6 +92,7 @@ class GridSpec:
     timeout: float = 600.0  # per script run, as the commands' --timeout
     memory_mb: float = 8192.0
     iterations: int = 5  # develop's -T
+    budget: float = 300.0  # develop:search's --budget, seconds (FLAML's 300 is its equal)
     store: str = "faiss"
     max_cost: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)

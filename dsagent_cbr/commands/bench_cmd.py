@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from dsagent_cbr.commands.options import budget_seconds
 from dsagent_cbr.config import EXPERIMENTS_DIR, load_settings
 from dsagent_cbr.errors import CbrError
 
@@ -25,7 +26,7 @@ def bench() -> None:
 @click.option("--tasks", "task_selection", default=DEFAULT_TASKS, show_default=True,
               help="Task names (comma-separated), or deployment, development, all.")
 @click.option("--agents", default="deploy:cbr", show_default=True,
-              help="deploy[:cbr|zero-shot|one-shot-random], develop[:full|no-rerank|no-cbr], flaml:SECONDS, "
+              help="deploy[:cbr|zero-shot|one-shot-random], develop[:full|no-rerank|no-cbr|search], flaml:SECONDS, "
                    "starter, reference (comma-separated).")
 @click.option("--models", default="none,local", show_default=True, help="Models for deploy and develop agents.")
 @click.option("--trials", type=int, default=2, show_default=True, help="Trials per task and agent.")
@@ -34,6 +35,8 @@ def bench() -> None:
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Time limit per script run (s).")
 @click.option("--memory", type=float, default=8192.0, show_default=True, help="Memory limit per script run (MB).")
 @click.option("--iterations", "-T", type=int, default=5, show_default=True, help="develop's iterations.")
+@click.option("--budget", default="5m", show_default=True, metavar="DURATION",
+              help="develop:search's wall clock per trial, as 5m or 300 (flaml:300 is its equal).")
 @click.option("--store", type=click.Choice(["chroma", "faiss"]), default="faiss", show_default=True)
 @click.option("--max-cost", type=float, default=None, help="Dollar budget per trial (paid models).")
 @click.option("--base-bank", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -46,7 +49,7 @@ def bench() -> None:
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where the tables go (default: experiments/results).")
 def run(task_selection: str, agents: str, models: str, trials: int, anchor_trials: int, seed: int, timeout: float,
-        memory: float, iterations: int, store: str, max_cost: float | None, base_bank: Path | None,
+        memory: float, iterations: int, budget: str, store: str, max_cost: float | None, base_bank: Path | None,
         parallel: int | None, address: str | None, name: str | None, grid_dir: Path | None,
         out_dir: Path | None) -> None:
     """Run (or resume) a grid: every trial an independent CLI run with its own seed and bank copy."""
@@ -61,7 +64,7 @@ def run(task_selection: str, agents: str, models: str, trials: int, anchor_trial
     parsed = parse_agents([a for a in agents.split(",") if a.strip()], [m.strip() for m in models.split(",") if m.strip()])
     spec = GridSpec(tasks=grid.select_tasks(task_selection, settings.tasks_dir), agents=[a.label for a in parsed],
                     trials=trials, anchor_trials=anchor_trials, seed=seed, timeout=timeout, memory_mb=memory,
-                    iterations=iterations, store=store, max_cost=max_cost)
+                    iterations=iterations, budget=budget_seconds(budget), store=store, max_cost=max_cost)
     name = name or f"grid-{spec.digest()}"
     folder = (grid_dir or settings.runs_dir / "bench" / name).resolve()
     resumed = grid.open_grid(folder, spec)
@@ -125,9 +128,11 @@ def report(grids: tuple[Path, ...], name: str, out_dir: Path | None) -> None:
 def _write_report(records: list[dict[str, Any]], unsupported: list[dict[str, str]], grids: list[Path], name: str,
                   out_dir: Path | None, extra: dict[str, Any]) -> None:
     from dsagent_cbr.bench import report as tables
+    from dsagent_cbr.bench.anchor_lines import draw_anchors
 
     if not records:
         raise CbrError("No finished trials to tabulate yet.")
+    draw_anchors(records)
     results = EXPERIMENTS_DIR / "results"  # the paper's tables, beside the baselines they are normalised by
     result = tables.build(records, tables.load_baselines(results / "baselines.json"),
                           tables.stamp(grids=[str(g) for g in grids], **extra))

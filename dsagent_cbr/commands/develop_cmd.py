@@ -10,6 +10,7 @@ import click
 
 from dsagent_cbr.commands.options import (
     bank_options,
+    budget_seconds,
     interrupt_on_sigterm,
     json_option,
     mlflow_option,
@@ -86,7 +87,8 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
         task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
         settings_model(settings)  # a missing key or server stops here, before a run folder exists
         policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
-        config = DevelopConfig(iterations=iterations or (NO_CAP if budget else 5), budget=_seconds(budget), k=k,
+        seconds = None if budget is None else budget_seconds(budget)
+        config = DevelopConfig(iterations=iterations or (NO_CAP if budget else 5), budget=seconds, k=k,
                                n_debug=n_debug, temperature=temperature, rerank=not no_rerank, cbr=not no_cbr,
                                seed=trial_seed(seed), refit=refit, retain=not no_retain, policy=asdict(policy))
         run_dir = new_run_dir(settings.runs_dir, task.name)
@@ -110,15 +112,6 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
 
 
 NO_CAP = 10_000  # -T with --budget: the budget ends the search
-
-
-def _seconds(budget: str | None) -> float | None:
-    from dsagent_cbr.search.clock import parse_duration
-
-    try:
-        return None if budget is None else parse_duration(budget)
-    except ValueError as exc:
-        raise CbrError(f"--budget: {exc}.") from None
 
 
 def resumed_config(config: DevelopConfig, allow_network: bool, no_sandbox: bool) -> DevelopConfig:

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from dsagent_cbr.errors import CbrError
 from dsagent_cbr.runner.sandbox import SandboxPolicy
 from dsagent_cbr.stores import STORES
 
@@ -88,3 +89,13 @@ def interrupt_on_sigterm() -> None:
 
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, handler)
+
+
+def budget_seconds(budget: str) -> float:
+    """--budget as seconds ('15m', '90s', '300'), or one sentence on what is wrong with it."""
+    from dsagent_cbr.search.clock import parse_duration
+
+    try:
+        return parse_duration(budget)
+    except ValueError as exc:
+        raise CbrError(f"--budget: {exc}.") from None
