@@ -254,20 +254,20 @@ def test_flaml_gets_label_codes_and_predict_gives_the_labels_back():
 
 
 def test_a_trial_keeps_to_its_share_of_the_cores(monkeypatch: pytest.MonkeyPatch) -> None:
-    from dsagent_cbr.bench.engine import trial_cores
+    from dsagent_cbr.cluster import share_of_cores
     from dsagent_cbr.cores import usable_cores
     from dsagent_cbr.errors import CbrError
     from dsagent_cbr.runner.sandbox import SandboxPolicy
 
-    class Cluster:  # what trial_cores reads of ray: the live nodes
+    class Cluster:  # what share_of_cores reads of ray: the live nodes
         def __init__(self, *cpus: int) -> None:
             self.cpus = cpus
 
         def nodes(self) -> list[dict]:
             return [{"Alive": True, "Resources": {"CPU": c}} for c in self.cpus]
 
-    assert [trial_cores(Cluster(2), 2, p) for p in (1, 2, 3)] == [2, 1, 1]
-    assert trial_cores(Cluster(8, 2), 10, 2) == 2  # never more than the smallest node has
+    assert [share_of_cores(Cluster(2), 2, p) for p in (1, 2, 3)] == [2, 1, 1]
+    assert share_of_cores(Cluster(8, 2), 10, 2) == 2  # never more than the smallest node has
     monkeypatch.setenv("CBR_CORES", "1")
     assert usable_cores() == 1 and SandboxPolicy().cores == 1
     monkeypatch.setenv("CBR_CORES", "two")

@@ -152,3 +152,18 @@ def test_a_search_within_a_budget_on_a_real_task(tmp_path):
     last = summary["rows"][-1]  # the search ends with a blend of what it found, graded on the host
     assert last["operator"] == "ensemble" and last["status"] == "ok" and last["selection"] is not None
     assert Path(summary["run_dir"], "tree.png").is_file()
+
+
+@pytest.mark.slow
+def test_a_parallel_search_runs_two_nodes_at_once_on_ray_each_on_its_share_of_the_cores(tmp_path):
+    task = prepared("concrete-strength")
+    proc = cbr("develop", str(task.root), "--model", "none", "--budget", "30s", "--parallel", "2", "--store", "faiss",
+               "--runs-dir", str(tmp_path / "runs"), "--no-retain", "--json", home=tmp_path / "home", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    summary = json.loads(proc.stdout)
+    assert summary["sandbox"]["parallel"] == 2 and summary["sandbox"]["cores"] == max(1, (os.cpu_count() or 2) // 2)
+    nodes = [r for r in summary["rows"] if r["operator"] != "ensemble" and r["wall_time"] is not None]
+    spans = [(r["started"], r["started"] + r["wall_time"]) for r in nodes]
+    assert any(a[0] < b[0] < a[1] for a in spans for b in spans if a is not b)  # one began while another ran
+    assert [r["iteration"] for r in summary["rows"]] == list(range(1, len(summary["rows"]) + 1))
+    assert summary["outcome"] == "ok" and summary["best_selection"] < summary["baselines"]["starter"]

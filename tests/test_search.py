@@ -238,3 +238,38 @@ def test_a_model_whose_nodes_come_to_nothing_is_given_up_and_the_search_ends_gra
     after = [r.operator for r in record.rows if r.iteration > last_asked]
     assert len(after) >= 4 and not set(after) & {"plan", "improve", "debug"}  # the plain moves went on alone
     assert record.best_score <= 5.0 and record.outcome == "ok"  # at least the general draft
+
+
+def test_with_parallel_two_nodes_run_at_once_and_the_tree_resumes_the_same(task, tmp_path, monkeypatch):
+    import threading
+    import time
+
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+
+    class Overlapping(FakeExecutor):  # a fake whose scripts take a moment, counting how many run at once
+        def __init__(self) -> None:
+            super().__init__(executor().grades, predictions=noisy_answers(task))
+            self.now, self.most, self.lock = 0, 0, threading.Lock()
+
+        def run(self, *args, **kwargs):
+            with self.lock:
+                self.now += 1
+                self.most = max(self.most, self.now)
+            time.sleep(0.2)
+            try:
+                return super().run(*args, **kwargs)
+            finally:
+                with self.lock:
+                    self.now -= 1
+
+    bank = FakeBank(solutions=[solution("first"), solution("good")])
+    runs = Overlapping()
+    record = develop_search(task, DevelopConfig(iterations=7, parallel=2), tmp_path, bank, runs)
+    assert runs.most == 2 and [r.iteration for r in record.rows] == list(range(1, len(record.rows) + 1))
+    assert {r.operator for r in record.rows} >= {"draft", "transplant", "tune", "ensemble"}
+    assert all(r.status != "not run" for r in record.rows) and record.outcome == "ok"
+    transplanted = [r.case for r in record.rows if r.operator == "transplant"]
+    assert transplanted == ["first", "good"]  # two transplants in flight at once still take the next case each
+    again = Overlapping()
+    resumed = develop_search(task, DevelopConfig(iterations=7, parallel=2), tmp_path, bank, again)
+    assert [r.model_dump() for r in resumed.rows] == [r.model_dump() for r in record.rows] and not again.runs

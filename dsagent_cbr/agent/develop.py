@@ -51,6 +51,8 @@ class DevelopConfig:
     refit: bool = False
     retain: bool = True  # --no-retain: the run adds nothing to the bank
     budget: float | None = None  # --budget: wall-clock seconds for the search (the node cap is `iterations`)
+    parallel: int = 1  # --parallel: the search's nodes at once (search/parallel.py)
+    address: str | None = None  # --address: the Ray cluster its nodes' scripts run on
     policy: dict[str, Any] = field(default_factory=lambda: asdict(SandboxPolicy()))
 
     @property

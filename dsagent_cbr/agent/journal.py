@@ -7,6 +7,7 @@ most the step in flight (its torn line is dropped on reading and cut off before 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +29,7 @@ class RunJournal:
         self.path = run_dir / JOURNAL
         self.records: list[dict[str, object]] = []
         self._done: dict[str, dict[str, object]] = {}
+        self._lock = threading.Lock()  # nodes of a --parallel search journal their steps from their own threads
         if self.path.exists():
             self._load()
 
@@ -49,9 +51,15 @@ class RunJournal:
         if previous is not None:
             return previous["output"]  # type: ignore[return-value]
         record = {"iteration": iteration, "role": role, "attempt": attempt, "time": time.time(), "output": fn()}
-        append_lines(self.path, [json_line(record)])
-        self._remember(record)
+        with self._lock:
+            append_lines(self.path, [json_line(record)])
+            self._remember(record)
         return record["output"]  # type: ignore[return-value]
+
+    def recorded(self, iteration: int, role: str, attempt: int = 0) -> object | None:
+        """A completed step's output, or None when the journal does not hold it."""
+        previous = self._done.get(_key(iteration, role, attempt))
+        return None if previous is None else previous["output"]
 
     def errors(self) -> list[dict[str, object]]:
         """What the model got wrong: every step whose output records an error, a reply it could not use

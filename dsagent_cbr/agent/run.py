@@ -18,6 +18,7 @@ is only recorded."""
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -70,6 +71,7 @@ class Run:
         self.starter_seconds: float | None = None
         self.reference = reference  # the hand-written reference's, for the report only
         self.ended: Outcome | None = None  # set when a failure of ours or the budget stopped the run
+        self.lock = threading.RLock()  # a --parallel search's nodes consider their rows from their own threads
 
     @property
     def rows(self) -> list[Row]:
@@ -132,6 +134,10 @@ class Run:
         """Record a run's outcome in its row; when its score is the best yet, make it the run's solution
         and, given a plan text to retain with it, add the pair to the bank when it has a selection score
         that beats the starter's."""
+        with self.lock:
+            return self._consider(row, code, result, attempt, retain)
+
+    def _consider(self, row: Row, code: str, result: RunResult, attempt: int, retain: str | None) -> bool:
         self._judge(result)
         row.status, row.error, row.valid, row.test = result.status, result.error, result.valid_metric, result.test_metric
         row.selection, row.score = result.selection_metric, result.score if result.ok else None
@@ -231,9 +237,11 @@ class Run:
         self.ended, self.record.stopped = outcome, why
 
     def discard_in_flight(self) -> None:
-        """The iteration in flight when the run stopped leaves no row and no folder; resume redoes it."""
-        if self.rows and self.rows[-1].status == "not run":
-            clear_folder(step_dir(self.run_dir, self.rows.pop().iteration))
+        """The iterations in flight when the run stopped (a --parallel search has several) leave no row
+        and no folder; resume redoes them."""
+        for row in [r for r in self.rows if r.status == "not run"]:
+            self.rows.remove(row)
+            clear_folder(step_dir(self.run_dir, row.iteration))
 
     def end(self, row: Row) -> RunRecord:
         """An iteration is over: one progress line, and the record and report written once."""
@@ -242,6 +250,10 @@ class Run:
         return self.finish()
 
     def finish(self) -> RunRecord:
+        with self.lock:
+            return self._finish()
+
+    def _finish(self) -> RunRecord:
         record, best = self.record, self.best
         if self.model is not None:
             usage = self.model.usage()

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import random
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import asdict
 from pathlib import Path
 
@@ -38,6 +39,7 @@ from dsagent_cbr.runner.scratch import clear_folder
 from dsagent_cbr.search import ensemble, tuning
 from dsagent_cbr.search.clock import Clock
 from dsagent_cbr.search.drafts import general_case
+from dsagent_cbr.search.parallel import node_executor, node_pool
 from dsagent_cbr.search.policy import MODEL_OPERATORS, Family, Move, View, choose
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.tasks.selection import hold_out
@@ -48,18 +50,21 @@ MAX_CASES = 20
 def develop_search(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, executor: Executor | None = None,
                    progress: Progress | None = None, reference: float | None = None, *,
                    model: Model | None = None) -> RunRecord:
-    run = open_run("search", task, config, run_dir, bank, executor, progress, model, reference)
-    clock, search = Clock(config.budget), None  # no search when the starter's run stopped the run
-    with run.stopping():
-        run.baseline_run()
-        cases = [Case.from_dict(c) for c in run.journal.step(0, "retrieve", lambda: [
-            {**c.to_dict(), "score": s} for c, s in solution_candidates(bank, task, min(config.iterations, MAX_CASES))])]
-        search = Search(run, cases, clock, config, model)
-        search.grow()
-    best = search.best_single() if search else None
-    if best is not None:
-        run.retain(best, search.script(best), f"search node {best.iteration} ({best.step})")
-    return run.close()
+    with node_executor(executor, task, config.sandbox, config.parallel, config.address) as (runs, cores):
+        run = open_run("search", task, config, run_dir, bank, runs, progress, model, reference)
+        if cores is not None:  # what the record's sandbox says: each node's share, and how many ran at once
+            run.record.sandbox = {**run.record.sandbox, "cores": cores, "parallel": config.parallel}
+        clock, search = Clock(config.budget), None  # no search when the starter's run stopped the run
+        with run.stopping():
+            run.baseline_run()
+            cases = [Case.from_dict(c) for c in run.journal.step(0, "retrieve", lambda: [
+                {**c.to_dict(), "score": s} for c, s in solution_candidates(bank, task, min(config.iterations, MAX_CASES))])]
+            search = Search(run, cases, clock, config, model)
+            search.grow()
+        best = search.best_single() if search else None
+        if best is not None:
+            run.retain(best, search.script(best), f"search node {best.iteration} ({best.step})")
+        return run.close()
 
 
 class Search:
@@ -73,41 +78,70 @@ class Search:
         self.model = ModelMoves(self, model) if model is not None else None
 
     def grow(self) -> None:
-        """Nodes until the cap, the budget or the policy says stop; each node journaled, so a resumed
-        run replays the tree and goes on from its last node."""
-        run, t = self.run, 0
-        while True:
-            t += 1
-            why = self.stop_reason(t)
-            move = self.choose(t) if why is None else Move("stop")
-            why = why or ("nothing left to try" if move.operator == "stop" else None)
-            if why is not None:
-                self.last_ensemble(t)
-                run.record.stopped = f"{why} after {len(run.rows)} node(s)"
-                return
-            started = self.clock.now()
-            self.node(t, move)
-            self.clock.at_least(run.journal.step(t, "clock", self.clock.now))
-            self.clock.took(self.clock.now() - started if move.operator != "ensemble" else None)
-            run.end(run.rows[-1])
+        """Nodes until the cap, the budget or the policy says stop, --parallel of them at once; each node
+        journaled, so a resumed run replays the tree and goes on from its last node."""
+        running: dict[Future[None], Row] = {}
+        t, why = 0, ""
+        with node_pool(self.config.parallel) as pool:
+            while True:
+                while len(running) < self.config.parallel:
+                    move, why = self.next_move(t + 1)
+                    if move is None:  # nothing to start now; with nodes running, perhaps once they end
+                        break
+                    t += 1
+                    row = self.begin(t, move)
+                    running[pool.submit(self.node, row)] = row
+                if not running:
+                    break
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in sorted(done, key=lambda f: running[f].iteration):
+                    future.result()  # the budget, an interrupt or a failure of ours ends the run here
+                    self.ended(running.pop(future))
+        self.last_ensemble(t + 1)
+        self.run.record.stopped = f"{why} after {len(self.run.rows)} node(s)"
+
+    def next_move(self, t: int) -> tuple[Move | None, str]:
+        """Node t's move, or None and why there is none."""
+        why = self.stop_reason(t)
+        move = self.choose(t) if why is None else None
+        if move is None or move.operator == "stop":
+            return None, why or "nothing left to try"
+        return move, ""
 
     def choose(self, t: int) -> Move:
-        """The policy's move for node t, journaled: a resumed run grows the same tree."""
-        rng = random.Random(f"{self.config.seed}-{t}")  # per node, so a replay draws the same
-        return Move(**self.run.journal.step(t, "choose", lambda: asdict(choose(self.view(), rng))))
+        """The policy's move for node t, journaled: a resumed run grows the same tree. A stop is not
+        journaled: with nodes still running, the next to end may give the policy something to do."""
+        recorded = self.run.journal.recorded(t, "choose")
+        if isinstance(recorded, dict):
+            return Move(**recorded)
+        move = choose(self.view(), random.Random(f"{self.config.seed}-{t}"))  # per node: a replay draws the same
+        return move if move.operator == "stop" else Move(**self.run.journal.step(t, "choose", lambda: asdict(move)))
 
     def stop_reason(self, t: int) -> str | None:
         if t > self.config.iterations:
             return f"the cap of {self.config.iterations} nodes reached"
         return self.clock.spent() if self.clock.exhausted() else None
 
+    def begin(self, t: int, move: Move) -> Row:
+        """Node t's row, in the loop's thread: the next move is chosen seeing it in flight."""
+        started = self.run.journal.step(t, "started", lambda: round(self.clock.now(), 1))
+        self.clock.at_least(started)
+        return self.run.begin(t, operator=move.operator, parent=move.parent, started=started)
+
+    def ended(self, row: Row) -> None:
+        """A node is over: the clock goes on from when it ended (as journaled), and learns its time."""
+        self.clock.at_least(self.run.journal.step(row.iteration, "clock", self.clock.now))
+        self.clock.took(self.clock.now() - (row.started or 0.0) if row.operator != "ensemble" else None)
+        self.run.end(row)
+
     def last_ensemble(self, t: int) -> None:
         """The search ends with a blend of what it found, when nodes graded since the last one: it
         costs seconds on the host, so it comes after the budget and the node cap."""
         view = self.view()
         if view.can_ensemble and view.fresh:  # journaled as a move: a resumed run replays it as node t
-            self.node(t, Move(**self.run.journal.step(t, "choose", lambda: asdict(Move("ensemble")))))
-            self.run.end(self.run.rows[-1])
+            row = self.begin(t, Move(**self.run.journal.step(t, "choose", lambda: asdict(Move("ensemble")))))
+            self.node(row)
+            self.run.end(row)
 
     def singles(self) -> list[Row]:
         """The graded nodes that are one script each (an ensemble's script only runs others)."""
@@ -175,19 +209,17 @@ class Search:
     def script(self, row: Row) -> str:
         return (self.run.run_dir / row.script).read_text(encoding="utf-8") if row.script else ""
 
-    def node(self, t: int, move: Move) -> None:
-        started = self.run.journal.step(t, "started", lambda: round(self.clock.now(), 1))
-        self.clock.at_least(started)
-        row = self.run.begin(t, operator=move.operator, parent=move.parent, started=started)
-        if move.operator in MODEL_OPERATORS:
+    def node(self, row: Row) -> None:
+        """Make node `row` with its operator and run it (in a thread of its own with --parallel)."""
+        t, operator = row.iteration, row.operator
+        if operator in MODEL_OPERATORS:
             assert self.model is not None
-            getattr(self.model, move.operator)(t, row)
-            return
-        if move.operator in ("tune", "ensemble"):
-            (self.tune if move.operator == "tune" else self.ensemble)(t, row)
-            return
-        case = self.general if move.operator == "draft" else self.cases[self.transplanted() - 1]  # this row counts
-        self.transplant(t, row, case)
+            getattr(self.model, operator)(t, row)
+        elif operator in ("tune", "ensemble"):
+            (self.tune if operator == "tune" else self.ensemble)(t, row)
+        else:  # draft, or transplant the next case: the nth transplant takes the nth nearest
+            nth = sum(r.operator == "transplant" for r in self.run.rows if r.iteration <= t)
+            self.transplant(t, row, self.general if operator == "draft" else self.cases[nth - 1])
 
     def transplant(self, t: int, row: Row, case: Case) -> None:
         """Draft or transplant: a case fitted to the task by the structural adapter, then run."""
@@ -211,7 +243,8 @@ class Search:
         code = self.script(root)
         found = tuning.knobs(code)
         tried = [({k.name: k.value for k in found}, root.score)]
-        tried += [(r.tuned or {}, r.score) for r in run.rows if self.tuned_from(r, root) and r is not row]
+        tried += [(r.tuned or {}, r.score) for r in run.rows if self.tuned_from(r, root) and r.tuned is not None
+                  and r.status != "not run"]  # a tune still running has no score yet, nor a failure
         run.say(t, "tune")
         row.tuned = run.journal.step(t, "tune", lambda: tuning.propose(
             found, tried, tuning.warm_values(found, [c.script for c in self.cases]), run.task.direction,

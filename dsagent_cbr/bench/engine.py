@@ -1,43 +1,17 @@
 """Fan trials out on Ray: a local Ray on this machine's cores, or an existing cluster (--address).
 
-Concurrency is Ray's: each trial is a task asking for its share of the cores (trial_cores), and at
+Concurrency is Ray's: each trial is a task asking for its share of the cores (cluster.share_of_cores), and at
 most `parallel` tasks are in flight (the pattern Ray's docs give for bounding pending tasks, with ray.wait). A local Ray started
 here is shut down when the grid ends, however it ends; if the driver itself is SIGKILLed, Ray's
 processes share its fate and the trials die with their workers (trial.py)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 from dsagent_cbr.bench.trial import TrialJob, execute
-from dsagent_cbr.errors import CbrError
-
-OBJECT_STORE_BYTES = 80 * 1024 * 1024  # trials return small dicts; Ray's minimum is 75 MiB
-
-
-@contextmanager
-def ray_session(address: str | None, cpus: int | None = None) -> Iterator[Any]:
-    """Ray with its dashboard and usage statistics off; yields the ray module."""
-    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
-    import ray
-
-    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
-    try:
-        if address:
-            pythonpath = os.environ.get("PYTHONPATH")
-            env = {"env_vars": {"PYTHONPATH": pythonpath}} if pythonpath else None
-            ray.init(address=address, runtime_env=env, **options)
-        else:
-            ray.init(num_cpus=cpus or os.cpu_count() or 1, object_store_memory=OBJECT_STORE_BYTES, **options)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise CbrError(f"Could not start or join Ray{f' at {address}' if address else ''}: {exc}") from exc
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
+from dsagent_cbr.cluster import ray_session, share_of_cores
 
 
 def run_jobs(jobs: list[TrialJob], parallel: int, address: str | None,
@@ -45,7 +19,7 @@ def run_jobs(jobs: list[TrialJob], parallel: int, address: str | None,
     """Run every job, at most `parallel` at once; on_record gets each trial's record as it lands."""
     with ray_session(address) as ray:
         cluster_cpus = int(ray.cluster_resources().get("CPU", 0))
-        cores = trial_cores(ray, cluster_cpus, parallel)
+        cores = share_of_cores(ray, cluster_cpus, parallel)
         remote = ray.remote(num_cpus=cores, max_retries=0)(execute)
         waiting = list(jobs)
         running: dict[Any, TrialJob] = {}
@@ -64,11 +38,3 @@ def run_jobs(jobs: list[TrialJob], parallel: int, address: str | None,
                               "reason": f"the Ray task failed: {str(exc).splitlines()[0]}"}
                 on_record(record)
     return {"cluster_cpus": cluster_cpus, "parallel": parallel, "trial_cores": cores}
-
-
-def trial_cores(ray: Any, cluster_cpus: int, parallel: int) -> int:
-    """Each trial's share of the cluster's cores, never more than its smallest node has (so every trial can
-    be placed); Ray reserves it, and the trial's run keeps its threads to it (CBR_CORES)."""
-    nodes = [int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
-    smallest = min((c for c in nodes if c > 0), default=1)
-    return max(1, min(smallest, cluster_cpus // max(1, parallel)))

@@ -40,6 +40,9 @@ if TYPE_CHECKING:  # the agent's imports stay lazy: `cbr --help` is instant
               help="Iterations of the loop (5), or with --budget a cap on the search's nodes (none).")
 @click.option("--budget", default=None, metavar="DURATION",
               help="Wall-clock budget, as 15m, 90s or 1h: the search grows nodes until it is spent.")
+@click.option("--parallel", type=click.IntRange(min=1), default=1, show_default=True,
+              help="The search's nodes at once, each with its share of the cores (on Ray).")
+@click.option("--address", default=None, help="Run the search's nodes on this Ray cluster.")
 @click.option("-k", "--k", "k", type=int, default=5, show_default=True, help="Insight cases retrieved.")
 @click.option("--n-debug", type=int, default=5, show_default=True, help="Debug attempts per iteration.")
 @click.option("--temperature", type=float, default=0.5, show_default=True)
@@ -58,7 +61,8 @@ if TYPE_CHECKING:  # the agent's imports stay lazy: `cbr --help` is instant
 @click.option("--no-retain", is_flag=True, help="Add nothing to the bank: the run's solutions are not retained.")
 @mlflow_option
 @json_option
-def develop(task_dir: str | None, model: str | None, iterations: int | None, budget: str | None, k: int,
+def develop(task_dir: str | None, model: str | None, iterations: int | None, budget: str | None, parallel: int,
+            address: str | None, k: int,
             n_debug: int, temperature: float, no_rerank: bool, no_cbr: bool, timeout: float, memory: float, disk: float, allow_network: bool,
             no_sandbox: bool, seed: int | None, resume_dir: Path | None, store: str | None, bank_dir: Path | None,
             chroma_url: str | None, runs_dir: Path | None, max_cost: float | None, max_tokens: int | None,
@@ -88,7 +92,10 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
         settings_model(settings)  # a missing key or server stops here, before a run folder exists
         policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
         seconds = None if budget is None else budget_seconds(budget)
+        if (parallel > 1 or address) and budget is None and settings.model != "none":
+            raise CbrError("--parallel and --address are the search's: give --budget (or --model none).")
         config = DevelopConfig(iterations=iterations or (NO_CAP if budget else 5), budget=seconds, k=k,
+                               parallel=parallel, address=address,
                                n_debug=n_debug, temperature=temperature, rerank=not no_rerank, cbr=not no_cbr,
                                seed=trial_seed(seed), refit=refit, retain=not no_retain, policy=asdict(policy))
         run_dir = new_run_dir(settings.runs_dir, task.name)

@@ -5,6 +5,7 @@ models and unreachable servers, the response cache, and the ledger with its budg
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ class LLMClient:
         # Each call gets its own sampling seed, derived from the trial's: repeats of a trial with another
         # seed are independent samples (and cache misses), the same seed reproduces a run.
         self.seed, self._calls = seed, 0
+        self._books = threading.Lock()  # the count, the ledger and the cache: a --parallel search asks at once
         self.ledger = ledger or Ledger()
         self.cache, self.max_retries, self.backoff = cache, max_retries, backoff
         self.default_max_tokens = default_max_tokens
@@ -52,16 +54,19 @@ class LLMClient:
                  validate: Callable[[str], Any] | None = None) -> Completion:
         """One call. `validate` parses the text (raising ParseError for an unusable reply); a reply it
         refuses is never cached, so asking again is a new request."""
-        self.ledger.check_budget()
-        self._calls += 1
-        if seed is None:
-            seed = (self.seed * 1_000_003 + self._calls) % 2**31
-        # The client's limit caps every call (a role's own, shorter limit still holds)
-        limit = min((t for t in (max_tokens, self.default_max_tokens) if t), default=None)
-        params: dict[str, Any] = {"temperature": temperature, "max_tokens": limit, "seed": seed}
-        key = request_key(self.spec.name, messages, params)
-        if self.cache is not None and (hit := self.cache.get(key)) is not None:
-            self.ledger.record(CallRecord(role, self.model, 0, 0, 0.0, 0.0, cached=True))
+        with self._books:
+            self.ledger.check_budget()
+            self._calls += 1
+            if seed is None:
+                seed = (self.seed * 1_000_003 + self._calls) % 2**31
+            # The client's limit caps every call (a role's own, shorter limit still holds)
+            limit = min((t for t in (max_tokens, self.default_max_tokens) if t), default=None)
+            params: dict[str, Any] = {"temperature": temperature, "max_tokens": limit, "seed": seed}
+            key = request_key(self.spec.name, messages, params)
+            hit = self.cache.get(key) if self.cache is not None else None
+            if hit is not None:
+                self.ledger.record(CallRecord(role, self.model, 0, 0, 0.0, 0.0, cached=True))
+        if hit is not None:
             return Completion(hit["text"], 0, 0, 0.0, 0.0, True, self.model, validate(hit["text"]) if validate else None)
         start = time.monotonic()
         response = self._call_with_retries(messages, params)
@@ -71,10 +76,12 @@ class LLMClient:
         p_tok = int(getattr(usage, "prompt_tokens", 0) or 0)
         c_tok = int(getattr(usage, "completion_tokens", 0) or 0)
         cost = self.spec.cost(p_tok, c_tok)
-        self.ledger.record(CallRecord(role, self.model, p_tok, c_tok, round(latency, 3), cost, cached=False))
+        with self._books:
+            self.ledger.record(CallRecord(role, self.model, p_tok, c_tok, round(latency, 3), cost, cached=False))
         parsed = validate(text) if validate else None  # a ParseError leaves here, before the cache
         if self.cache is not None:
-            self.cache.put(key, self.spec.name, text, p_tok, c_tok)
+            with self._books:
+                self.cache.put(key, self.spec.name, text, p_tok, c_tok)
         return Completion(text, p_tok, c_tok, cost, latency, False, self.model, parsed)
 
     def usage(self) -> Usage:

@@ -1,0 +1,44 @@
+"""Ray, on this machine's cores or joining a cluster (--address): what `cbr bench` fans trials out on and
+a `cbr develop --parallel` search runs its nodes' scripts on."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from dsagent_cbr.errors import CbrError
+
+OBJECT_STORE_BYTES = 80 * 1024 * 1024  # trials return small dicts; Ray's minimum is 75 MiB
+
+
+@contextmanager
+def ray_session(address: str | None, cpus: int | None = None) -> Iterator[Any]:
+    """Ray with its dashboard and usage statistics off; yields the ray module."""
+    os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    import ray
+
+    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    try:
+        if address:
+            pythonpath = os.environ.get("PYTHONPATH")
+            env = {"env_vars": {"PYTHONPATH": pythonpath}} if pythonpath else None
+            ray.init(address=address, runtime_env=env, **options)
+        else:
+            ray.init(num_cpus=cpus or os.cpu_count() or 1, object_store_memory=OBJECT_STORE_BYTES, **options)
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise CbrError(f"Could not start or join Ray{f' at {address}' if address else ''}: {exc}") from exc
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+
+
+def share_of_cores(ray: Any, cluster_cpus: int, parallel: int) -> int:
+    """Each of `parallel` runs' share of the cluster's cores (a bench trial, a search node), never more than
+    its smallest node has (so every run can be placed); Ray reserves it, and the run keeps its threads to
+    it (CBR_CORES)."""
+    nodes = [int(n["Resources"].get("CPU", 0)) for n in ray.nodes() if n.get("Alive")]
+    smallest = min((c for c in nodes if c > 0), default=1)
+    return max(1, min(smallest, cluster_cpus // max(1, parallel)))

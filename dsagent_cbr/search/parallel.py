@@ -1,0 +1,88 @@
+"""--parallel N: a search's nodes N at a time.
+
+A node's body (its model calls, the adapter, Optuna's proposal) runs in a thread of cbr's process, so the
+model is asked for several nodes at once; its script runs as a Ray task that reserves the node's share of
+the cores (cores / N, as `cbr bench` gives its trials theirs), in the sandbox, with its threads kept to
+that share and OpenMP told to wait passively. `--address` joins a Ray cluster instead (its nodes need
+the project at the same path and the run folder on a shared filesystem).
+
+With --parallel 1 and no --address a node runs in the loop's own thread, as it always did: Ctrl-C reaches
+its script at once, and no Ray starts."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Protocol, TypeVar
+
+from dsagent_cbr.agent.seams import Executor, SandboxExecutor
+from dsagent_cbr.cores import ENV as CORES_ENV
+from dsagent_cbr.runner.result import RunResult
+from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.tasks.model import Task
+
+T = TypeVar("T")
+
+
+class Pool(Protocol):
+    def submit(self, fn: Callable[..., T], /, *args: Any) -> Future[T]: ...
+
+
+class Inline:
+    """One node at a time, in the caller's thread: what it raises, it raises at once."""
+
+    def submit(self, fn: Callable[..., T], /, *args: Any) -> Future[T]:
+        future: Future[T] = Future()
+        future.set_result(fn(*args))
+        return future
+
+
+@contextmanager
+def node_pool(parallel: int) -> Iterator[Pool]:
+    if parallel <= 1:
+        yield Inline()
+        return
+    pool = ThreadPoolExecutor(parallel, thread_name_prefix="node")
+    try:
+        yield pool
+    finally:  # a run that stopped does not wait for its other nodes: Ray's end stops their scripts
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _run_node(inner: Executor, code: str, folder: str, refit: bool, timeout: float | None, cores: int) -> RunResult:
+    os.environ[CORES_ENV] = str(cores)  # the sandbox's thread pools and OpenMP's wait policy (cores.shared)
+    return inner.run(code, Path(folder), refit, timeout)
+
+
+@dataclass
+class RayExecutor:
+    """Runs each script as a Ray task holding `cores` CPUs."""
+
+    inner: Executor
+    ray: Any
+    cores: int
+
+    def __post_init__(self) -> None:
+        self._remote = self.ray.remote(num_cpus=self.cores, max_retries=0)(_run_node)
+
+    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None) -> RunResult:
+        return self.ray.get(self._remote.remote(self.inner, code, str(folder), refit, timeout, self.cores))
+
+
+@contextmanager
+def node_executor(given: Executor | None, task: Task, policy: SandboxPolicy, parallel: int,
+                  address: str | None) -> Iterator[tuple[Executor | None, int | None]]:
+    """(the executor for the run's scripts, each node's cores): Ray's, or `given` (a test's), or (None,
+    None) when nodes run one at a time here (the run's own sandbox executor then)."""
+    if given is not None or (parallel <= 1 and not address):
+        yield given, None
+        return
+    from dsagent_cbr.cluster import ray_session, share_of_cores
+
+    with ray_session(address) as ray:
+        cores = share_of_cores(ray, int(ray.cluster_resources().get("CPU", 0)), parallel)
+        yield RayExecutor(SandboxExecutor(task, replace(policy, cores=cores)), ray, cores), cores
