@@ -4,7 +4,8 @@ hand-written reference), and for how many tasks the search is at least as good.
 
 The FLAML figures are read from a bench record made on this machine (`cbr bench run --agents
 flaml:60,flaml:300`), named in the output; the search runs here, one task after another, seed 0.
-Usage: python experiments/search_vs_flaml.py [--budget 1m] [--flaml flaml:60] [--tasks a,b]
+With --model local the search has SmolLM2 (the embedded local model) beside its own moves.
+Usage: python experiments/search_vs_flaml.py [--budget 1m] [--flaml flaml:60] [--tasks a,b] [--model none]
                                              [--flaml-record experiments/results/bench-flaml-deployment.json]
                                              [--out experiments/results/search_vs_flaml-1m.json]"""
 
@@ -26,11 +27,12 @@ def normalised(x: float, base: dict) -> float:
     return sign * (x - base["random"]) / (sign * (base["reference"] - base["random"]))
 
 
-def search(task: str, budget: str, runs: Path) -> dict:
+def search(task: str | Path, budget: str, runs: Path, model: str = "none", *more: str) -> dict:
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "develop", str(ROOT / "tasks" / task), "--model",
-                           "none", "--budget", budget, "--seed", "0", "--no-retain", "--store", "faiss",
-                           "--runs-dir", str(runs), "--json"], capture_output=True, text=True, cwd=runs)
+    folder = task if isinstance(task, Path) else ROOT / "tasks" / task
+    proc = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "develop", str(folder), "--model", model,
+                           "--budget", budget, "--seed", "0", "--no-retain", "--no-cache", "--store", "faiss",
+                           "--runs-dir", str(runs), "--json", *more], capture_output=True, text=True, cwd=runs)
     if proc.returncode != 0:
         return {"error": proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else f"exit {proc.returncode}"}
     record = json.loads(proc.stdout)
@@ -38,7 +40,9 @@ def search(task: str, budget: str, runs: Path) -> dict:
     for row in record["rows"]:
         operators[row["operator"]] = operators.get(row["operator"], 0) + 1
     best = next(r for r in record["rows"] if r["iteration"] == record["best_iteration"])
+    model_nodes = [r for r in record["rows"] if r["operator"] in ("plan", "improve", "debug")]
     return {"test": record["best_test"], "selection": record["best_selection"], "nodes": len(record["rows"]),
+            "model_nodes": len(model_nodes), "model_graded": sum(r["score"] is not None for r in model_nodes),
             "operators": operators, "best_operator": best["operator"], "seconds": round(time.monotonic() - started, 1)}
 
 
@@ -47,6 +51,7 @@ def main() -> None:
     parser.add_argument("--budget", default="1m")
     parser.add_argument("--flaml", default="flaml:60")
     parser.add_argument("--tasks", default="")
+    parser.add_argument("--model", default="none")
     parser.add_argument("--flaml-record", type=Path, default=ROOT / "experiments/results/bench-flaml-deployment.json")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -57,7 +62,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as runs:
         for task in tasks:
             base = record["baselines"][task]
-            found = search(task, args.budget, Path(runs))
+            found = search(task, args.budget, Path(runs), args.model)
             row = {"task": task, "metric": base["metric"], args.flaml: flaml[task],
                    "flaml_normalised": normalised(flaml[task], base), **found}
             if "test" in found and found["test"] is not None:
@@ -66,12 +71,13 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     scored = [r for r in rows if "normalised" in r]
-    summary = {"budget": args.budget, "flaml": args.flaml, "flaml_record": str(args.flaml_record.relative_to(ROOT)),
+    summary = {"budget": args.budget, "model": args.model, "flaml": args.flaml, "flaml_record": str(args.flaml_record.relative_to(ROOT)),
                "tasks": len(rows), "at_least_flaml": sum(r["at_least_flaml"] for r in scored),
                "mean_normalised_search": sum(r["normalised"] for r in scored) / max(len(scored), 1),
                "mean_normalised_flaml": sum(r["flaml_normalised"] for r in scored) / max(len(scored), 1)}
     print(json.dumps(summary))
-    out = args.out or ROOT / f"experiments/results/search_vs_flaml-{args.budget}.json"
+    tag = args.budget + ("" if args.model == "none" else f"-{args.model}")
+    out = args.out or ROOT / f"experiments/results/search_vs_flaml-{tag}.json"
     out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=2) + "\n")
 
 

@@ -13,49 +13,33 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
 
 from dsagent_cbr.bank import casefiles, doctext
-from dsagent_cbr.bank.cases import Case, modality_family
+from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.bank.checks import KINDS, problem_with
 from dsagent_cbr.bank.embedder import Embedder, EmbeddingCache, normalise
 from dsagent_cbr.bank.integrity import notice
 from dsagent_cbr.bank.journal import JOURNAL_NAME, BankLock, CaseJournal, JournalState
 from dsagent_cbr.bank.places import Place, make_place, recover
+from dsagent_cbr.bank.rebuild import Rebuilding
+from dsagent_cbr.bank.records import AddReport, by_kind, metadata_of
 from dsagent_cbr.bank.store import Record, VectorStore
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.stores import STORES
 
 T = TypeVar("T")
-REBUILD_BATCH = 256  # cases embedded and written at a time while a rebuild fills its new store
 
 
 @dataclass
 class Hit:
     case: Case
     score: float  # cosine similarity
-
-
-@dataclass
-class AddReport:
-    added: list[str] = field(default_factory=list)
-    duplicates: list[str] = field(default_factory=list)
-    failed: list[tuple[str, str]] = field(default_factory=list)  # (id, reason)
-
-    def summary(self) -> str:
-        return f"{len(self.added)} added, {len(self.duplicates)} already present, {len(self.failed)} failed"
-
-
-def metadata_of(case: Case) -> dict[str, str | float | int | bool]:
-    """Flat fields the stores filter on (Chroma takes no None or nested values)."""
-    return {"kind": case.source_kind, "modality": case.modality, "family": modality_family(case.modality),
-            "task_type": case.task_type, "competition": case.competition, "task_name": case.task_name,
-            "metric": case.metric, "source_url": case.source_url}
 
 
 def _where(where: dict[str, Any] | None, exclude_task: str | None) -> dict[str, Any] | None:
@@ -72,11 +56,7 @@ def _all_ids(store: VectorStore) -> set[str]:
     return store.ids("insight") | store.ids("solution")
 
 
-def _by_kind(cases: list[Case]) -> dict[str, list[Case]]:
-    return {kind: [c for c in cases if c.kind == kind] for kind in KINDS}
-
-
-class CaseBank:
+class CaseBank(Rebuilding):
     def __init__(self, place: Place, embedder: Embedder, bank_dir: Path, casebank_dir: Path | None = None):
         self.place = place
         self.embedder = embedder
@@ -178,7 +158,7 @@ class CaseBank:
         missing = [c for c in state.cases.values() if c.id not in present[c.kind]]
         gone = sorted(state.removed & (present["insight"] | present["solution"]))
         if missing:
-            fresh = _by_kind(missing)
+            fresh = by_kind(missing)
             self._index(fresh, {k: self._embed_cases(v) for k, v in fresh.items() if v})
         if gone:
             self._delete(gone)
@@ -316,7 +296,7 @@ class CaseBank:
         if report.failed and all_or_nothing:
             return report
         # embed outside the lock (the slow part); what is new is decided under it
-        batches = _by_kind(list(candidates.values()))
+        batches = by_kind(list(candidates.values()))
         vectors = {k: self._embed_cases(v) for k, v in batches.items() if v}
         with self.lock():
             self._fresh()
@@ -425,93 +405,12 @@ class CaseBank:
             report.failed = [(c.id, why) for c in new if (why := problem_with(c))]
             new = [c for c in new if not problem_with(c)]
             if new:
-                batches = _by_kind(new)
+                batches = by_kind(new)
                 report.added = self._index(batches, {k: self._embed_cases(v) for k, v in batches.items() if v})
             if stale:
                 self._delete(stale)
             self.store.set_meta({"seed_fingerprint": current, "seed_ids": json.dumps(sorted(wanted_ids))})
         return report
-
-    def rebuild(self) -> AddReport:
-        """Make a new index from the seed files and the journal, beside the one in use, and switch to it.
-
-        The journal is compacted on the way (texts of removed cases leave it). A kill at any point leaves
-        the old index in use or the new one; the next command finishes or rolls back what is left. With
-        a Chroma server, cases the server holds that neither the seed files nor this bank's journal know
-        (added by others who share the server) are carried over into the new collections."""
-        with self.lock():
-            self._recover()
-            state = self._state_for_rebuild()
-            loaded = self._load_seed()
-            cases: dict[str, Case] = {c.id: c for c in loaded.cases if c.id not in state.removed}
-            seed_ids = set(cases)
-            cases.update(state.cases)
-            carried = self._carry_over(cases, state.removed)
-            cases.update(carried)
-            staged_id, size = self.journal.create(CaseJournal.compacted(state), staged=True)
-            slot = self.place.new_slot()
-            try:
-                store = self._fill(slot, list(cases.values()), seed_ids, {f"journal:{staged_id}": str(size)})
-            except BaseException:
-                # an error (not a kill): put things back now rather than at the next command
-                self.place.discard(slot)
-                self.journal.next_path.unlink(missing_ok=True)
-                raise
-            self.journal.commit_staged()
-            old = self.place.current()
-            self.place.point_to(slot)
-            if self._store is not None:
-                self._store.close()
-            self._store, self._slot = store, slot
-            if old and old != slot:
-                self.place.discard(old)
-            if carried:
-                notice(f"Carried over {len(carried)} case(s) that {self.place.label} held and this bank's "
-                       "journal does not (added from elsewhere).")
-        return AddReport(added=list(cases))
-
-    def _fill(self, slot: str, cases: list[Case], seed_ids: set[str], meta: dict[str, str]) -> VectorStore:
-        """A complete new store in `slot` holding `cases`, embedded and written a batch at a time."""
-        store = self.place.open(slot, fresh=True)
-        for start in range(0, len(cases), REBUILD_BATCH):
-            for kind, batch in _by_kind(cases[start:start + REBUILD_BATCH]).items():
-                if batch:
-                    records = [Record(c.id, metadata_of(c), json.dumps(c.to_dict(), default=str)) for c in batch]
-                    store.add(kind, records, self._embed_cases(batch))
-        meta = {**meta, "embedding_model": self.embedder.model_name, "seed_ids": json.dumps(sorted(seed_ids))}
-        if self.casebank_dir and self.casebank_dir.is_dir():
-            meta["seed_fingerprint"] = casefiles.fingerprint(self.casebank_dir)
-        store.set_meta(meta)
-        self.place.mark_complete(slot, store)
-        return store
-
-    def _state_for_rebuild(self) -> JournalState:
-        if not self.journal.exists():
-            slot = self.place.current()
-            if slot is not None:
-                try:
-                    self._use(slot)
-                except CbrError as exc:
-                    raise CbrError(f"{exc} But this bank was made before banks kept a journal, so its own cases "
-                                   f"exist only in that index; remove {self.place.label}* to start again from "
-                                   "the seed files.") from exc
-                self._start_journal()
-            else:
-                self.journal.create()
-        return self.journal.state()
-
-    def _carry_over(self, known: dict[str, Case], removed: set[str]) -> dict[str, Case]:
-        """On a shared Chroma server: cases in the collections in use that neither source knows."""
-        slot = self.place.current()
-        if not getattr(self.place, "shared", False) or slot is None:
-            return {}
-        store = self.place.open(slot)
-        out: dict[str, Case] = {}
-        for kind in KINDS:
-            for record in store.records(kind):
-                if record.id not in known and record.id not in removed:
-                    out[record.id] = Case.from_dict(json.loads(record.payload))
-        return out
 
     def close(self) -> None:
         if self._store is not None:
