@@ -63,6 +63,11 @@ class BudgetExceeded(CbrError):
     outcome = Outcome.BUDGET
 
 
+class OutOfTime(Exception):
+    """A model call the search's wall clock cut short: its node ends, and the search with it. Neither the
+    model's failure nor ours, and it never leaves the search (agent/search.py)."""
+
+
 def outcome_of(exc: BaseException) -> Outcome | None:
     """The outcome a run ends with when `exc` stops it; None for a user error or a bug (they propagate)."""
     if isinstance(exc, KeyboardInterrupt):

@@ -42,6 +42,23 @@ def test_retries_are_bounded(tmp_path):
         assert len(server.requests) == 3
 
 
+def test_a_call_past_the_search_s_deadline_is_out_of_time_not_a_failing_server(tmp_path):
+    import time
+
+    from dsagent_cbr.errors import OutOfTime
+
+    def slow(messages):
+        time.sleep(1.5)
+        return "too late"
+
+    with ScriptedLLM(slow) as server:
+        client = client_for(server.url, tmp_path)
+        with pytest.raises(OutOfTime, match="budget ended"):
+            client.complete("plan", HELLO, timeout=0.3)
+        assert len(server.requests) == 1  # not retried: the budget, not the server, ended it
+        assert client.complete("plan", HELLO, timeout=30).text == "too late"  # a deadline that leaves room
+
+
 def test_bad_key_and_unknown_model_are_one_sentence(tmp_path):
     with ScriptedLLM([(401, {"error": {"message": "bad key"}}), (404, {"error": {"message": "no model"}})]) as server:
         client = client_for(server.url, tmp_path)

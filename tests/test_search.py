@@ -59,6 +59,10 @@ def test_with_a_model_its_moves_and_the_plain_ones_take_turns_until_the_model_is
         Move("improve", parent=5)
     spent = View(False, 0, [Family(1, 4.0, False)], "transplant", model=True, plans=2, graded=[1], last_by_model=True)
     assert choose(spent, rng) == Move("improve", parent=1)  # nothing plain left: the model goes on
+    slow = View(False, 1, [best], "transplant", model=True, plans=1, graded=[1], model_due=False)
+    assert choose(slow, rng) == Move("tune", parent=1)  # the model's nodes took far longer: the others catch up
+    assert choose(View(False, 0, [Family(1, 4.0, False)], "transplant", model=True, plans=1, graded=[1],
+                       model_due=False), rng) == Move("plan")  # unless nothing else is left
     given_up = View(False, 1, [best], "draft", model=False, plans=1, graded=[1], broken=[2])
     assert choose(given_up, rng) == Move("transplant")
 
@@ -273,3 +277,18 @@ def test_with_parallel_two_nodes_run_at_once_and_the_tree_resumes_the_same(task,
     again = Overlapping()
     resumed = develop_search(task, DevelopConfig(iterations=7, parallel=2), tmp_path, bank, again)
     assert [r.model_dump() for r in resumed.rows] == [r.model_dump() for r in record.rows] and not again.runs
+
+
+def test_a_model_call_the_budget_cuts_short_ends_its_node_but_is_not_held_against_the_model(task, tmp_path,
+                                                                                         monkeypatch):
+    from dsagent_cbr.errors import OutOfTime
+
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    model = FakeModel({"plan": [OutOfTime("the budget ended 12 s into a call")]})
+    bank = FakeBank(solutions=[solution("first"), solution("good")])
+    record = develop_search(task, DevelopConfig(iterations=3, budget=600.0, cbr=False), tmp_path, bank, executor(),
+                            model=model)
+    cut = next(r for r in record.rows if r.operator == "plan")
+    assert cut.status == "out of time" and "budget ended" in cut.error and record.outcome == "ok"
+    assert model.timeouts and all(t is not None and 0 < t <= 600 for t in model.timeouts)  # each call's limit
+    assert record.best_score is not None

@@ -36,12 +36,14 @@ class Reply(Protocol[T_co]):
 
 class Model(Protocol):
     """An LLM behind one call (LLMClient is one). `validate` parses the text or raises ParseError with the
-    raw reply; the budget raises BudgetExceeded, an unreachable server InfrastructureError."""
+    raw reply; the budget raises BudgetExceeded, an unreachable server InfrastructureError, and a call
+    that outlives its `timeout` (what a search's budget has left) OutOfTime."""
 
     model: str
 
     def complete(self, role: str, messages: Messages, *, temperature: float = ...,
-                 max_tokens: int | None = ..., validate: Callable[[str], T]) -> Reply[T]: ...
+                 max_tokens: int | None = ..., validate: Callable[[str], T],
+                 timeout: float | None = ...) -> Reply[T]: ...
 
     def usage(self) -> Usage: ...
 

@@ -30,8 +30,9 @@ from dsagent_cbr.agent.record import Row, RunRecord
 from dsagent_cbr.agent.run import Run
 from dsagent_cbr.agent.rundir import step_dir
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress
-from dsagent_cbr.agent.search_model import ModelMoves
+from dsagent_cbr.agent.search_model import OUT_OF_TIME, ModelMoves
 from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.errors import OutOfTime
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.runner.artefacts import ArtefactError
 from dsagent_cbr.runner.result import RunResult
@@ -40,7 +41,7 @@ from dsagent_cbr.search import ensemble, tuning
 from dsagent_cbr.search.clock import Clock
 from dsagent_cbr.search.drafts import general_case
 from dsagent_cbr.search.parallel import node_executor, node_pool
-from dsagent_cbr.search.policy import MODEL_OPERATORS, Family, Move, View, choose
+from dsagent_cbr.search.policy import MODEL_OPERATORS, MODEL_SLACK, Family, Move, View, choose
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.tasks.selection import hold_out
 
@@ -75,6 +76,7 @@ class Search:
         held = hold_out(run.task)
         self.held = held if ensemble.possible(run.task, held) else None
         self.results: dict[int, RunResult] = {}  # each node's run, for the model's improve and debug
+        self.took: dict[int, float] = {}  # each ended node's seconds, start to end
         self.model = ModelMoves(self, model) if model is not None else None
 
     def grow(self) -> None:
@@ -131,7 +133,8 @@ class Search:
     def ended(self, row: Row) -> None:
         """A node is over: the clock goes on from when it ended (as journaled), and learns its time."""
         self.clock.at_least(self.run.journal.step(row.iteration, "clock", self.clock.now))
-        self.clock.took(self.clock.now() - (row.started or 0.0) if row.operator != "ensemble" else None)
+        self.took[row.iteration] = seconds = self.clock.now() - (row.started or 0.0)
+        self.clock.took(seconds if row.operator != "ensemble" else None)
         self.run.end(row)
 
     def last_ensemble(self, t: int) -> None:
@@ -168,7 +171,13 @@ class Search:
                     fresh=sum(r.score is not None for r in rows[since + 1:]),
                     model=self.model is not None and self.model.trusted(), graded=[r.iteration for r in graded],
                     plans=sum(r.operator == "plan" for r in rows), broken=self.broken(),
-                    last_by_model=bool(nodes) and nodes[-1].operator in MODEL_OPERATORS)
+                    last_by_model=bool(nodes) and nodes[-1].operator in MODEL_OPERATORS,
+                    model_due=self.seconds(MODEL_OPERATORS) <= self.seconds(None) + MODEL_SLACK)
+
+    def seconds(self, operators: tuple[str, ...] | None) -> float:
+        """The time the ended nodes with these operators took (None: those without the model)."""
+        return sum(self.took.get(r.iteration, 0.0) for r in self.run.rows
+                   if (r.operator in operators if operators else r.operator not in MODEL_OPERATORS))
 
     def families(self) -> list[Family]:
         """Each node that is not a tune, with the tuned nodes grown from it: best first, ungraded last."""
@@ -214,7 +223,10 @@ class Search:
         t, operator = row.iteration, row.operator
         if operator in MODEL_OPERATORS:
             assert self.model is not None
-            getattr(self.model, operator)(t, row)
+            try:
+                getattr(self.model, operator)(t, row)
+            except OutOfTime as exc:  # the budget, not the model: the node ends, and the clock ends the search
+                row.status, row.error = OUT_OF_TIME, str(exc)
         elif operator in ("tune", "ensemble"):
             (self.tune if operator == "tune" else self.ensemble)(t, row)
         else:  # draft, or transplant the next case: the nth transplant takes the nth nearest

@@ -6,35 +6,62 @@
     debug    a broken node's script and error, fixed by the model; the fix is a node of its own
 
 A reply the model got wrong leaves a node with no score; search/policy.py stops asking the model after a
-few such nodes in a row, and the search goes on with the operators that need none."""
+few such nodes in a row, and the search goes on with the operators that need none. Every call is cut off
+where the budget ends (OutOfTime): a slow model cannot carry a search past its wall clock."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
 
 from dsagent_cbr.agent import roles
 from dsagent_cbr.agent.context import Context
 from dsagent_cbr.agent.develop import best_case, case_name, plan_and_program
 from dsagent_cbr.agent.record import Row
-from dsagent_cbr.agent.seams import Model
+from dsagent_cbr.agent.seams import Messages, Model, Reply
 from dsagent_cbr.bank.doctext import task_query
+from dsagent_cbr.errors import OutOfTime
+from dsagent_cbr.llm.ledger import Usage
+from dsagent_cbr.search.clock import Clock
 from dsagent_cbr.search.policy import GIVE_UP, MODEL_OPERATORS
 
 if TYPE_CHECKING:
     from dsagent_cbr.agent.search import Search
 
+OUT_OF_TIME = "out of time"  # a model node's status when the budget ended during one of its calls
 LOG_NODES = 10  # the tree's log in a prompt: its last nodes, so that a long search's prompt stays bounded
+MIN_CALL_SECONDS = 5.0  # less of the budget left than this: no call starts
+T = TypeVar("T")
+
+
+class Deadlined:
+    """The model, each call given what is left of the search's budget as its time limit."""
+
+    def __init__(self, inner: Model, clock: Clock) -> None:
+        self.inner, self.clock, self.model = inner, clock, inner.model
+
+    def complete(self, role: str, messages: Messages, *, validate: Callable[[str], T], **options: object) -> Reply[T]:
+        left = self.clock.left()
+        if left < MIN_CALL_SECONDS:
+            raise OutOfTime(f"{left:.0f} s of the budget left: too little for a call of {self.model}")
+        return self.inner.complete(role, messages, validate=validate, timeout=None if math.isinf(left) else left,
+                                   **options)  # type: ignore[arg-type]
+
+    def usage(self) -> Usage:
+        return self.inner.usage()
 
 
 class ModelMoves:
     def __init__(self, search: Search, model: Model) -> None:
-        self.search, self.model, self.config = search, model, search.config
+        self.search, self.model, self.config = search, Deadlined(model, search.clock), search.config
         self.ctx = Context.of(search.run.task, search.config.sandbox)
         self.query = task_query(search.run.task.description, search.run.task.modality)
 
     def trusted(self) -> bool:
-        """Fewer than GIVE_UP model nodes in a row have come to nothing."""
-        recent = [r for r in self.search.run.rows if r.operator in MODEL_OPERATORS][-GIVE_UP:]
+        """Fewer than GIVE_UP model nodes in a row have come to nothing (a node the budget cut short aside)."""
+        recent = [r for r in self.search.run.rows if r.operator in MODEL_OPERATORS and r.status != OUT_OF_TIME]
+        recent = recent[-GIVE_UP:]
         return len(recent) < GIVE_UP or any(r.score is not None for r in recent)
 
     def plan(self, t: int, row: Row) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dsagent_cbr.errors import InfrastructureError
+from dsagent_cbr.errors import InfrastructureError, OutOfTime
 from dsagent_cbr.llm.cache import ResponseCache, request_key
 from dsagent_cbr.llm.ledger import BudgetExceeded, CallRecord, Ledger, Usage
 from dsagent_cbr.llm.models import ModelSpec
@@ -40,7 +40,7 @@ class LLMClient:
         self.spec, self.model = spec, spec.alias
         # Each call gets its own sampling seed, derived from the trial's: repeats of a trial with another
         # seed are independent samples (and cache misses), the same seed reproduces a run.
-        self.seed, self._calls = seed, 0
+        self.seed, self._calls, self.timeout = seed, 0, timeout
         self._books = threading.Lock()  # the count, the ledger and the cache: a --parallel search asks at once
         self.ledger = ledger or Ledger()
         self.cache, self.max_retries, self.backoff = cache, max_retries, backoff
@@ -51,7 +51,7 @@ class LLMClient:
 
     def complete(self, role: str, messages: list[dict[str, str]], *, temperature: float = 0.5,
                  max_tokens: int | None = None, seed: int | None = None,
-                 validate: Callable[[str], Any] | None = None) -> Completion:
+                 validate: Callable[[str], Any] | None = None, timeout: float | None = None) -> Completion:
         """One call. `validate` parses the text (raising ParseError for an unusable reply); a reply it
         refuses is never cached, so asking again is a new request."""
         with self._books:
@@ -69,7 +69,7 @@ class LLMClient:
         if hit is not None:
             return Completion(hit["text"], 0, 0, 0.0, 0.0, True, self.model, validate(hit["text"]) if validate else None)
         start = time.monotonic()
-        response = self._call_with_retries(messages, params)
+        response = self._call_with_retries(messages, params, timeout)
         latency = time.monotonic() - start
         text = response.choices[0].message.content or ""
         usage = response.usage
@@ -89,10 +89,15 @@ class LLMClient:
         return {"tokens": int(totals["prompt_tokens"]) + int(totals["completion_tokens"]),
                 "cost_usd": round(float(totals["cost"]), 6), "calls": totals["calls"]}
 
-    def _call_with_retries(self, messages: list[dict[str, str]], params: dict[str, Any]) -> Any:
+    def _call_with_retries(self, messages: list[dict[str, str]], params: dict[str, Any],
+                           deadline: float | None = None) -> Any:
+        """The call, retried on a server's transient failures; `deadline` (seconds, a search's budget
+        left) cuts it off, with OutOfTime, when it comes before the client's own timeout."""
         import openai
 
         kwargs: dict[str, Any] = {"model": self.spec.name, "messages": messages, "temperature": params["temperature"]}
+        if deadline is not None and deadline < self.timeout:
+            kwargs["timeout"] = max(deadline, 0.1)
         if params["max_tokens"]:
             kwargs["max_tokens"] = params["max_tokens"]
         if params["seed"] is not None:
@@ -109,8 +114,9 @@ class LLMClient:
                 raise InfrastructureError(f"{where} does not know the model {self.spec.name!r} (HTTP 404).") from exc
             except openai.BadRequestError as exc:
                 raise InfrastructureError(f"{where} refused the request for {self.model}: {exc.message}") from exc
-            except (openai.RateLimitError, openai.InternalServerError, openai.APITimeoutError,
-                    openai.APIConnectionError) as exc:
+            except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError) as exc:
+                if isinstance(exc, openai.APITimeoutError) and "timeout" in kwargs:  # the budget ended, not the server
+                    raise OutOfTime(f"the budget ended {kwargs['timeout']:.0f} s into a call of {self.model}") from exc
                 if attempt == self.max_retries:
                     if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError):
                         raise InfrastructureError(f"Cannot reach the model server at {where} (is it running?).") from exc

@@ -28,10 +28,13 @@ class FakeModel:
     model: str = "fake"
     prompts: list[str] = field(default_factory=list)
     roles: list[str] = field(default_factory=list)  # the role of each prompt
+    timeouts: list[float | None] = field(default_factory=list)  # each call's time limit
     tokens: int = 0
 
     def complete(self, role: str, messages: list[dict[str, str]], *, temperature: float = 0.5,
-                 max_tokens: int | None = None, validate: Callable[[str], Any] | None = None) -> Reply:
+                 max_tokens: int | None = None, validate: Callable[[str], Any] | None = None,
+                 timeout: float | None = None) -> Reply:
+        self.timeouts.append(timeout)
         self.prompts.append("\n".join(m["content"] for m in messages))
         self.roles.append(role)
         queue = self.replies.get(role) or []
