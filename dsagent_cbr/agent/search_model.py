@@ -108,7 +108,8 @@ class ModelMoves:
     def tree_log(self) -> str:
         """The last nodes as the model is told of them: what each tried and how it scored (never a test score)."""
         lines = []
-        for r in self.search.run.rows[:-1][-LOG_NODES:]:  # the last row is the node being made
+        ended = [r for r in self.search.run.rows if r.status != "not run"]  # this node and others in flight aside
+        for r in ended[-LOG_NODES:]:
             grown = f" of node {r.parent}" if r.parent is not None else ""
             lines.append(f"Node {r.iteration} ({r.operator}{grown}): {r.log or r.step or r.status}")
         start = self.search.run.baseline
