@@ -292,3 +292,10 @@ def test_a_model_call_the_budget_cuts_short_ends_its_node_but_is_not_held_agains
     assert cut.status == "out of time" and "budget ended" in cut.error and record.outcome == "ok"
     assert model.timeouts and all(t is not None and 0 < t <= 600 for t in model.timeouts)  # each call's limit
     assert record.best_score is not None
+
+
+def test_a_script_that_does_not_parse_has_no_knobs_to_tune():
+    from dsagent_cbr.search.tuning import knobs
+
+    assert knobs("model = LGBMRegressor(num_leaves=31\nprint 'x'") == []
+    assert knobs("model = LGBMRegressor(num_leaves=31)")[0].name == "num_leaves"

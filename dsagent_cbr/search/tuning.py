@@ -54,8 +54,12 @@ def _number(node: ast.expr) -> float | None:
 
 
 def knobs(script: str) -> list[Knob]:
-    """The tunable literals of the first model constructor that has any."""
-    tree = ast.parse(script)
+    """The tunable literals of the first model constructor that has any; none in a script that does not
+    parse (a model's broken script is a node too)."""
+    try:
+        tree = ast.parse(script)
+    except (SyntaxError, ValueError):
+        return []
     stops_early = "early_stopping" in script
     for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call) and _is_model(n)):
         found = []
