@@ -76,7 +76,6 @@ class Search:
         held = hold_out(run.task)
         self.held = held if ensemble.possible(run.task, held) else None
         self.results: dict[int, RunResult] = {}  # each node's run, for the model's improve and debug
-        self.took: dict[int, float] = {}  # each ended node's seconds, start to end
         self.model = ModelMoves(self, model) if model is not None else None
 
     def grow(self) -> None:
@@ -133,9 +132,13 @@ class Search:
     def ended(self, row: Row) -> None:
         """A node is over: the clock goes on from when it ended (as journaled), and learns its time."""
         self.clock.at_least(self.run.journal.step(row.iteration, "clock", self.clock.now))
-        self.took[row.iteration] = seconds = self.clock.now() - (row.started or 0.0)
-        self.clock.took(seconds if row.operator != "ensemble" else None)
+        self.clock.took(self.took(row) if row.operator != "ensemble" else None)
         self.run.end(row)
+
+    def took(self, row: Row) -> float:
+        """A node's seconds, from its start to its end as journaled (0 while it runs)."""
+        end = self.run.journal.recorded(row.iteration, "clock")
+        return float(end) - (row.started or 0.0) if isinstance(end, int | float) else 0.0
 
     def last_ensemble(self, t: int) -> None:
         """The search ends with a blend of what it found, when nodes graded since the last one: it
@@ -155,29 +158,28 @@ class Search:
         best = max if self.run.task.direction == "maximize" else min
         return best(self.singles(), key=lambda r: r.score, default=None)  # singles are graded
 
-    def transplanted(self) -> int:
-        """How many cases the search has taken (the next one is the next nearest)."""
-        return sum(r.operator == "transplant" for r in self.run.rows)
+    def transplanted(self, up_to: int | None = None) -> int:
+        """How many cases the search has taken (the next one is the next nearest), by node `up_to` when given."""
+        return sum(r.operator == "transplant" for r in self.run.rows if up_to is None or r.iteration <= up_to)
 
     def view(self) -> View:
         rows, maximize = self.run.rows, self.run.task.direction == "maximize"
         since = next((i for i in range(len(rows) - 1, -1, -1) if rows[i].operator == "ensemble"), -1)
-        nodes = [r for r in rows if r.operator != "ensemble"]
-        graded = sorted(self.singles(), key=lambda r: r.score, reverse=maximize)  # type: ignore[arg-type,return-value]
+        nodes, singles = [r for r in rows if r.operator != "ensemble"], self.singles()
+        graded = sorted(singles, key=lambda r: r.score, reverse=maximize)  # type: ignore[arg-type,return-value]
         return View(can_draft=self.general is not None and not any(r.operator == "draft" for r in rows),
                     cases_left=len(self.cases) - self.transplanted(), families=self.families(),
                     last=next((r.operator for r in reversed(nodes) if r.operator not in MODEL_OPERATORS), ""),
-                    can_ensemble=self.held is not None and len(self.singles()) >= 2,
+                    can_ensemble=self.held is not None and len(singles) >= 2,
                     fresh=sum(r.score is not None for r in rows[since + 1:]),
                     model=self.model is not None and self.model.trusted(), graded=[r.iteration for r in graded],
                     plans=sum(r.operator == "plan" for r in rows), broken=self.broken(),
                     last_by_model=bool(nodes) and nodes[-1].operator in MODEL_OPERATORS,
-                    model_due=self.seconds(MODEL_OPERATORS) <= self.seconds(None) + MODEL_SLACK)
+                    model_due=self.model_lead() <= MODEL_SLACK)
 
-    def seconds(self, operators: tuple[str, ...] | None) -> float:
-        """The time the ended nodes with these operators took (None: those without the model)."""
-        return sum(self.took.get(r.iteration, 0.0) for r in self.run.rows
-                   if (r.operator in operators if operators else r.operator not in MODEL_OPERATORS))
+    def model_lead(self) -> float:
+        """How many seconds longer the ended model nodes have taken than the others."""
+        return sum(self.took(r) * (1 if r.operator in MODEL_OPERATORS else -1) for r in self.run.rows)
 
     def families(self) -> list[Family]:
         """Each node that is not a tune, with the tuned nodes grown from it: best first, ungraded last."""
@@ -230,8 +232,7 @@ class Search:
         elif operator in ("tune", "ensemble"):
             (self.tune if operator == "tune" else self.ensemble)(t, row)
         else:  # draft, or transplant the next case: the nth transplant takes the nth nearest
-            nth = sum(r.operator == "transplant" for r in self.run.rows if r.iteration <= t)
-            self.transplant(t, row, self.general if operator == "draft" else self.cases[nth - 1])
+            self.transplant(t, row, self.general if operator == "draft" else self.cases[self.transplanted(t) - 1])
 
     def transplant(self, t: int, row: Row, case: Case) -> None:
         """Draft or transplant: a case fitted to the task by the structural adapter, then run."""

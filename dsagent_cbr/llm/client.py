@@ -92,18 +92,22 @@ class LLMClient:
     def _call_with_retries(self, messages: list[dict[str, str]], params: dict[str, Any],
                            deadline: float | None = None) -> Any:
         """The call, retried on a server's transient failures; `deadline` (seconds, a search's budget
-        left) cuts it off, with OutOfTime, when it comes before the client's own timeout."""
+        left) cuts it off, retries and their waits included, with OutOfTime, when it comes before the
+        client's own timeout."""
         import openai
 
         kwargs: dict[str, Any] = {"model": self.spec.name, "messages": messages, "temperature": params["temperature"]}
-        if deadline is not None and deadline < self.timeout:
-            kwargs["timeout"] = max(deadline, 0.1)
+        ends = None if deadline is None or deadline >= self.timeout else time.monotonic() + deadline
         if params["max_tokens"]:
             kwargs["max_tokens"] = params["max_tokens"]
         if params["seed"] is not None:
             kwargs["seed"] = params["seed"]
         where = self.spec.base_url or "the server"
         for attempt in range(self.max_retries + 1):
+            if ends is not None:  # each try gets what the budget has left after the ones before
+                kwargs["timeout"] = ends - time.monotonic()
+                if kwargs["timeout"] <= 0:
+                    raise OutOfTime(f"the budget ended while {self.model}'s call was retried")
             try:
                 return self._sdk.chat.completions.create(**kwargs)
             except openai.AuthenticationError as exc:
