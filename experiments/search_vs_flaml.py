@@ -4,8 +4,11 @@ hand-written reference), and for how many tasks the search is at least as good.
 
 The FLAML figures are read from a bench record made on this machine (`cbr bench run --agents
 flaml:60,flaml:300`), named in the output; the search runs here, one task after another, seed 0.
-With --model local the search has SmolLM2 (the embedded local model) beside its own moves.
-Usage: python experiments/search_vs_flaml.py [--budget 1m] [--flaml flaml:60] [--tasks a,b] [--model none]
+With --model local the search has SmolLM2 (the embedded local model) beside its own moves. With --refit
+the search's choice is also refit on every labelled row and its test score recorded beside
+(`test_after_refit`); the comparison stays on `test`, since the FLAML anchor's model learned from the same
+rows as the search's nodes and was not refit.
+Usage: python experiments/search_vs_flaml.py [--budget 1m] [--flaml flaml:60] [--tasks a,b] [--model none] [--refit]
                                              [--flaml-record experiments/results/bench-flaml-deployment.json]
                                              [--out experiments/results/search_vs_flaml-1m.json]"""
 
@@ -41,7 +44,9 @@ def search(task: str | Path, budget: str, runs: Path, model: str = "none", *more
         operators[row["operator"]] = operators.get(row["operator"], 0) + 1
     best = next(r for r in record["rows"] if r["iteration"] == record["best_iteration"])
     model_nodes = [r for r in record["rows"] if r["operator"] in ("plan", "improve", "debug")]
-    return {"test": record["best_test"], "selection": record["best_selection"], "nodes": len(record["rows"]),
+    refit = {"refit": record["refit"]["status"], "test_after_refit": record["refit"]["test_after_refit"]} \
+        if record.get("refit") else {}
+    return {"test": record["best_test"], "selection": record["best_selection"], **refit, "nodes": len(record["rows"]),
             "model_nodes": len(model_nodes), "model_graded": sum(r["score"] is not None for r in model_nodes),
             "operators": operators, "best_operator": best["operator"], "seconds": round(time.monotonic() - started, 1)}
 
@@ -52,6 +57,7 @@ def main() -> None:
     parser.add_argument("--flaml", default="flaml:60")
     parser.add_argument("--tasks", default="")
     parser.add_argument("--model", default="none")
+    parser.add_argument("--refit", action="store_true")
     parser.add_argument("--flaml-record", type=Path, default=ROOT / "experiments/results/bench-flaml-deployment.json")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -62,7 +68,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as runs:
         for task in tasks:
             base = record["baselines"][task]
-            found = search(task, args.budget, Path(runs), args.model)
+            found = search(task, args.budget, Path(runs), args.model, *(["--refit"] if args.refit else []))
             row = {"task": task, "metric": base["metric"], args.flaml: flaml[task],
                    "flaml_normalised": normalised(flaml[task], base), **found}
             if "test" in found and found["test"] is not None:
@@ -71,7 +77,7 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     scored = [r for r in rows if "normalised" in r]
-    summary = {"budget": args.budget, "model": args.model, "flaml": args.flaml, "flaml_record": str(args.flaml_record.relative_to(ROOT)),
+    summary = {"budget": args.budget, "model": args.model, "refit": args.refit, "flaml": args.flaml, "flaml_record": str(args.flaml_record.relative_to(ROOT)),
                "tasks": len(rows), "at_least_flaml": sum(r["at_least_flaml"] for r in scored),
                "mean_normalised_search": sum(r["normalised"] for r in scored) / max(len(scored), 1),
                "mean_normalised_flaml": sum(r["flaml_normalised"] for r in scored) / max(len(scored), 1)}

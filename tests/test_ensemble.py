@@ -59,6 +59,12 @@ def test_the_blend_is_graded_on_rows_that_did_not_choose_its_weights(task, tmp_p
         mixed = sum(w * found[k - 1].values[held.test_rows:, 0][rows] for k, w in weights.items())
         assert np.allclose(written[rows], mixed)
     assert made.grades.selection == pytest.approx(rmse(y, written))
+    # taking the best single node instead, cross-fitted on the same halves: the best on each half predicts the other
+    taken = np.empty(held.rows)
+    for rows, other in ((first, second), (second, first)):
+        best = min(found[:2], key=lambda m: rmse(y[other], m.values[held.test_rows:, 0][other]))
+        taken[rows] = best.values[held.test_rows:, 0][rows]
+    assert made.single == pytest.approx(rmse(y, taken)) and made.single > made.grades.selection
     # the weights one half chose do not move when the other half's labels change
     answers = held.answers.copy()
     answers.loc[second, "compressive_strength"] = "0"

@@ -16,6 +16,7 @@ from support.fakes import FakeBank, FakeExecutor, FakeModel, Graded
 
 from dsagent_cbr.agent import search as search_module
 from dsagent_cbr.agent.develop import DevelopConfig
+from dsagent_cbr.agent.journal import RunJournal
 from dsagent_cbr.agent.search import develop_search
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.search import clock as clock_module
@@ -105,14 +106,17 @@ def executor(predictions: object = None) -> FakeExecutor:
 
 
 def noisy_answers(task):
-    """Predictions a fake node writes: the answers (test and selection rows) with noise of its own."""
+    """Predictions a fake node writes: the answers (test and selection rows) with noise of its own; a
+    refit (its folder under refit/) predicts the test rows only, with less noise."""
     held = hold_out(task)
     test = pd.read_csv(task.private_dir / task.answers)
     rows = pd.concat([test, held.answers.astype({"compressive_strength": float})], ignore_index=True)
 
     def write(code: str, workspace: Path) -> None:
         rng = np.random.default_rng(zlib.crc32(code.encode()))
-        noisy = rows.assign(compressive_strength=rows["compressive_strength"] + rng.normal(0, 5, len(rows)))
+        refit = "refit" in workspace.parts
+        out = test if refit else rows
+        noisy = out.assign(compressive_strength=out["compressive_strength"] + rng.normal(0, 2 if refit else 5, len(out)))
         noisy.to_csv(workspace / task.predictions, index=False)
 
     return write
@@ -137,12 +141,35 @@ def test_the_search_drafts_transplants_tunes_ensembles_and_retains_its_best_sing
     singles = {r.iteration for r in record.rows if r.operator != "ensemble" and r.score is not None}
     assert all(b.status == "ok" and set(b.members) <= singles and len(b.members) >= 2 for b in blends)
     assert "MEMBERS = " in (tmp_path / blends[0].script).read_text()
-    best = next(r for r in record.rows if r.iteration == record.best_iteration)
-    assert record.best_score == min(r.score for r in record.rows if r.score is not None) == best.score
+    # the last blend is the solution: its members' independent noise averages out, so it beats taking the
+    # best single node on the same cross-fitted rows (though that node's own score, the best of many, is lower)
+    single_taken = RunJournal(tmp_path).recorded(blends[-1].iteration, "ensemble")["single"]
+    assert record.best_iteration == blends[-1].iteration and f"scores {single_taken}" in blends[-1].log
+    assert blends[-1].score < single_taken and min(r.score for r in record.rows if r.iteration in singles) < single_taken
+    assert (tmp_path / "submission.csv").is_file()
     assert record.stopped == "the cap of 8 nodes reached after 9 node(s)"
     single = min((r for r in record.rows if r.iteration in singles), key=lambda r: r.score)
     assert len(record.retained) == 1 and record.retained[0]["iteration"] == single.iteration and len(bank.added) == 2
     assert runs.timeouts == [None] * len(runs.timeouts)  # no budget: the sandbox's own limit only
+
+
+def test_a_refit_blend_refits_each_member_and_blends_their_test_predictions(task, tmp_path, monkeypatch):
+    def reading_refit(case: Case, task: object) -> dict:
+        adapted = fake_adapter(case, task)
+        return {**adapted, "code": adapted["code"] + "# CBR_REFIT\n"} if "code" in adapted else adapted
+
+    monkeypatch.setattr(search_module, "adapt_case", reading_refit)
+    runs = executor(noisy_answers(task))
+    record = develop_search(task, DevelopConfig(iterations=4, refit=True), tmp_path,
+                            FakeBank(solutions=[solution("first"), solution("good")]), runs)
+    best = next(r for r in record.rows if r.iteration == record.best_iteration)
+    assert best.operator == "ensemble" and record.refit.status == "ok", record.refit
+    refits = [code for code, refit in runs.runs if refit]
+    assert len(refits) == len(best.members) and all((tmp_path / "refit" / f"node-{k:02d}").is_dir() for k in best.members)
+    assert record.refit.test_after_refit < best.test  # the refit members predict with less noise here
+    submitted = pd.read_csv(tmp_path / task.predictions)
+    assert len(submitted) == len(pd.read_csv(task.private_dir / task.answers))  # the test rows only
+    assert "MEMBERS = " in (tmp_path / "best_solution.py").read_text()
 
 
 def test_an_ensemble_without_predictions_to_blend_is_recorded_and_the_search_goes_on(task, tmp_path, monkeypatch):

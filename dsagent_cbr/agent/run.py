@@ -12,8 +12,9 @@ the effects every loop shares. The loops (develop.py, search.py, deploy.py) are 
 
 Nothing here chooses by a number a script reports of itself or by a test score: the best row is the
 best by selection score (runner/run.py grades it on rows the harness held back; only a task without
-them falls back to the printed validation, and the record says so), and the test score of that choice
-is only recorded."""
+them falls back to the printed validation, and the record says so; the search's last choice, between
+its blend and its best single node, compares the two on the same cross-fitted rows: search/ensemble.py),
+and the test score of that choice is only recorded."""
 
 from __future__ import annotations
 
@@ -72,6 +73,7 @@ class Run:
         self.reference = reference  # the hand-written reference's, for the report only
         self.ended: Outcome | None = None  # set when a failure of ours or the budget stopped the run
         self.lock = threading.RLock()  # a --parallel search's nodes consider their rows from their own threads
+        self.refit_blend: Callable[[Row], Refit] | None = None  # the search's --refit of a selected blend
 
     @property
     def rows(self) -> list[Row]:
@@ -93,11 +95,12 @@ class Run:
             out = self.journal.step(t, role, guarded, attempt=attempt)
         return out.get("value") if "error" not in out else None  # type: ignore[return-value]
 
-    def execute(self, t: int, attempt: int, code: str, *, refit: bool = False,
-                timeout: float | None = None) -> RunResult:
-        """Run `code` as step t's attempt (step-NN/, step-NN/debug-K/, or refit/), once across resumes."""
+    def execute(self, t: int, attempt: int, code: str, *, refit: bool = False, timeout: float | None = None,
+                folder: Path | None = None) -> RunResult:
+        """Run `code` as step t's attempt (step-NN/, step-NN/debug-K/, or refit/ unless `folder` says
+        where), once across resumes."""
         self.say(t, "refit" if refit else "execute", attempt)
-        folder = self.run_dir / "refit" if refit else step_dir(self.run_dir, t, attempt)
+        folder = folder or (self.run_dir / "refit" if refit else step_dir(self.run_dir, t, attempt))
         write_text_atomic(folder / "script.py", code)
         with heartbeat(self.progress, iteration=t, role="refit" if refit else "execute"):
             return RunResult.from_dict(self.journal.step(t, "refit" if refit else "execute", lambda: self.executor.run(
@@ -152,6 +155,14 @@ class Run:
             self.retain(row, code, retain)
         return True
 
+    def select(self, row: Row, workspace: Path) -> None:
+        """Make `row` the run's solution, its outputs (left in `workspace`) published: the search's last
+        choice, which is not always the row with the best selection score."""
+        with self.lock:
+            self.best = row
+            publish_outputs(self.run_dir, self.task, (self.run_dir / str(row.script)).read_text(encoding="utf-8"),
+                            workspace, hold_out(self.task) if self.record.selection_rows else None)
+
     def retain(self, row: Row, code: str, plan: str) -> None:
         """Add the row's (task, script) pair and its insight to the bank, when the run retains and the
         row earned it; once across resumes."""
@@ -201,11 +212,11 @@ class Run:
         judged the script before the refit, not the model submitted."""
         if not (self.wants_refit and self.best and self.best.script):
             return
-        code = (self.run_dir / self.best.script).read_text(encoding="utf-8")
         if self.best.operator == "ensemble":
-            self.record.refit = Refit(status="skipped", why="the selected node is an ensemble: its weights were "
-                                      "chosen for its members as they were fit, not as a refit would make them")
+            self.record.refit = self.refit_blend(self.best) if self.refit_blend else Refit(
+                status="skipped", why="the selected node is a blend, and this run cannot refit its members")
             return
+        code = (self.run_dir / self.best.script).read_text(encoding="utf-8")
         if REFIT_VARIABLE not in code:
             self.record.refit = Refit(status="skipped", why=f"the selected script does not read {REFIT_VARIABLE}")
             return

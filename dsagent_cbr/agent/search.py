@@ -13,6 +13,7 @@ the operator, the harness grades every node on rows its script never saw labelle
                plan, improve, debug: the model's (search_model.py)
         result = execute(code, time limit shrunk to what is left)
     ensemble once more when the tree grew since the last one (a blend on the host: seconds)
+    select the last blend, or the best single node when taking it did better on the same cross-fitted rows
     retain (task, best single script) once, when its selection score beats the starter's"""
 
 from __future__ import annotations
@@ -26,15 +27,15 @@ from pathlib import Path
 from dsagent_cbr.adapter import Adapted, adapt_case
 from dsagent_cbr.agent.candidates import solution_candidates
 from dsagent_cbr.agent.develop import DevelopConfig, open_run
-from dsagent_cbr.agent.record import Row, RunRecord
-from dsagent_cbr.agent.run import Run
-from dsagent_cbr.agent.rundir import step_dir
+from dsagent_cbr.agent.record import Refit, Row, RunRecord
+from dsagent_cbr.agent.run import REFIT_NOTE, REFIT_VARIABLE, Run, stopping_note
+from dsagent_cbr.agent.rundir import publish_outputs, step_dir
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress
 from dsagent_cbr.agent.search_model import OUT_OF_TIME, ModelMoves
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.errors import OutOfTime
 from dsagent_cbr.files import write_text_atomic
-from dsagent_cbr.runner.artefacts import ArtefactError
+from dsagent_cbr.runner.artefacts import ArtefactError, read_refit_rounds
 from dsagent_cbr.runner.result import RunResult
 from dsagent_cbr.runner.scratch import clear_folder
 from dsagent_cbr.search import ensemble, tuning
@@ -61,6 +62,7 @@ def develop_search(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank,
             cases = [Case.from_dict(c) for c in run.journal.step(0, "retrieve", lambda: [
                 {**c.to_dict(), "score": s} for c, s in solution_candidates(bank, task, min(config.iterations, MAX_CASES))])]
             search = Search(run, cases, clock, config, model)
+            run.refit_blend = search.refit_blend
             search.grow()
         best = search.best_single() if search else None
         if best is not None:
@@ -99,6 +101,7 @@ class Search:
                     future.result()  # the budget, an interrupt or a failure of ours ends the run here
                     self.ended(running.pop(future))
         self.last_ensemble(t + 1)
+        self.final_choice()
         self.run.record.stopped = f"{why} after {len(self.run.rows)} node(s)"
 
     def next_move(self, t: int) -> tuple[Move | None, str]:
@@ -148,6 +151,19 @@ class Search:
             row = self.begin(t, Move(**self.run.journal.step(t, "choose", lambda: asdict(Move("ensemble")))))
             self.node(row)
             self.run.end(row)
+
+    def final_choice(self) -> None:
+        """The run's solution: the last blend, unless taking the best single node did better on the same
+        cross-fitted halves of the selection rows (a single node's own selection score is the best of
+        many on the rows that chose it, so it cannot be set against a blend's: search/ensemble.py)."""
+        blends, single = [r for r in self.run.rows if r.operator == "ensemble" and r.score is not None], self.best_single()
+        if not blends or single is None:
+            return
+        made = self.run.journal.recorded(blends[-1].iteration, "ensemble")
+        alone = made.get("single") if isinstance(made, dict) else None
+        pick = single if self.run.task.metric.better(alone, blends[-1].score) else blends[-1]
+        if pick is not self.run.best:
+            self.run.select(pick, self.workspace(pick))
 
     def singles(self) -> list[Row]:
         """The graded nodes that are one script each (an ensemble's script only runs others)."""
@@ -281,7 +297,8 @@ class Search:
         mean, one, other = ({int(k): v for k, v in w.items()} for w in (made["weights"], *made["halves"]))
         row.members, row.step = mean, "ensemble of " + ", ".join(f"node {k} ({w:g})" for k, w in mean.items())
         row.log = (f"Blended {len(mean)} node(s): weights chosen on one half of the selection rows ({one}) and "
-                   f"on the other ({other}), each half graded with the other's weights")
+                   f"on the other ({other}), each half graded with the other's weights; the best single node "
+                   f"of each half, graded on the other, scores {made.get('single')}")
         result = RunResult.from_dict(made["result"])
         run.consider(row, (folder / "script.py").read_text(encoding="utf-8"), result)
 
@@ -292,8 +309,8 @@ class Search:
         workspace = folder / "exec" / "workspace"
         clear_folder(folder / "exec")
         ids = ensemble.row_ids(run.task, held)
-        members = [m for r in self.singles()
-                   if (m := ensemble.load(run.task, held, ids, r.iteration, self.workspace(r), self.script(r)))]
+        members = [m for r in self.singles() if (m := ensemble.load(run.task, ids, held.test_rows + held.rows,
+                                                                    r.iteration, self.workspace(r), self.script(r)))]
         if len(members) < 2:
             return {"error": "fewer than two nodes' predictions could be read back as they were graded"}
         try:
@@ -307,8 +324,35 @@ class Search:
                            selection_metric=made.grades.selection, selection_rows=held.rows, error=None,
                            stdout="", stderr="", wall_time=round(time.monotonic() - started, 3), peak_memory_mb=0.0,
                            workspace=str(workspace), isolated=False, test_answers=task.has_answers)
-        return {"weights": made.weights, "halves": made.halves, "result": result.to_dict()}
+        return {"weights": made.weights, "halves": made.halves, "single": made.single, "result": result.to_dict()}
 
     def workspace(self, row: Row) -> Path:
         """What a node's script left, as the harness harvested it."""
         return self.run.run_dir / Path(row.script or "").parent / "exec" / "workspace"
+
+    def refit_blend(self, row: Row) -> Refit:
+        """--refit of the selected blend: each member once more on every labelled row (in the sandbox, its
+        early-stopped models keeping their stopping points, as a single script's refit does), then their
+        test predictions blended with the weights the search chose."""
+        run, held = self.run, self.held
+        assert held is not None and row.members
+        ids, members, rounds = ensemble.row_ids(run.task, held)[: held.test_rows], [], []
+        for node in (self.row(i) for i in row.members):
+            code = self.script(node)
+            if REFIT_VARIABLE not in code:
+                return Refit(status="skipped", why=f"member node {node.iteration} does not read {REFIT_VARIABLE}")
+            result = run.execute(node.iteration, 0, code, refit=True, folder=run.run_dir / "refit" / f"node-{node.iteration:02d}")
+            workspace = Path(result.workspace)
+            member = ensemble.load(run.task, ids, held.test_rows, node.iteration, workspace, code) if result.ok else None
+            if member is None:
+                return Refit(status=result.status if not result.ok else "failed", error=f"member node {node.iteration}'s "
+                             f"refit: {result.error or 'its predictions could not be read back'}")
+            members.append(member)
+            rounds += read_refit_rounds(workspace) or []
+        workspace = run.run_dir / "refit" / "exec" / "workspace"
+        try:
+            test = ensemble.refit(run.task, ids, members, row.members, workspace)
+        except ArtefactError as exc:
+            return Refit(status="failed", error=f"the refit members' blend: {exc}")
+        publish_outputs(run.run_dir, run.task, self.script(row), workspace, None)  # given every row
+        return Refit(status="ok", test_after_refit=test, rounds=rounds or None, why=REFIT_NOTE + stopping_note(rounds))

@@ -7,7 +7,12 @@ picks members and weights from the nodes best on that half; each half's rows are
 the weights the *other* half chose. The ensemble's selection score is graded on these cross-fitted
 predictions, so no row judges weights it chose, and the score is on the same rows as a single node's.
 The test rows take the mean of the two halves' weights. The node's script (solutions/blend.py) runs
-its members and blends them with those weights: what a user re-runs is what was graded."""
+its members and blends them with those weights: what a user re-runs is what was graded.
+
+A single node's selection score is the best of many on the rows that chose it, so it overstates how
+the node does on new rows; the blend's does not. To choose between them on equal terms, the procedure
+"take the best single node" is cross-fitted on the same halves (the best node on each half predicts
+the other half) and graded beside the blend: `Blend.single`."""
 
 from __future__ import annotations
 
@@ -54,15 +59,16 @@ def row_ids(task: Task, held: Held) -> list[str]:
     return [*test[task.id_column], *held.answers[task.id_column]]
 
 
-def load(task: Task, held: Held, ids: list[str], iteration: int, workspace: Path, code: str) -> Member | None:
-    """A graded node's predictions as an array in the rows' order (`ids`, from row_ids); None when they
-    cannot be read back as they were graded (a node that wrote them oddly is left out, not guessed at)."""
+def load(task: Task, ids: list[str], rows: int, iteration: int, workspace: Path, code: str) -> Member | None:
+    """A graded node's predictions as an array in the rows' order (`ids`, from row_ids; `rows` of them
+    for npy predictions); None when they cannot be read back as they were graded (a node that wrote
+    them oddly is left out, not guessed at)."""
     assert task.predictions
     try:
         raw = read_bytes(workspace, task.predictions)
         if task.data_format == "npy":
             values = read_npy(raw, task.predictions, max_items=len(raw))
-            return Member(iteration, code, values) if len(values) == held.test_rows + held.rows else None
+            return Member(iteration, code, values) if len(values) == rows else None
         columns, order = prediction_columns(task), [id_key(i) for i in ids]
         frame = read_csv(raw, task.predictions, wanted=[task.id_column, *columns], max_rows=len(order),
                          max_columns=len(columns) + 1 + EXTRA_COLUMNS)
@@ -80,6 +86,7 @@ class Blend:
     weights: dict[int, float]  # member iteration -> weight, the two halves' mean
     halves: list[dict[int, float]]  # the weights each half chose
     grades: Grades  # the selection score graded on cross-fitted predictions
+    single: float | None  # the selection score of taking the best single node, cross-fitted on the same halves
 
 
 def make(task: Task, held: Held, ids: list[str], members: list[Member], seed: int, workspace: Path) -> Blend:
@@ -87,14 +94,23 @@ def make(task: Task, held: Held, ids: list[str], members: list[Member], seed: in
     grade them."""
     vote = task.metric.name == "accuracy"
     halves = split(held.rows, seed)
-    chosen = [_greedy(task, held, members, rows, vote) for rows in halves]
-    judged = [blend([m.values[held.test_rows:][rows] for m in members], weights, vote)
-              for rows, weights in zip(halves, reversed(chosen), strict=True)]  # each half by the other's weights
-    selection = np.concatenate(judged)[np.argsort(np.concatenate(halves))]
+    alone = [[_score(task, held, members, np.eye(len(members))[i], rows, vote) for i in range(len(members))]
+             for rows in halves]  # each member's score on each half
+    chosen = [_greedy(task, held, members, rows, vote, scores) for rows, scores in zip(halves, alone, strict=True)]
+    firsts = [np.eye(len(members))[_order(scores, task.direction)[0]] for scores in alone]
+    single = score_selection(task, held, _cross_fitted(members, held, halves, firsts, vote), np.arange(held.rows))
     mean = (chosen[0] + chosen[1]) / 2
     test = blend([m.values[: held.test_rows] for m in members], mean, vote)
-    _write(task, ids, np.concatenate([test, selection]), workspace)
-    return Blend(_named(members, mean), [_named(members, w) for w in chosen], grade(task, workspace, held))
+    _write(task, ids, np.concatenate([test, _cross_fitted(members, held, halves, chosen, vote)]), workspace)
+    return Blend(_named(members, mean), [_named(members, w) for w in chosen], grade(task, workspace, held), single)
+
+
+def _cross_fitted(members: list[Member], held: Held, halves: list[np.ndarray], weights: list[np.ndarray],
+                  vote: bool) -> np.ndarray:
+    """The selection rows' predictions, each half blended with the weights the other half chose."""
+    judged = [blend([m.values[held.test_rows:][rows] for m in members], w, vote)
+              for rows, w in zip(halves, reversed(weights), strict=True)]
+    return np.concatenate(judged)[np.argsort(np.concatenate(halves))]
 
 
 def split(rows: int, seed: int) -> list[np.ndarray]:
@@ -106,21 +122,24 @@ def _named(members: list[Member], weights: np.ndarray) -> dict[int, float]:
     return {m.iteration: round(float(w), 3) for m, w in zip(members, weights, strict=True) if w > 0}
 
 
-def _greedy(task: Task, held: Held, members: list[Member], rows: np.ndarray, vote: bool) -> np.ndarray:
-    """Caruana's forward selection with replacement on `rows`: ROUNDS times, add the member whose extra
-    share makes the blend score best. Returns the weights (summing to one) over `members`."""
+def _score(task: Task, held: Held, members: list[Member], weights: np.ndarray, rows: np.ndarray,
+           vote: bool) -> float | None:
+    """The blend with `weights` (over `members`) scored on the selection rows `rows`."""
+    used = np.flatnonzero(weights)
+    return score_selection(task, held, blend([members[i].values[held.test_rows:][rows] for i in used],
+                                             weights[used], vote), rows)
+
+
+def _greedy(task: Task, held: Held, members: list[Member], rows: np.ndarray, vote: bool,
+            alone: list[float | None]) -> np.ndarray:
+    """Caruana's forward selection with replacement on `rows`, among the POOL members best alone there:
+    ROUNDS times, add the member whose extra share makes the blend score best. Returns the weights
+    (summing to one) over `members`."""
     better = task.metric.better
-
-    def score(counts: np.ndarray) -> float | None:
-        used = np.flatnonzero(counts)
-        return score_selection(task, held, blend([members[i].values[held.test_rows:][rows] for i in used],
-                                                 counts[used], vote), rows)
-
-    alone = [score(np.eye(len(members))[i]) for i in range(len(members))]
-    pool = sorted(range(len(members)), key=lambda i: _rank(alone[i], task.direction))[:POOL]
+    pool = _order(alone, task.direction)[:POOL]
     counts = np.zeros(len(members))
     for _ in range(ROUNDS):
-        trials = {i: score(counts + np.eye(len(members))[i]) for i in pool}
+        trials = {i: _score(task, held, members, counts + np.eye(len(members))[i], rows, vote) for i in pool}
         pick = next(iter(trials))
         for i, value in trials.items():
             pick = i if better(value, trials[pick]) else pick
@@ -128,10 +147,24 @@ def _greedy(task: Task, held: Held, members: list[Member], rows: np.ndarray, vot
     return counts / counts.sum()
 
 
+def _order(scores: list[float | None], direction: str) -> list[int]:
+    """Positions best first, unscored last."""
+    return sorted(range(len(scores)), key=lambda i: _rank(scores[i], direction))
+
+
 def _rank(score: float | None, direction: str) -> float:
     if score is None:
         return np.inf
     return -score if direction == "maximize" else score
+
+
+def refit(task: Task, ids: list[str], members: list[Member], weights: dict[int, float], workspace: Path) -> float | None:
+    """--refit of a blend: its members refit on every labelled row predicted the test rows (`members`,
+    rows `ids`); their blend with the weights the search chose is written into `workspace` as the
+    task's predictions. Returns its test score (None for a task without answers): it is only reported."""
+    _write(task, ids, blend([m.values for m in members], [weights[m.iteration] for m in members],
+                            task.metric.name == "accuracy"), workspace)
+    return grade(task, workspace).test
 
 
 def _write(task: Task, ids: list[str], values: np.ndarray, workspace: Path) -> None:
