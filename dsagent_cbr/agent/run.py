@@ -56,6 +56,11 @@ def stopping_note(rounds: list[list[int]] | None) -> str:
     return f"; its early-stopped models kept the first fit's stopping points: {kept}"
 
 
+def refitted(test: float | None, rounds: list[list[int]] | None) -> Refit:
+    """A refit that ran and was submitted: its test score (only reported) and what its early stopping kept."""
+    return Refit(status="ok", test_after_refit=test, rounds=rounds, why=REFIT_NOTE + stopping_note(rounds))
+
+
 class Run:
     def __init__(self, kind: Kind, task: Task, run_dir: Path, bank: Bank, executor: Executor, *,
                  model: Model | None = None, progress: Progress | None = None, planned: int | None = None,
@@ -148,20 +153,18 @@ class Run:
         row.script = str(step_dir(self.run_dir, row.iteration, attempt).relative_to(self.run_dir) / "script.py")
         if not self._improves(result):
             return False
-        self.best = row
-        publish_outputs(self.run_dir, self.task, code, Path(result.workspace),
-                        hold_out(self.task) if result.selection_rows else None)
+        self.select(row, code, Path(result.workspace))
         if retain is not None:
             self.retain(row, code, retain)
         return True
 
-    def select(self, row: Row, workspace: Path) -> None:
-        """Make `row` the run's solution, its outputs (left in `workspace`) published: the search's last
-        choice, which is not always the row with the best selection score."""
+    def select(self, row: Row, code: str, workspace: Path) -> None:
+        """Make `row` (its script `code`) the run's solution, its outputs (left in `workspace`) published:
+        the best row so far, or the search's last choice, which is not always the best scored."""
         with self.lock:
             self.best = row
-            publish_outputs(self.run_dir, self.task, (self.run_dir / str(row.script)).read_text(encoding="utf-8"),
-                            workspace, hold_out(self.task) if self.record.selection_rows else None)
+            publish_outputs(self.run_dir, self.task, code, workspace,
+                            hold_out(self.task) if self.record.selection_rows else None)
 
     def retain(self, row: Row, code: str, plan: str) -> None:
         """Add the row's (task, script) pair and its insight to the bank, when the run retains and the
@@ -221,11 +224,11 @@ class Run:
             self.record.refit = Refit(status="skipped", why=f"the selected script does not read {REFIT_VARIABLE}")
             return
         result = self.execute(self.best.iteration, 0, code, refit=True)
-        self.record.refit = Refit(status=result.status, error=result.error, test_after_refit=result.test_metric)
-        if result.ok:
-            publish_outputs(self.run_dir, self.task, code, Path(result.workspace), None)  # given every row
-            self.record.refit.rounds = read_refit_rounds(Path(result.workspace))
-            self.record.refit.why = REFIT_NOTE + stopping_note(self.record.refit.rounds)
+        if not result.ok:
+            self.record.refit = Refit(status=result.status, error=result.error, test_after_refit=result.test_metric)
+            return
+        publish_outputs(self.run_dir, self.task, code, Path(result.workspace), None)  # given every row
+        self.record.refit = refitted(result.test_metric, read_refit_rounds(Path(result.workspace)))
 
     # -- how a run ends ----------------------------------------------------------------------------
     @contextlib.contextmanager

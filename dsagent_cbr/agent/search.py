@@ -28,7 +28,7 @@ from dsagent_cbr.adapter import Adapted, adapt_case
 from dsagent_cbr.agent.candidates import solution_candidates
 from dsagent_cbr.agent.develop import DevelopConfig, open_run
 from dsagent_cbr.agent.record import Refit, Row, RunRecord
-from dsagent_cbr.agent.run import REFIT_NOTE, REFIT_VARIABLE, Run, stopping_note
+from dsagent_cbr.agent.run import REFIT_VARIABLE, Run, refitted
 from dsagent_cbr.agent.rundir import publish_outputs, step_dir
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress
 from dsagent_cbr.agent.search_model import OUT_OF_TIME, ModelMoves
@@ -163,7 +163,7 @@ class Search:
         alone = made.get("single") if isinstance(made, dict) else None
         pick = single if self.run.task.metric.better(alone, blends[-1].score) else blends[-1]
         if pick is not self.run.best:
-            self.run.select(pick, self.workspace(pick))
+            self.run.select(pick, self.script(pick), self.workspace(pick))
 
     def singles(self) -> list[Row]:
         """The graded nodes that are one script each (an ensemble's script only runs others)."""
@@ -355,4 +355,4 @@ class Search:
         except ArtefactError as exc:
             return Refit(status="failed", error=f"the refit members' blend: {exc}")
         publish_outputs(run.run_dir, run.task, self.script(row), workspace, None)  # given every row
-        return Refit(status="ok", test_after_refit=test, rounds=rounds or None, why=REFIT_NOTE + stopping_note(rounds))
+        return refitted(test, rounds or None)
