@@ -10,7 +10,7 @@ the search's choice is also refit on every labelled row and its test score recor
 rows as the search's nodes and was not refit.
 Usage: python experiments/search_vs_flaml.py [--budget 1m] [--flaml flaml:60] [--tasks a,b] [--model none] [--refit]
                                              [--flaml-record experiments/results/bench-flaml-deployment.json]
-                                             [--out experiments/results/search_vs_flaml-1m.json]"""
+                                             [--out experiments/results/search_vs_flaml-1m.json] [--keep DIR]"""
 
 from __future__ import annotations
 
@@ -60,12 +60,15 @@ def main() -> None:
     parser.add_argument("--refit", action="store_true")
     parser.add_argument("--flaml-record", type=Path, default=ROOT / "experiments/results/bench-flaml-deployment.json")
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--keep", type=Path, default=None, help="keep the search's run folders here")
     args = parser.parse_args()
     record = json.loads(args.flaml_record.read_text())
     flaml = {c["task"]: c["mean_test"] for c in record["cells"] if c["agent"] == args.flaml}
     tasks = [t for t in (args.tasks.split(",") if args.tasks else sorted(flaml)) if t in flaml]
     rows = []
-    with tempfile.TemporaryDirectory() as runs:
+    with tempfile.TemporaryDirectory() as temporary:
+        runs = args.keep or temporary
+        Path(runs).mkdir(parents=True, exist_ok=True)
         for task in tasks:
             base = record["baselines"][task]
             found = search(task, args.budget, Path(runs), args.model, *(["--refit"] if args.refit else []))

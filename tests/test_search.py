@@ -21,6 +21,7 @@ from dsagent_cbr.agent.search import develop_search
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.search import clock as clock_module
 from dsagent_cbr.search.clock import Clock, parse_duration
+from dsagent_cbr.search.drafts import general_cases
 from dsagent_cbr.search.policy import Family, Move, View, choose
 from dsagent_cbr.tasks.selection import hold_out
 
@@ -35,36 +36,36 @@ def task():
 def test_the_policy_drafts_then_alternates_transplants_and_tunes_then_stops():
     rng = random.Random(0)
     best, other = Family(1, 4.0, True), Family(2, 6.0, True)
-    assert choose(View(True, 3, [], ""), rng) == Move("draft")
-    assert choose(View(False, 3, [best], "draft"), rng) == Move("transplant")
-    assert choose(View(False, 2, [best, other], "transplant"), random.Random(1)) == Move("tune", parent=1)
-    assert choose(View(False, 2, [best, other], "tune"), rng) == Move("transplant")
-    assert choose(View(False, 2, [Family(1, None, True)], "transplant"), rng) == Move("transplant")  # nothing to tune
-    assert choose(View(False, 0, [Family(1, 4.0, False)], "transplant"), rng) == Move("stop")
-    parents = {choose(View(False, 0, [best, other], "tune"), random.Random(seed)).parent for seed in range(40)}
+    assert choose(View(1, 3, [], ""), rng) == Move("draft")
+    assert choose(View(0, 3, [best], "draft"), rng) == Move("transplant")
+    assert choose(View(0, 2, [best, other], "transplant"), random.Random(1)) == Move("tune", parent=1)
+    assert choose(View(0, 2, [best, other], "tune"), rng) == Move("transplant")
+    assert choose(View(0, 2, [Family(1, None, True)], "transplant"), rng) == Move("transplant")  # nothing to tune
+    assert choose(View(0, 0, [Family(1, 4.0, False)], "transplant"), rng) == Move("stop")
+    parents = {choose(View(0, 0, [best, other], "tune"), random.Random(seed)).parent for seed in range(40)}
     assert parents == {1, 2}  # mostly the best family, sometimes the next
-    assert choose(View(False, 2, [best, other], "tune", can_ensemble=True, fresh=4), rng) == Move("ensemble")
-    assert choose(View(False, 2, [best, other], "tune", can_ensemble=True, fresh=3), rng) == Move("transplant")
-    assert choose(View(False, 2, [best, other], "tune", can_ensemble=False, fresh=9), rng) == Move("transplant")
+    assert choose(View(0, 2, [best, other], "tune", can_ensemble=True, fresh=4), rng) == Move("ensemble")
+    assert choose(View(0, 2, [best, other], "tune", can_ensemble=True, fresh=3), rng) == Move("transplant")
+    assert choose(View(0, 2, [best, other], "tune", can_ensemble=False, fresh=9), rng) == Move("transplant")
 
 
 def test_with_a_model_its_moves_and_the_plain_ones_take_turns_until_the_model_is_given_up():
     rng, best = random.Random(0), Family(1, 4.0, True)
-    start = View(False, 2, [best], "draft", model=True, graded=[1])
+    start = View(0, 2, [best], "draft", model=True, graded=[1])
     assert choose(start, rng) == Move("plan")
-    assert choose(View(False, 2, [best], "draft", model=True, plans=1, graded=[1], last_by_model=True), rng) == \
+    assert choose(View(0, 2, [best], "draft", model=True, plans=1, graded=[1], last_by_model=True), rng) == \
         Move("transplant")  # the model asked last: a plain move now
-    broken = View(False, 1, [best], "transplant", model=True, plans=1, graded=[1], broken=[2])
+    broken = View(0, 1, [best], "transplant", model=True, plans=1, graded=[1], broken=[2])
     assert choose(broken, rng) == Move("debug", parent=2)
-    assert choose(View(False, 1, [best], "transplant", model=True, plans=2, graded=[5, 1]), random.Random(1)) == \
+    assert choose(View(0, 1, [best], "transplant", model=True, plans=2, graded=[5, 1]), random.Random(1)) == \
         Move("improve", parent=5)
-    spent = View(False, 0, [Family(1, 4.0, False)], "transplant", model=True, plans=2, graded=[1], last_by_model=True)
+    spent = View(0, 0, [Family(1, 4.0, False)], "transplant", model=True, plans=2, graded=[1], last_by_model=True)
     assert choose(spent, rng) == Move("improve", parent=1)  # nothing plain left: the model goes on
-    slow = View(False, 1, [best], "transplant", model=True, plans=1, graded=[1], model_due=False)
+    slow = View(0, 1, [best], "transplant", model=True, plans=1, graded=[1], model_due=False)
     assert choose(slow, rng) == Move("tune", parent=1)  # the model's nodes took far longer: the others catch up
-    assert choose(View(False, 0, [Family(1, 4.0, False)], "transplant", model=True, plans=1, graded=[1],
+    assert choose(View(0, 0, [Family(1, 4.0, False)], "transplant", model=True, plans=1, graded=[1],
                        model_due=False), rng) == Move("plan")  # unless nothing else is left
-    given_up = View(False, 1, [best], "draft", model=False, plans=1, graded=[1], broken=[2])
+    given_up = View(0, 1, [best], "draft", model=False, plans=1, graded=[1], broken=[2])
     assert choose(given_up, rng) == Move("transplant")
 
 
@@ -89,7 +90,8 @@ def test_durations_read_as_a_user_writes_them():
 def fake_adapter(case: Case, task: object) -> dict:
     if case.task_name == "unadaptable":
         return {"error": "no rule for this pair"}
-    model = "LGBMRegressor(num_leaves=31, learning_rate=0.05)" if case.task_name == "general" else "Ridge(alpha=1.0)"
+    model = {"general": "LGBMRegressor(num_leaves=31, learning_rate=0.05)",
+             "general-xgboost": "XGBRegressor(max_depth=6, learning_rate=0.1)"}.get(case.task_name, "Ridge(alpha=1.0)")
     return {"code": f"import os  # {case.task_name}\nmodel = {model}\n", "notes": []}
 
 
@@ -99,8 +101,10 @@ def solution(name: str) -> Case:
 
 
 def executor(predictions: object = None) -> FakeExecutor:
-    """The draft as adapted grades 5; any tuned draft 4 (better: rmse); the cases 9 and 6."""
+    """The first draft as adapted grades 5; any tuned first draft 4 (better: rmse); the second draft 7; the
+    cases 9 and 6."""
     return FakeExecutor({"def train_model": STARTER, "num_leaves=31,": Graded(selection=5.0, test=5.5),
+                         "# general-xgboost": Graded(selection=7.0, test=7.5),
                          "# general": Graded(selection=4.0, test=4.5), "# first": Graded(selection=9.0),
                          "# good": Graded(selection=6.0)}, predictions=predictions)
 
@@ -128,10 +132,11 @@ def test_the_search_drafts_transplants_tunes_ensembles_and_retains_its_best_sing
     runs = executor(noisy_answers(task))
     record = develop_search(task, DevelopConfig(iterations=8), tmp_path, bank, runs)
     operators = [r.operator for r in record.rows]
-    assert operators[:6] == ["draft", "transplant", "tune", "transplant", "tune", "ensemble"]
+    assert operators == ["draft", "draft", "transplant", "tune", "ensemble", "transplant", "tune", "transplant", "ensemble"]
+    assert [r.case for r in record.rows if r.operator == "draft"] == ["general", "general-xgboost"]
     assert [r.status for r in record.rows if r.operator == "transplant"] == ["ok", "not adaptable", "ok"]
     tuned = [r for r in record.rows if r.operator == "tune"]
-    assert all(r.parent in (1, 2) and r.tuned for r in tuned)
+    assert all(r.parent in (1, 2, 3) and r.tuned for r in tuned)
     draft_tunes = [r for r in tuned if r.parent == 1]
     if draft_tunes:  # a tuned draft sets new literals, and they grade better here
         code = (tmp_path / draft_tunes[0].script).read_text()
@@ -206,11 +211,13 @@ def test_a_resumed_search_replays_its_tree_and_grows_it(task, tmp_path, monkeypa
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
     bank = FakeBank(solutions=[solution("first"), solution("good")])
     first = develop_search(task, DevelopConfig(iterations=3), tmp_path, bank, executor(noisy_answers(task)))
-    assert [r.operator for r in first.rows] == ["draft", "transplant", "tune", "ensemble"]  # the leg's last blend
+    assert [r.operator for r in first.rows] == ["draft", "draft", "transplant", "ensemble"]  # the leg's last blend
     again = executor(noisy_answers(task))
     resumed = develop_search(task, DevelopConfig(iterations=5), tmp_path, bank, again)
-    assert [r.model_dump() for r in resumed.rows[:4]] == [r.model_dump() for r in first.rows]
-    assert [r.operator for r in resumed.rows[4:]] == ["transplant", "ensemble"]
+    # the same tree; what is retained is the best single node when the search ends: here a later tune
+    assert [r.model_dump(exclude={"retained"}) for r in resumed.rows[:4]] == \
+        [r.model_dump(exclude={"retained"}) for r in first.rows]
+    assert [r.operator for r in resumed.rows[4:]] == ["tune", "ensemble"]
     assert len(again.runs) == 1  # only the new script node ran
 
 
@@ -228,6 +235,7 @@ def insight(n: int) -> Case:
 
 def test_the_model_plans_debugs_and_improves_nodes_beside_the_plain_moves(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    monkeypatch.setattr(search_module, "general_cases", lambda task: general_cases(task)[:1])  # the model's moves
     model = FakeModel({"rerank": ["[2] > [1]"] * 3, "plan": [PLAN.format("ridge"), PLAN.format("trees"),
                                                              PLAN.format("deeper trees")],
                        "program": [fenced("broken"), fenced("trees"), fenced("deeper")],
@@ -262,7 +270,7 @@ def test_a_model_whose_nodes_come_to_nothing_is_given_up_and_the_search_ends_gra
     model = FakeModel({"plan": ["Decision: something"] * 9, "program": ["no code here, sorry"] * 30,
                        "debug": ["still nothing"] * 9})
     bank = FakeBank(solutions=[solution("first"), solution("good")])
-    record = develop_search(task, DevelopConfig(iterations=10, cbr=False), tmp_path, bank, executor(), model=model)
+    record = develop_search(task, DevelopConfig(iterations=11, cbr=False), tmp_path, bank, executor(), model=model)
     asked = [r.operator for r in record.rows if r.operator in ("plan", "improve", "debug")]
     assert len(asked) == 3 and all(r.status == "no script" for r in record.rows if r.operator in asked)
     last_asked = max(r.iteration for r in record.rows if r.operator in asked)

@@ -31,6 +31,9 @@ __all__ = ["AdapterError", "Adaptation", "CaseSolution", "adapt_solution", "unwr
 
 CASE_FUNCTIONS = {"train_model": "_case_train_model", "predict": "_case_predict"}
 PROBA_FUNCTION = "_case_predict_proba"
+# A case that sets this top-level name encodes every column itself (dates, categories, free text): the
+# shim hands it the columns as the task has them, instead of text columns as integer codes.
+RAW_COLUMNS = "CBR_RAW_COLUMNS"
 
 
 @dataclass
@@ -203,10 +206,11 @@ def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
     body, notes = _rewrite_for_target(body, names, kind, target)
     notes += _target_notes(kind, case_multi, target, target_cls)
     x_kind, y_kind = (account["x_kind"], account["y_kind"]) if account else _input_forms(source, case.modality)
+    raw = bool(account.get("raw")) if account else any(RAW_COLUMNS in _top_level_names(s) for s in source.body)
     config = {"modality": target.modality, "output": output,
               "classes": list(target.classes) or _starter_classes(starter) or None, "case": kind,
               "case_multi": case_multi, "x_kind": x_kind, "y_kind": y_kind, "target": list(target.target) or None,
-              "named": _named_strings(body)}
+              "named": _named_strings(body), "raw": raw}
     estimators = TO_CLASSIFIER if target_cls and kind in ("regression", "forecasting") else {}
     imports = [ast.unparse(s) for s in _used_imports(source, body, estimators)]
     starter_imports = {ast.unparse(s) for s in starter.body if isinstance(s, ast.Import | ast.ImportFrom)}

@@ -9,7 +9,8 @@ import numpy as _np
 import pandas as _pd
 
 _CBR_TASK = {"modality": "tabular", "output": "value", "classes": None, "case": "regression", "case_multi": False,
-             "x_kind": "frame", "y_kind": "series", "target": None, "named": []}
+             "x_kind": "frame", "y_kind": "series", "target": None, "named": [],
+             "raw": False}
 _CBR_BINS = 10  # quantile bins when a multi-class case learns a regression target
 
 
@@ -48,8 +49,8 @@ def _cbr_as(value, kind, index=None, names=None):
 
 def _cbr_learn_categories(X):
     """The text columns to give as integer codes: those the case's code does not name (it handles the
-    ones it names itself, in the form it was written for)."""
-    if not isinstance(X, _pd.DataFrame) or _CBR_TASK["modality"] != "tabular":
+    ones it names itself, in the form it was written for); none when it encodes every column itself."""
+    if not isinstance(X, _pd.DataFrame) or _CBR_TASK["modality"] != "tabular" or _CBR_TASK.get("raw"):
         return {}
     kinds, named = ("object", "category", "bool", "string", "str"), set(_CBR_TASK.get("named") or ())
     return {c: sorted(X[c].dropna().astype("string").unique()) for c in X.columns

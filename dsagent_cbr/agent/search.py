@@ -40,7 +40,7 @@ from dsagent_cbr.runner.result import RunResult
 from dsagent_cbr.runner.scratch import clear_folder
 from dsagent_cbr.search import ensemble, tuning
 from dsagent_cbr.search.clock import Clock
-from dsagent_cbr.search.drafts import general_case
+from dsagent_cbr.search.drafts import general_cases
 from dsagent_cbr.search.parallel import node_executor, node_pool
 from dsagent_cbr.search.policy import MODEL_OPERATORS, MODEL_SLACK, Family, Move, View, choose
 from dsagent_cbr.tasks.model import Task
@@ -74,7 +74,7 @@ class Search:
     def __init__(self, run: Run, cases: list[Case], clock: Clock, config: DevelopConfig,
                  model: Model | None = None) -> None:
         self.run, self.cases, self.clock, self.config = run, cases, clock, config
-        self.general = general_case(run.task)
+        self.general = general_cases(run.task)  # drafted first, in this order
         held = hold_out(run.task)
         self.held = held if ensemble.possible(run.task, held) else None
         self.results: dict[int, RunResult] = {}  # each node's run, for the model's improve and debug
@@ -174,17 +174,18 @@ class Search:
         best = max if self.run.task.direction == "maximize" else min
         return best(self.singles(), key=lambda r: r.score, default=None)  # singles are graded
 
-    def transplanted(self, up_to: int | None = None) -> int:
-        """How many cases the search has taken (the next one is the next nearest), by node `up_to` when given."""
-        return sum(r.operator == "transplant" for r in self.run.rows if up_to is None or r.iteration <= up_to)
+    def taken(self, operator: str, up_to: int | None = None) -> int:
+        """How many drafts or transplants the search has made (the next takes the next general solution or
+        the next nearest case), by node `up_to` when given."""
+        return sum(r.operator == operator for r in self.run.rows if up_to is None or r.iteration <= up_to)
 
     def view(self) -> View:
         rows, maximize = self.run.rows, self.run.task.direction == "maximize"
         since = next((i for i in range(len(rows) - 1, -1, -1) if rows[i].operator == "ensemble"), -1)
         nodes, singles = [r for r in rows if r.operator != "ensemble"], self.singles()
         graded = sorted(singles, key=lambda r: r.score, reverse=maximize)  # type: ignore[arg-type,return-value]
-        return View(can_draft=self.general is not None and not any(r.operator == "draft" for r in rows),
-                    cases_left=len(self.cases) - self.transplanted(), families=self.families(),
+        return View(drafts_left=len(self.general) - self.taken("draft"),
+                    cases_left=len(self.cases) - self.taken("transplant"), families=self.families(),
                     last=next((r.operator for r in reversed(nodes) if r.operator not in MODEL_OPERATORS), ""),
                     can_ensemble=self.held is not None and len(singles) >= 2,
                     fresh=sum(r.score is not None for r in rows[since + 1:]),
@@ -247,8 +248,8 @@ class Search:
                 row.status, row.error = OUT_OF_TIME, str(exc)
         elif operator in ("tune", "ensemble"):
             (self.tune if operator == "tune" else self.ensemble)(t, row)
-        else:  # draft, or transplant the next case: the nth transplant takes the nth nearest
-            self.transplant(t, row, self.general if operator == "draft" else self.cases[self.transplanted(t) - 1])
+        else:  # the nth draft takes the nth general solution, the nth transplant the nth nearest case
+            self.transplant(t, row, (self.general if operator == "draft" else self.cases)[self.taken(operator, t) - 1])
 
     def transplant(self, t: int, row: Row, case: Case) -> None:
         """Draft or transplant: a case fitted to the task by the structural adapter, then run."""

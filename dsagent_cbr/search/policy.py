@@ -1,6 +1,6 @@
 """Which operator the search applies next, from what the tree holds. Pure: tested with plain values.
 
-    draft      cbr's general solution, first: the search never ends below a default boosted model
+    draft      cbr's general solutions, first: the search never ends below a default boosted model
     ensemble   a blend of the best nodes' predictions, each time ENSEMBLE_EVERY more nodes have graded
                (and once more when the search ends: search.py)
 then a move that asks the model and one that does not take turns, and the model's nodes wait while
@@ -34,7 +34,7 @@ class Family:
 class View:
     """What the policy sees of the tree."""
 
-    can_draft: bool  # a general solution exists for this kind of data and was not drafted yet
+    drafts_left: int  # general solutions for this kind of data not drafted yet
     cases_left: int
     families: list[Family]  # best first (graded ones before the rest)
     last: str  # the operator of the last node that did not ask the model, "" at the start
@@ -63,7 +63,7 @@ MODEL_SLACK = 60.0  # seconds the model's nodes may run ahead of the others' bef
 
 
 def choose(view: View, rng: random.Random) -> Move:
-    if view.can_draft:
+    if view.drafts_left:
         return Move("draft")
     if view.can_ensemble and view.fresh >= ENSEMBLE_EVERY:
         return Move("ensemble")

@@ -2,7 +2,8 @@
 information in: numbers as they are, dates as their parts, categoricals as categories, free text as
 TF-IDF features beside the table. The search drafts it first so that it never ends below a default
 gradient-boosting model; the adapter fits it to the task like any case. `cbr` writes the classifier
-for a classification task, and an absolute loss when the metric is an absolute error."""
+for a classification task, an absolute loss when the metric is an absolute error, and XGBoost in place of
+LightGBM for a second draft (search/drafts.py)."""
 
 import os
 
@@ -13,6 +14,7 @@ from scipy import sparse
 from sklearn.feature_extraction.text import TfidfVectorizer
 
 THREADS = int(os.environ.get("OMP_NUM_THREADS") or 0) or None
+CBR_RAW_COLUMNS = True  # the adapter hands this code every column as it is: it encodes them itself
 
 
 def column_kinds(X):

@@ -1,0 +1,54 @@
+"""The search's general drafts (search/drafts.py): which learners each kind of data gets, fitted to the task
+by the structural adapter, with every column handed over as the task has it."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from conftest import prepared
+
+from dsagent_cbr.adapter import adapt_case
+from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.search.drafts import general_cases
+
+
+def test_a_table_gets_lightgbm_then_xgboost_with_the_task_s_loss_and_outputs():
+    hotel = general_cases(prepared("hotel-rates"))  # regression graded by mean absolute error
+    assert [c.task_name for c in hotel] == ["general", "general-xgboost"]
+    assert 'objective="l1"' in hotel[0].script and "lgb.LGBMRegressor(" in hotel[0].script
+    assert "xgb.XGBRegressor(" in hotel[1].script and "objective=None" in hotel[1].script
+    assert "lightgbm" not in hotel[1].script  # the second draft is XGBoost through and through
+    smoke = general_cases(prepared("smoke-ban"))
+    assert "lgb.LGBMClassifier(" in smoke[0].script and "xgb.XGBClassifier(" in smoke[1].script
+    assert all("objective=None" in c.script for c in smoke)
+
+
+def test_text_gets_a_linear_model_then_trees_and_trees_learn_one_target_at_a_time():
+    linear, trees = general_cases(prepared("tweet-sentiment"))  # two targets, graded by MCRMSE
+    assert "Ridge(alpha=1.0)" in linear.script and linear.metric == "mcrmse"  # one model for both targets
+    assert "lgb.LGBMRegressor(" in trees.script and trees.metric == "rmse"  # one model per target column
+    assert general_cases(prepared("call-volume")) == []  # forecasting: no general solution
+
+
+def test_the_general_draft_is_handed_dates_categories_and_numbers_as_they_are():
+    task = prepared("hotel-rates")
+    code = adapt_case(general_cases(task)[0], task)["code"]
+    scope: dict = {"__name__": "adapted"}
+    exec(compile(code, "adapted.py", "exec"), scope)  # our own general solution, not generated code
+    data = pd.read_csv(task.public_dir / "train.csv").head(600)
+    X, y = data.drop(columns=["id", *task.target]), data[task.target[0]]
+    model = scope["train_model"](X[:500], y[:500], X[500:], y[500:])
+    kinds = model.jobs[0]["inner"]["spec"]["kinds"]
+    assert kinds["arrival_date"] == "date" and kinds["meal"] == "category" and kinds["lead_time"] == "number"
+    assert len(scope["predict"](model, X[500:])) == 100
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["hotel-rates", "titanic-survival", "trump-tweets-device"])
+def test_every_general_draft_runs_in_the_sandbox_and_beats_the_starter(name, tmp_path):
+    task = prepared(name)
+    starter = run_script(task, task.starter, run_dir=tmp_path / "starter")
+    for case in general_cases(task):
+        result = run_script(task, adapt_case(case, task)["code"], run_dir=tmp_path / case.task_name, timeout=300)
+        assert result.ok, f"{case.task_name}: {result.status}: {result.error}\n{result.stderr[-2000:]}"
+        assert task.metric.better(result.selection_metric, starter.selection_metric), case.task_name
