@@ -334,3 +334,30 @@ def test_a_script_that_does_not_parse_has_no_knobs_to_tune():
 
     assert knobs("model = LGBMRegressor(num_leaves=31\nprint 'x'") == []
     assert knobs("model = LGBMRegressor(num_leaves=31)")[0].name == "num_leaves"
+
+
+def test_a_tune_moves_each_literal_within_a_band_around_its_root_s_value():
+    from dsagent_cbr.search.tuning import BAND, SHIFT, knobs, propose
+
+    found = knobs("model = LGBMRegressor(learning_rate=0.1, num_leaves=31, subsample=0.8, max_depth=6)  # early_stopping")
+    tried: list = [({k.name: k.value for k in found}, 5.0)]
+    for seed in range(12):
+        values = propose(found, tried, [], "minimize", seed)
+        assert 0.1 / BAND <= values["learning_rate"] <= 0.1 * BAND and 31 / BAND <= values["num_leaves"] <= 31 * BAND
+        assert 0.8 - SHIFT <= values["subsample"] <= 1.0 and 2 <= values["max_depth"] <= 12  # and in range
+        tried.append((values, 5.0 + seed % 3))
+
+
+def test_each_neighbour_s_values_are_tried_once_then_optuna_proposes():
+    from dsagent_cbr.search.tuning import knobs, propose
+
+    found = knobs("model = LGBMRegressor(learning_rate=0.1, num_leaves=31)")
+    neighbours = [{"num_leaves": 63}, {"num_leaves": 15, "learning_rate": 0.05}]
+    tried: list = [({"learning_rate": 0.1, "num_leaves": 31}, 5.0)]
+    proposed = []
+    for seed in range(4):
+        values = propose(found, tried, neighbours, "minimize", seed)
+        proposed.append(values)
+        tried.append((values, 4.0))
+    # each neighbour once, in order (Optuna's own check would queue the first again on every call)
+    assert proposed[0]["num_leaves"] == 63 and (proposed[1]["num_leaves"], proposed[1]["learning_rate"]) == (15, 0.05)

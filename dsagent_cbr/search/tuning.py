@@ -1,7 +1,14 @@
 """The search's *tune* operator: the literals a node's model is built with (`num_leaves=31`, `C=4.0`)
 are its hyper-parameters. Optuna proposes the next values (ask) from every tried value of that family
 of nodes (told, as finished trials rebuilt from the run's rows, so a resumed run proposes the same),
-warm-started with the values the neighbouring cases in the bank built the same model with."""
+warm-started with the values the neighbouring cases in the bank built the same model with.
+
+The search is local: each literal moves within a band around the value the family's root was written
+with (a factor of BAND either way for scales and counts, SHIFT either way for fractions), inside the
+knob's sensible range. A budget of minutes gives a family a handful of tunes, all of them in Optuna's
+random start; over the whole range most of them were worse than the root (and the slowest, a tiny
+learning rate on deep trees, took a minute each), while a root written with sensible defaults is a good
+centre to search around."""
 
 from __future__ import annotations
 
@@ -13,7 +20,7 @@ from dataclasses import dataclass
 # be a probability, a seed or a shape, and moving it could only break the script.
 SPACE: dict[str, tuple[str, float, float]] = {
     "learning_rate": ("log", 0.005, 0.3), "eta": ("log", 0.005, 0.3),
-    "num_leaves": ("int", 7, 255), "max_depth": ("int", 2, 16), "depth": ("int", 3, 10),
+    "num_leaves": ("int", 7, 255), "max_depth": ("int", 2, 12), "depth": ("int", 3, 10),
     "min_child_samples": ("int", 2, 200), "min_data_in_leaf": ("int", 2, 200),
     "min_child_weight": ("log", 1e-3, 20.0), "min_samples_leaf": ("int", 1, 50), "min_samples_split": ("int", 2, 50),
     "subsample": ("float", 0.4, 1.0), "bagging_fraction": ("float", 0.4, 1.0),
@@ -23,6 +30,9 @@ SPACE: dict[str, tuple[str, float, float]] = {
     "C": ("log", 1e-3, 1e3), "alpha": ("log", 1e-5, 1e2),
 }
 ROUNDS = ("n_estimators", "iterations", "num_boost_round")  # tuned only without early stopping
+BAND = 4.0  # scales and counts: from the root's value / BAND to its value * BAND
+SHIFT = 0.3  # fractions: the root's value +- SHIFT
+STARTUP = 4  # Optuna's random proposals before its TPE model proposes (its default, 10, is past a short budget)
 _MODEL_PREFIXES = ("LGBM", "XGB", "CatBoost")
 _MODEL_SUFFIXES = ("Regressor", "Classifier", "Regression", "SVC", "SVR")
 _MODELS = {"Ridge", "RidgeClassifier", "Lasso", "ElasticNet", "LogisticRegression", "SVC", "SVR", "LinearSVC",
@@ -76,16 +86,25 @@ def knobs(script: str) -> list[Knob]:
 
 
 def distributions(found: list[Knob]) -> dict[str, object]:
-    """Optuna's distribution for each knob, widened to hold the value the script has now."""
+    """Optuna's distribution for each knob: its band around the value the script has now (search is
+    local), inside the knob's range (widened to hold that value)."""
     from optuna.distributions import FloatDistribution, IntDistribution
 
     out: dict[str, object] = {}
     for knob in found:
         kind, low, high = SPACE.get(knob.name, ("int", max(1.0, knob.value / 2), knob.value * 3))
-        if kind == "int":
-            out[knob.name] = IntDistribution(int(min(low, knob.value)), int(max(high, knob.value)))
-        elif knob.value > 0 or kind == "float":
-            out[knob.name] = FloatDistribution(min(low, knob.value), max(high, knob.value), log=kind == "log")
+        value = knob.value
+        low, high = min(low, value), max(high, value)
+        if kind == "float":
+            out[knob.name] = FloatDistribution(max(low, value - SHIFT), min(high, value + SHIFT))
+        elif value > 0:
+            low, high = max(low, value / BAND), min(high, value * BAND)
+            if kind == "int":
+                out[knob.name] = IntDistribution(max(1, math.ceil(low)), max(math.floor(high), math.ceil(low)), log=True)
+            else:
+                out[knob.name] = FloatDistribution(low, high, log=True)
+        elif kind == "int":  # a count written as 0 (no limit, say): its range as it is
+            out[knob.name] = IntDistribution(int(low), int(high))
     return out
 
 
@@ -129,12 +148,20 @@ def propose(found: list[Knob], tried: list[tuple[dict[str, float], float | None]
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = distributions(found)
-    study = optuna.create_study(direction=direction, sampler=optuna.samplers.TPESampler(seed=seed))
+    study = optuna.create_study(direction=direction, sampler=optuna.samplers.TPESampler(
+        seed=seed, n_startup_trials=STARTUP))
     for params, score in tried:
         inside = {k: v for k, v in params.items() if k in space and space[k].low <= v <= space[k].high}
         state = TrialState.COMPLETE if score is not None and math.isfinite(score) else TrialState.FAIL
         study.add_trial(create_trial(params=inside, distributions={k: space[k] for k in inside}, state=state,
                                      value=score if state == TrialState.COMPLETE else None))
-    for values in warm:
-        study.enqueue_trial(values, skip_if_exists=True)
+    # the first neighbour's values not tried yet (Optuna's own skip_if_exists compares whole trials, and a
+    # neighbour sets only some of the knobs: it would be queued again on every call)
+    fresh = [values for values in warm if not any(_matches(params, values) for params, _ in tried)]
+    if fresh:
+        study.enqueue_trial(fresh[0])
     return dict(study.ask(space).params)
+
+
+def _matches(params: dict[str, float], values: dict[str, float]) -> bool:
+    return all(name in params and math.isclose(params[name], value) for name, value in values.items())
