@@ -56,8 +56,9 @@ def design(X, spec):
                 table[f"{column}_{part}"] = getattr(when.dt, part).astype(float)
             table[f"{column}_ordinal"] = (when - pd.Timestamp("1970-01-01")).dt.days.astype(float)
         elif kind == "category":
-            table[column] = pd.Categorical(X[column].astype(str).where(X[column].notna()),
-                                           categories=spec["categories"][column])
+            known = spec["categories"][column]  # a category unseen in training is missing
+            values = X[column].astype(str).where(X[column].notna())
+            table[column] = pd.Categorical(values.where(values.isin(known)), categories=known)
     if not spec["texts"]:
         return table
     codes = table.apply(lambda c: c.cat.codes.replace(-1, np.nan) if isinstance(c.dtype, pd.CategoricalDtype) else c)
