@@ -156,6 +156,12 @@ def _shim(config: dict) -> str:
     return text[:start] + f"_CBR_TASK = {config!r}" + text[end:]
 
 
+def _encodes_its_columns(tree: ast.Module) -> bool:
+    """The case sets CBR_RAW_COLUMNS = True at the top level."""
+    return any(isinstance(s, ast.Assign) and RAW_COLUMNS in _top_level_names(s)
+               and isinstance(s.value, ast.Constant) and s.value.value is True for s in tree.body)
+
+
 def _named_strings(body: list[ast.stmt]) -> list[str]:
     """The short strings the case's code names: a text column among them is one the case was written
     for, so the shim hands it over as it is, not as integer codes."""
@@ -206,7 +212,7 @@ def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
     body, notes = _rewrite_for_target(body, names, kind, target)
     notes += _target_notes(kind, case_multi, target, target_cls)
     x_kind, y_kind = (account["x_kind"], account["y_kind"]) if account else _input_forms(source, case.modality)
-    raw = bool(account.get("raw")) if account else any(RAW_COLUMNS in _top_level_names(s) for s in source.body)
+    raw = bool(account.get("raw")) if account else _encodes_its_columns(source)
     config = {"modality": target.modality, "output": output,
               "classes": list(target.classes) or _starter_classes(starter) or None, "case": kind,
               "case_multi": case_multi, "x_kind": x_kind, "y_kind": y_kind, "target": list(target.target) or None,
