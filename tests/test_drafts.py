@@ -15,12 +15,14 @@ from dsagent_cbr.search.drafts import general_cases
 def test_a_table_gets_lightgbm_then_xgboost_with_the_task_s_loss_and_outputs():
     hotel = general_cases(prepared("hotel-rates"))  # regression graded by mean absolute error
     assert [c.task_name for c in hotel] == ["general", "general-xgboost"]
-    assert 'objective="l1"' in hotel[0].script and "lgb.LGBMRegressor(" in hotel[0].script
-    assert "xgb.XGBRegressor(" in hotel[1].script and "objective=None" in hotel[1].script
+    # both keep the squared loss and stop early on the absolute error
+    assert 'metric="l1"' in hotel[0].script and "lgb.LGBMRegressor(" in hotel[0].script
+    assert "objective" not in hotel[0].script
+    assert "xgb.XGBRegressor(" in hotel[1].script and 'eval_metric="mae"' in hotel[1].script
     assert "lightgbm" not in hotel[1].script  # the second draft is XGBoost through and through
     smoke = general_cases(prepared("smoke-ban"))
     assert "lgb.LGBMClassifier(" in smoke[0].script and "xgb.XGBClassifier(" in smoke[1].script
-    assert all("objective=None" in c.script for c in smoke)
+    assert "metric=None" in smoke[0].script and "eval_metric=None" in smoke[1].script
 
 
 def test_text_gets_a_linear_model_then_trees_and_trees_learn_one_target_at_a_time():

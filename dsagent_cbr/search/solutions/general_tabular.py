@@ -2,7 +2,7 @@
 information in: numbers as they are, dates as their parts, categoricals as categories, free text as
 TF-IDF features beside the table. The search drafts it first so that it never ends below a default
 gradient-boosting model; the adapter fits it to the task like any case. `cbr` writes the classifier
-for a classification task, an absolute loss when the metric is an absolute error, and XGBoost in place of
+for a classification task, early stopping on the absolute error when that is the metric, and XGBoost in place of
 LightGBM for a second draft (search/drafts.py)."""
 
 import os
@@ -69,12 +69,12 @@ def design(X, spec):
 
 def train_model(X_train, y_train, X_valid, y_valid):
     spec = learn(X_train)
-    # a learning rate that stops within a short budget; the tune operator tries smaller ones
-    model = lgb.LGBMRegressor(n_estimators=2000, learning_rate=0.1, num_leaves=31, min_child_samples=20,
+    # early stopping decides the rounds; a patience of 200 lets a slow learner (many small gains) go on
+    model = lgb.LGBMRegressor(n_estimators=5000, learning_rate=0.05, num_leaves=31, min_child_samples=20,
                               subsample=0.8, subsample_freq=1, colsample_bytree=0.8, reg_lambda=1.0, random_state=0,
-                              verbose=-1, n_jobs=THREADS, objective=None)
+                              verbose=-1, n_jobs=THREADS, metric=None)
     model.fit(design(X_train, spec), y_train, eval_set=[(design(X_valid, spec), y_valid)],
-              callbacks=[lgb.early_stopping(50, verbose=False)])
+              callbacks=[lgb.early_stopping(200, verbose=False)])
     return {"model": model, "spec": spec}
 
 
