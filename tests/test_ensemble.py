@@ -88,3 +88,68 @@ def test_the_ensemble_script_runs_its_members_and_blends_them_in_the_sandbox(tas
 def held_rows(task) -> int:
     held = hold_out(task)
     return held.test_rows + held.rows
+
+
+def test_labels_blend_by_their_mean_probability_when_every_member_wrote_them():
+    classes = ("no", "yes")
+    sure = ensemble.Member(1, "", np.array([["no"], ["yes"]], dtype=object), np.array([[0.95, 0.05], [0.1, 0.9]]), classes)
+    unsure = [ensemble.Member(k, "", np.array([["yes"], ["no"]], dtype=object), np.array([[0.45, 0.55], [0.52, 0.48]]),
+                              classes) for k in (2, 3)]
+    weights, rows = np.array([0.4, 0.3, 0.3]), np.arange(2)
+    # two unsure members outvote the sure one, but its probabilities outweigh theirs
+    assert blend([m.values for m in [sure, *unsure]], weights, True)[:, 0].tolist() == ["yes", "no"]
+    assert ensemble.combine([sure, *unsure], weights, rows, True)[:, 0].tolist() == ["no", "yes"]
+    # a member without probabilities, or with other classes, and the blend counts votes
+    bare = dataclasses.replace(unsure[0], scores=None, classes=())
+    assert ensemble.combine([sure, bare, unsure[1]], weights, rows, True)[:, 0].tolist() == ["yes", "no"]
+    # a single member keeps its own labels; members without weight are left out
+    assert ensemble.combine([sure, bare], np.array([1.0, 0.0]), rows, True)[:, 0].tolist() == ["no", "yes"]
+
+
+def test_class_scores_are_read_only_where_they_agree_with_the_labels(tmp_path):
+    frame = pd.DataFrame({"id": ["a", "b", "c"], "label": [1, 0, 1]})
+    (tmp_path / "cbr_class_scores.csv").write_text("0,1\n0.2,0.8\n0.7,0.3\n0.4,0.6\n")
+    scores, classes = ensemble.class_scores(tmp_path, frame, ["label"])
+    assert classes == ("0", "1") and np.allclose(scores[:, 1], [0.8, 0.3, 0.6])
+    (tmp_path / "cbr_class_scores.csv").write_text("0,1\n0.8,0.2\n0.3,0.7\n0.6,0.4\n")  # another file's rows
+    assert ensemble.class_scores(tmp_path, frame, ["label"]) == (None, ())
+    for bad in ("nan", "-1", "1e309"):  # not probabilities
+        (tmp_path / "cbr_class_scores.csv").write_text(f"0,1\n0.2,0.8\n0.7,{bad}\n0.4,0.6\n")
+        assert ensemble.class_scores(tmp_path, frame, ["label"]) == (None, ()), bad
+    (tmp_path / "cbr_class_scores.csv").write_text("0,1\n2,8\n7,3\n4,6\n")  # scaled: each row is made to sum to one
+    assert np.allclose(ensemble.class_scores(tmp_path, frame, ["label"])[0][:, 1], [0.8, 0.3, 0.6])
+    (tmp_path / "cbr_class_scores.csv").write_text("0,1\n0.2,0.8\n")  # too few rows
+    assert ensemble.class_scores(tmp_path, frame, ["label"]) == (None, ())
+
+
+@pytest.mark.slow
+def test_adapted_nodes_write_probabilities_that_the_blend_and_its_script_average_alike(tmp_path):
+    """Accuracy on titanic-survival: both general drafts run in the sandbox and write class probabilities
+    beside their labels; the host blends them by mean probability, and the ensemble's script, run in the
+    sandbox, writes the same test labels."""
+    from dsagent_cbr.adapter import adapt_case
+    from dsagent_cbr.search.drafts import general_cases
+
+    titanic = prepared("titanic-survival")
+    held = hold_out(titanic)
+    ids = ensemble.row_ids(titanic, held)
+    found = []
+    for k, case in enumerate(general_cases(titanic), start=1):
+        code = adapt_case(case, titanic)["code"]
+        result = run_script(titanic, code, run_dir=tmp_path / f"node-{k}", timeout=300)
+        assert result.ok, result.stderr[-2000:]
+        found.append(ensemble.load(titanic, ids, held.test_rows + held.rows, k, tmp_path / f"node-{k}" / "workspace",
+                                   code))
+    assert all(m is not None and m.scores is not None and m.scores.shape == (len(ids), 2) for m in found)
+    made = ensemble.make(titanic, held, ids, found, seed=0, workspace=tmp_path / "blend")
+    weights = {1: 0.5, 2: 0.5}
+    ensemble.refit(titanic, ids[: held.test_rows], [dataclasses.replace(m, values=m.values[: held.test_rows],
+                                                                      scores=m.scores[: held.test_rows]) for m in found],
+                   weights, tmp_path / "host")
+    host = pd.read_csv(tmp_path / "host" / titanic.predictions)
+    rerun = run_script(titanic, ensemble.script(titanic, found, weights), run_dir=tmp_path / "script", timeout=600)
+    assert rerun.ok, rerun.stderr[-2000:]
+    script = pd.read_csv(tmp_path / "script" / "workspace" / titanic.predictions).set_index("id")
+    assert "'classes': ['0', '1']" in ensemble.script(titanic, found, weights)  # the script averages them too
+    assert (script.loc[host["id"], "survived"].to_numpy() == host["survived"].to_numpy()).all()
+    assert made.grades.selection is not None

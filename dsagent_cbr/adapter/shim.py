@@ -227,9 +227,10 @@ def train_model(X_train, y_train, X_valid, y_valid):
     return _CbrModel(jobs, labels, categories, _np.shape(y_train)[1:], _cbr_matrix(y_train).shape[1])
 
 
-def _cbr_read(job, X, n_rows):
+def _cbr_read(job, X, n_rows, proba_first=None):
     """One job's predictions: values (rows,) / (rows, k), or class scores (rows, classes)."""
-    decode, proba_first = job["decode"], _CBR_TASK["output"] != "label"
+    decode = job["decode"]
+    proba_first = _CBR_TASK["output"] != "label" if proba_first is None else proba_first
     if decode == "one-vs-rest":
         return _np.stack([_cbr_read(part, X, n_rows) for part in job["parts"]], axis=1)
     if decode == "scores":
@@ -264,7 +265,26 @@ def predict(model, X):
     if kind == "proba-classes":
         out = _np.clip(out, 0, None) + 1e-12
         return out / out.sum(axis=1, keepdims=True)
+    _cbr_keep_scores(model, X, n_rows)
     return _np.asarray(model.labels, dtype=object)[out.argmax(axis=1)].astype(type(model.labels[0]))
+
+
+CBR_CLASS_SCORES = "cbr_class_scores.csv"
+
+
+def _cbr_keep_scores(model, X, n_rows):
+    """Beside the labels, the class probabilities behind them (a column per class), for the search's
+    blend on the host, which averages them rather than counting votes. Each call overwrites the file:
+    what stays is the last call's, the test rows the submission holds (the host checks that they agree)."""
+    import contextlib
+    import os
+
+    try:
+        scores = _cbr_read(model.jobs[0], X, n_rows, proba_first=True)
+        _pd.DataFrame(scores, columns=[str(label) for label in model.labels]).to_csv(CBR_CLASS_SCORES, index=False)
+    except Exception:  # the labels are what the task grades; without scores a blend counts votes
+        with contextlib.suppress(OSError):
+            os.remove(CBR_CLASS_SCORES)
 
 
 def _case_train_model(X_train, y_train, X_valid, y_valid):  # replaced by the case's code

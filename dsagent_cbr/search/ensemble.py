@@ -9,6 +9,11 @@ predictions, so no row judges weights it chose, and the score is on the same row
 The test rows take the mean of the two halves' weights. The node's script (solutions/blend.py) runs
 its members and blends them with those weights: what a user re-runs is what was graded.
 
+Labels (accuracy) are blended by the members' class probabilities where every member wrote them (an
+adapted case's shim does), so that a sure member outweighs unsure ones; otherwise by a weighted vote.
+The probabilities are the node's output like its labels: read through the bounded readers, and used
+only where their best classes are the labels it submitted (else their rows may not be the submission's).
+
 A single node's selection score is the best of many on the rows that chose it, so it overstates how
 the node does on new rows; the blend's does not. To choose between them on equal terms, the procedure
 "take the best single node" is cross-fitted on the same halves (the best node on each half predicts
@@ -23,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from dsagent_cbr.files import write_bytes_atomic
-from dsagent_cbr.runner.artefacts import ArtefactError, read_bytes, read_csv, read_npy
-from dsagent_cbr.search.solutions.blend import blend
+from dsagent_cbr.runner.artefacts import ArtefactError, csv_columns, read_bytes, read_csv, read_npy
+from dsagent_cbr.search.solutions.blend import blend, soft_vote
 from dsagent_cbr.tasks.grading import EXTRA_COLUMNS, Grades, grade, prediction_columns, score_selection
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.tasks.selection import Held, id_key
@@ -32,6 +37,8 @@ from dsagent_cbr.tasks.selection import Held, id_key
 ROUNDS = 10  # greedy steps: the weights are multiples of 1/ROUNDS
 POOL = 8  # candidates on each half: the nodes best on it
 FEWEST_ROWS = 40  # selection rows below which halves are too small to choose weights on
+MAX_CLASSES = 1000  # class-probability columns read back
+SCORES_AGREE = 0.9  # share of rows whose best-scored class must be the submitted label for scores to be used
 
 
 @dataclass(frozen=True)
@@ -39,6 +46,8 @@ class Member:
     iteration: int
     code: str
     values: np.ndarray  # the test rows then the selection rows, in one order for every member
+    scores: np.ndarray | None = None  # accuracy: class probabilities in the same rows, when the node wrote them
+    classes: tuple[str, ...] = ()  # the scores' columns
 
 
 def possible(task: Task, held: Held | None) -> bool:
@@ -77,8 +86,37 @@ def load(task: Task, ids: list[str], rows: int, iteration: int, workspace: Path,
     frame = frame.set_index(frame[task.id_column].map(id_key))
     if frame.index.duplicated().any() or not set(order) <= set(frame.index):
         return None
-    values = frame.loc[order, columns].to_numpy()
-    return Member(iteration, code, values if task.metric.name == "accuracy" else values.astype(float))
+    if task.metric.name != "accuracy":
+        return Member(iteration, code, frame.loc[order, columns].to_numpy().astype(float))
+    scores, classes = class_scores(workspace, frame, columns)
+    at = frame.index.get_indexer(order)
+    return Member(iteration, code, frame.loc[order, columns].to_numpy(), None if scores is None else scores[at], classes)
+
+
+def class_scores(workspace: Path, frame, columns: list[str]) -> tuple[np.ndarray | None, tuple[str, ...]]:
+    """The class probabilities an adapted node wrote beside its labels (adapter/shim.py), in the rows of
+    its predictions `frame`; none when it wrote none, they do not parse as probabilities, or their best
+    classes disagree with its labels (then the rows may not be the submission's)."""
+    from dsagent_cbr.adapter.shim import CBR_CLASS_SCORES
+
+    if len(columns) != 1:
+        return None, ()
+    try:
+        raw = read_bytes(workspace, CBR_CLASS_SCORES)
+        header = csv_columns(raw, CBR_CLASS_SCORES)
+        if not 2 <= len(header) <= MAX_CLASSES:
+            return None, ()
+        scores = read_csv(raw, CBR_CLASS_SCORES, wanted=header, max_rows=len(frame),
+                          max_columns=len(header)).to_numpy(dtype=float)
+    except (ArtefactError, ValueError):
+        return None, ()
+    labels = frame[columns[0]].astype(str).to_numpy()
+    if len(scores) != len(frame) or not np.isfinite(scores).all() or (scores < 0).any() or (scores.sum(axis=1) <= 0).any():
+        return None, ()
+    scores = scores / scores.sum(axis=1, keepdims=True)  # each member's rows weigh alike in the mean
+    if np.mean(np.asarray(header)[scores.argmax(axis=1)] == labels) < SCORES_AGREE:
+        return None, ()
+    return scores, tuple(header)
 
 
 @dataclass(frozen=True)
@@ -100,7 +138,7 @@ def make(task: Task, held: Held, ids: list[str], members: list[Member], seed: in
     firsts = [np.eye(len(members))[_order(scores, task.direction)[0]] for scores in alone]
     single = score_selection(task, held, _cross_fitted(members, held, halves, firsts, vote), np.arange(held.rows))
     mean = (chosen[0] + chosen[1]) / 2
-    test = blend([m.values[: held.test_rows] for m in members], mean, vote)
+    test = combine(members, mean, np.arange(held.test_rows), vote)
     _write(task, ids, np.concatenate([test, _cross_fitted(members, held, halves, chosen, vote)]), workspace)
     return Blend(_named(members, mean), [_named(members, w) for w in chosen], grade(task, workspace, held), single)
 
@@ -108,9 +146,28 @@ def make(task: Task, held: Held, ids: list[str], members: list[Member], seed: in
 def _cross_fitted(members: list[Member], held: Held, halves: list[np.ndarray], weights: list[np.ndarray],
                   vote: bool) -> np.ndarray:
     """The selection rows' predictions, each half blended with the weights the other half chose."""
-    judged = [blend([m.values[held.test_rows:][rows] for m in members], w, vote)
+    judged = [combine(members, w, held.test_rows + rows, vote)
               for rows, w in zip(halves, reversed(weights), strict=True)]
     return np.concatenate(judged)[np.argsort(np.concatenate(halves))]
+
+
+def combine(members: list[Member], weights: np.ndarray, rows: np.ndarray, vote: bool) -> np.ndarray:
+    """The members' blend in `rows` (positions in their arrays). Labels are voted on, unless every member
+    wrote class probabilities for the same classes: then the class with the highest weighted mean
+    probability, which also counts how sure each member is (solutions/blend.py's soft_vote)."""
+    used = np.flatnonzero(weights)
+    members, weights = [members[i] for i in used], np.asarray(weights)[used]
+    if vote and len(members) > 1 and soft(members):
+        labels = soft_vote([m.scores[rows] for m in members if m.scores is not None], weights, members[0].classes)
+        kinds = [m.values.dtype for m in members]
+        labels = labels.astype(np.result_type(*kinds)) if all(k.kind in "iuf" for k in kinds) else labels
+        return labels.reshape(len(rows), *members[0].values.shape[1:])
+    return blend([m.values[rows] for m in members], weights, vote)
+
+
+def soft(members: list[Member]) -> bool:
+    """Every member wrote class probabilities, for the same classes."""
+    return all(m.scores is not None and m.classes == members[0].classes for m in members)
 
 
 def split(rows: int, seed: int) -> list[np.ndarray]:
@@ -125,9 +182,7 @@ def _named(members: list[Member], weights: np.ndarray) -> dict[int, float]:
 def _score(task: Task, held: Held, members: list[Member], weights: np.ndarray, rows: np.ndarray,
            vote: bool) -> float | None:
     """The blend with `weights` (over `members`) scored on the selection rows `rows`."""
-    used = np.flatnonzero(weights)
-    return score_selection(task, held, blend([members[i].values[held.test_rows:][rows] for i in used],
-                                             weights[used], vote), rows)
+    return score_selection(task, held, combine(members, weights, held.test_rows + rows, vote), rows)
 
 
 def _greedy(task: Task, held: Held, members: list[Member], rows: np.ndarray, vote: bool,
@@ -162,8 +217,8 @@ def refit(task: Task, ids: list[str], members: list[Member], weights: dict[int, 
     """--refit of a blend: its members refit on every labelled row predicted the test rows (`members`,
     rows `ids`); their blend with the weights the search chose is written into `workspace` as the
     task's predictions. Returns its test score (None for a task without answers): it is only reported."""
-    _write(task, ids, blend([m.values for m in members], [weights[m.iteration] for m in members],
-                            task.metric.name == "accuracy"), workspace)
+    _write(task, ids, combine(members, np.array([weights[m.iteration] for m in members]), np.arange(len(ids)),
+                              task.metric.name == "accuracy"), workspace)
     return grade(task, workspace).test
 
 
@@ -188,10 +243,12 @@ def _write(task: Task, ids: list[str], values: np.ndarray, workspace: Path) -> N
 def script(task: Task, members: list[Member], weights: dict[int, float]) -> str:
     """solutions/blend.py with its plan and members filled in."""
     used = [m for m in members if m.iteration in weights]
+    vote = task.metric.name == "accuracy"
     plan = {"predictions": task.predictions, "id": task.id_column, "columns": prediction_columns(task)
-            if task.data_format == "csv" else [], "vote": task.metric.name == "accuracy",
-            "weights": [weights[m.iteration] for m in used]}
+            if task.data_format == "csv" else [], "vote": vote,
+            "weights": [weights[m.iteration] for m in used],
+            "classes": list(used[0].classes) if vote and len(used) > 1 and soft(used) else None}
     text = resources.files("dsagent_cbr.search.solutions").joinpath("blend.py").read_text(encoding="utf-8")
     text = text.replace('PLAN = {"predictions": "submission.csv", "id": None, "columns": [], "vote": False, '
-                        '"weights": []}', f"PLAN = {plan!r}", 1)
+                        '"weights": [], "classes": None}', f"PLAN = {plan!r}", 1)
     return text.replace("MEMBERS = []", "MEMBERS = " + repr([m.code for m in used]), 1)

@@ -1,6 +1,7 @@
 """cbr's ensemble of search nodes, as a script a user can run again: each member script runs in turn in
-this folder, its predictions are set aside, and their blend (a weighted mean; a weighted vote where the
-metric takes labels) is written where the task expects its predictions.
+this folder, its predictions are set aside, and their blend (a weighted mean; where the metric takes
+labels, the class with the highest weighted mean probability when every member wrote its class
+probabilities, else a weighted vote) is written where the task expects its predictions.
 
 cbr fills PLAN and MEMBERS. During the search the host blends the members' graded predictions with
 this same `blend`, so the script re-makes what was graded."""
@@ -11,7 +12,8 @@ import sys
 
 import numpy as np
 
-PLAN = {"predictions": "submission.csv", "id": None, "columns": [], "vote": False, "weights": []}
+PLAN = {"predictions": "submission.csv", "id": None, "columns": [], "vote": False, "weights": [], "classes": None}
+CLASS_SCORES = "cbr_class_scores.csv"  # where an adapted member writes its class probabilities (adapter/shim.py)
 MEMBERS = []  # the member scripts' code, in PLAN["weights"] order
 
 
@@ -30,6 +32,13 @@ def blend(predictions, weights, vote):
     return voted.astype(np.result_type(*kinds)) if all(k.kind in "iuf" for k in kinds) else voted
 
 
+def soft_vote(scores, weights, classes):
+    """Each row's class with the highest weighted mean of the members' class probabilities (rows, classes)."""
+    w = np.asarray(weights, dtype=float)
+    mean = np.tensordot(w / w.sum(), np.stack([np.asarray(s, dtype=float) for s in scores]), axes=1)
+    return np.asarray(classes, dtype=object)[mean.argmax(axis=1)].astype(str)
+
+
 def _read(path):
     """A member's predictions: the array, or (csv) the target columns in the first member's row order."""
     if path.endswith(".npy"):
@@ -40,8 +49,17 @@ def _read(path):
     return frame[PLAN["columns"]], frame.index
 
 
+def _scores(order, ids):
+    """A member's class probabilities (its predictions' rows, a column per class) in the rows `ids`."""
+    import pandas as pd
+
+    scores = pd.read_csv(CLASS_SCORES, dtype=float)[[str(c) for c in PLAN["classes"]]]
+    scores.index = order
+    return scores.loc[ids].to_numpy()
+
+
 def main():
-    kept, ids = [], None
+    kept, scores, ids = [], [], None
     for k, code in enumerate(MEMBERS):
         name = f"cbr_member_{k}.py"
         with open(name, "w", encoding="utf-8") as fh:
@@ -50,8 +68,13 @@ def main():
         values, order = _read(PLAN["predictions"])
         ids = order if ids is None else ids
         kept.append(values if order is None else values.loc[ids].to_numpy())
+        if PLAN["classes"]:
+            scores.append(_scores(order, ids))
         os.replace(PLAN["predictions"], f"cbr_member_{k}_{PLAN['predictions']}")
-    blended = blend(kept, PLAN["weights"], PLAN["vote"])
+    if PLAN["classes"]:  # the labels as the search blended them: the classes the members are surest of
+        blended = soft_vote(scores, PLAN["weights"], PLAN["classes"]).astype(kept[0].dtype).reshape(kept[0].shape)
+    else:
+        blended = blend(kept, PLAN["weights"], PLAN["vote"])
     print(f"Blended {len(MEMBERS)} solutions with weights {PLAN['weights']}")
     if ids is None:
         np.save(PLAN["predictions"], blended)
