@@ -150,6 +150,6 @@ def test_adapted_nodes_write_probabilities_that_the_blend_and_its_script_average
     rerun = run_script(titanic, ensemble.script(titanic, found, weights), run_dir=tmp_path / "script", timeout=600)
     assert rerun.ok, rerun.stderr[-2000:]
     script = pd.read_csv(tmp_path / "script" / "workspace" / titanic.predictions).set_index("id")
-    assert "'classes': ['0', '1']" in ensemble.script(titanic, found, weights)  # the script averages them too
+    assert "'classes': ['died', 'survived']" in ensemble.script(titanic, found, weights)  # the script averages them too
     assert (script.loc[host["id"], "survived"].to_numpy() == host["survived"].to_numpy()).all()
     assert made.grades.selection is not None
