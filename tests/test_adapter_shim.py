@@ -15,9 +15,11 @@ BASE = {"modality": "tabular", "output": "value", "classes": None, "case": "regr
 
 
 @pytest.fixture
-def case(monkeypatch):
-    """Install a case: its train_model/predict, the task config, and what the case saw."""
+def case(monkeypatch, tmp_path):
+    """Install a case: its train_model/predict, the task config, and what the case saw. The shim writes
+    a label task's class probabilities into the working folder, as in a sandbox: here a temporary one."""
     seen: dict[str, list] = {"X": [], "y": []}
+    monkeypatch.chdir(tmp_path)
 
     def install(fit, predict, proba=None, **config):
         def train(X_train, y_train, X_valid, y_valid):
@@ -152,6 +154,10 @@ def test_multilabel_case_on_one_label_gets_one_indicator_per_class(case):
     pred = shim.predict(shim.train_model(X_train, y_train, X_valid, y_valid), X_valid)
     assert list(seen["y"][0].columns) == ["down", "up"]
     assert set(pred) <= {"up", "down"} and np.mean(pred == y_valid) > 0.8
+    # beside the labels, the probabilities behind them, a column per class (for the search's blend)
+    scores = pd.read_csv(shim.CBR_CLASS_SCORES)
+    assert list(scores.columns) == ["down", "up"] and len(scores) == len(pred)
+    assert (scores.columns.to_numpy()[scores.to_numpy().argmax(axis=1)] == pred).all()
 
 
 def test_regression_case_keeps_a_multi_output_target_in_one_model_or_per_column(case):
