@@ -15,9 +15,9 @@ import xgboost as xgb
 from sklearn.metrics import mean_absolute_error, median_absolute_error
 from sklearn.model_selection import train_test_split
 
+from dsagent_cbr.search.solutions import general_tabular as g
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "dsagent_cbr/search/solutions"))
-import general_tabular as g  # noqa: E402
 
 warnings.filterwarnings("ignore")
 
