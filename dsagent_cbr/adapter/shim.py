@@ -265,22 +265,26 @@ def predict(model, X):
     if kind == "proba-classes":
         out = _np.clip(out, 0, None) + 1e-12
         return out / out.sum(axis=1, keepdims=True)
-    _cbr_keep_scores(model, X, n_rows)
+    _cbr_keep_scores(model, X, n_rows, out)
     return _np.asarray(model.labels, dtype=object)[out.argmax(axis=1)].astype(type(model.labels[0]))
 
 
 CBR_CLASS_SCORES = "cbr_class_scores.csv"
 
 
-def _cbr_keep_scores(model, X, n_rows):
+def _cbr_keep_scores(model, X, n_rows, scores):
     """Beside the labels, the class probabilities behind them (a column per class), for the search's
     blend on the host, which averages them rather than counting votes. Each call overwrites the file:
-    what stays is the last call's, the test rows the submission holds (the host checks that they agree)."""
+    what stays is the last call's, the test rows the submission holds (the host checks that they agree).
+    `scores` are those the labels were read from: the case's predict_proba is asked again only where it
+    could differ from them (one model's class scores, when the case has predict_proba)."""
     import contextlib
     import os
 
+    job = model.jobs[0]
     try:
-        scores = _cbr_read(model.jobs[0], X, n_rows, proba_first=True)
+        if job["decode"] == "scores" and _case_predict_proba is not None:
+            scores = _cbr_read(job, X, n_rows, proba_first=True)
         _pd.DataFrame(scores, columns=[str(label) for label in model.labels]).to_csv(CBR_CLASS_SCORES, index=False)
     except Exception:  # the labels are what the task grades; without scores a blend counts votes
         with contextlib.suppress(OSError):

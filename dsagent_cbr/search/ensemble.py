@@ -29,7 +29,7 @@ import numpy as np
 
 from dsagent_cbr.files import write_bytes_atomic
 from dsagent_cbr.runner.artefacts import ArtefactError, csv_columns, read_bytes, read_csv, read_npy
-from dsagent_cbr.search.solutions.blend import blend, soft_vote
+from dsagent_cbr.search.solutions.blend import blend
 from dsagent_cbr.tasks.grading import EXTRA_COLUMNS, Grades, grade, prediction_columns, score_selection
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.tasks.selection import Held, id_key
@@ -86,11 +86,11 @@ def load(task: Task, ids: list[str], rows: int, iteration: int, workspace: Path,
     frame = frame.set_index(frame[task.id_column].map(id_key))
     if frame.index.duplicated().any() or not set(order) <= set(frame.index):
         return None
+    values = frame.loc[order, columns].to_numpy()
     if task.metric.name != "accuracy":
-        return Member(iteration, code, frame.loc[order, columns].to_numpy().astype(float))
+        return Member(iteration, code, values.astype(float))
     scores, classes = class_scores(workspace, frame, columns)
-    at = frame.index.get_indexer(order)
-    return Member(iteration, code, frame.loc[order, columns].to_numpy(), None if scores is None else scores[at], classes)
+    return Member(iteration, code, values, None if scores is None else scores[frame.index.get_indexer(order)], classes)
 
 
 def class_scores(workspace: Path, frame, columns: list[str]) -> tuple[np.ndarray | None, tuple[str, ...]]:
@@ -154,20 +154,18 @@ def _cross_fitted(members: list[Member], held: Held, halves: list[np.ndarray], w
 def combine(members: list[Member], weights: np.ndarray, rows: np.ndarray, vote: bool) -> np.ndarray:
     """The members' blend in `rows` (positions in their arrays). Labels are voted on, unless every member
     wrote class probabilities for the same classes: then the class with the highest weighted mean
-    probability, which also counts how sure each member is (solutions/blend.py's soft_vote)."""
+    probability, which also counts how sure each member is (solutions/blend.py's blend)."""
     used = np.flatnonzero(weights)
     members, weights = [members[i] for i in used], np.asarray(weights)[used]
-    if vote and len(members) > 1 and soft(members):
-        labels = soft_vote([m.scores[rows] for m in members if m.scores is not None], weights, members[0].classes)
-        kinds = [m.values.dtype for m in members]
-        labels = labels.astype(np.result_type(*kinds)) if all(k.kind in "iuf" for k in kinds) else labels
-        return labels.reshape(len(rows), *members[0].values.shape[1:])
-    return blend([m.values[rows] for m in members], weights, vote)
+    scores = [m.scores[rows] for m in members if m.scores is not None] if soft(members, vote) else None
+    return blend([m.values[rows] for m in members], weights, vote, scores, members[0].classes)
 
 
-def soft(members: list[Member]) -> bool:
-    """Every member wrote class probabilities, for the same classes."""
-    return all(m.scores is not None and m.classes == members[0].classes for m in members)
+def soft(members: list[Member], vote: bool) -> bool:
+    """The members' labels blend by their class probabilities: two or more members, each of which wrote
+    probabilities for the same classes."""
+    return vote and len(members) > 1 and all(m.scores is not None and m.classes == members[0].classes
+                                             for m in members)
 
 
 def split(rows: int, seed: int) -> list[np.ndarray]:
@@ -247,7 +245,7 @@ def script(task: Task, members: list[Member], weights: dict[int, float]) -> str:
     plan = {"predictions": task.predictions, "id": task.id_column, "columns": prediction_columns(task)
             if task.data_format == "csv" else [], "vote": vote,
             "weights": [weights[m.iteration] for m in used],
-            "classes": list(used[0].classes) if vote and len(used) > 1 and soft(used) else None}
+            "classes": list(used[0].classes) if soft(used, vote) else None}
     text = resources.files("dsagent_cbr.search.solutions").joinpath("blend.py").read_text(encoding="utf-8")
     text = text.replace('PLAN = {"predictions": "submission.csv", "id": None, "columns": [], "vote": False, '
                         '"weights": [], "classes": None}', f"PLAN = {plan!r}", 1)

@@ -17,26 +17,25 @@ CLASS_SCORES = "cbr_class_scores.csv"  # where an adapted member writes its clas
 MEMBERS = []  # the member scripts' code, in PLAN["weights"] order
 
 
-def blend(predictions, weights, vote):
+def blend(predictions, weights, vote, scores=None, classes=None):
     """One array from the members' arrays (rows first, all the same shape): the weighted mean, or in
-    each cell the label with the most weight (ties go to the heavier member, listed first)."""
+    each cell the label with the most weight (ties go to the heavier member, listed first); with
+    `scores` (each member's class probabilities, rows by `classes`), each row's class with the highest
+    weighted mean probability."""
     w = np.asarray(weights, dtype=float)
     if not vote:
         return np.tensordot(w / w.sum(), np.stack([np.asarray(p, dtype=float) for p in predictions]), axes=1)
-    stacked = np.stack([np.asarray(p).astype(str) for p in predictions])
-    w = (w + 1e-9 * np.arange(len(w), 0, -1)).reshape(-1, *[1] * (stacked.ndim - 1))
-    labels = np.unique(stacked)
-    tally = np.stack([(w * (stacked == label)).sum(axis=0) for label in labels])
-    voted = labels[tally.argmax(axis=0)]
+    if scores is not None:
+        mean = np.tensordot(w / w.sum(), np.stack([np.asarray(s, dtype=float) for s in scores]), axes=1)
+        chosen = np.asarray(classes).astype(str)[mean.argmax(axis=1)].reshape(np.shape(predictions[0]))
+    else:
+        stacked = np.stack([np.asarray(p).astype(str) for p in predictions])
+        w = (w + 1e-9 * np.arange(len(w), 0, -1)).reshape(-1, *[1] * (stacked.ndim - 1))
+        labels = np.unique(stacked)
+        tally = np.stack([(w * (stacked == label)).sum(axis=0) for label in labels])
+        chosen = labels[tally.argmax(axis=0)]
     kinds = [np.asarray(p).dtype for p in predictions]
-    return voted.astype(np.result_type(*kinds)) if all(k.kind in "iuf" for k in kinds) else voted
-
-
-def soft_vote(scores, weights, classes):
-    """Each row's class with the highest weighted mean of the members' class probabilities (rows, classes)."""
-    w = np.asarray(weights, dtype=float)
-    mean = np.tensordot(w / w.sum(), np.stack([np.asarray(s, dtype=float) for s in scores]), axes=1)
-    return np.asarray(classes, dtype=object)[mean.argmax(axis=1)].astype(str)
+    return chosen.astype(np.result_type(*kinds)) if all(k.kind in "iuf" for k in kinds) else chosen
 
 
 def _read(path):
@@ -71,10 +70,7 @@ def main():
         if PLAN["classes"]:
             scores.append(_scores(order, ids))
         os.replace(PLAN["predictions"], f"cbr_member_{k}_{PLAN['predictions']}")
-    if PLAN["classes"]:  # the labels as the search blended them: the classes the members are surest of
-        blended = soft_vote(scores, PLAN["weights"], PLAN["classes"]).astype(kept[0].dtype).reshape(kept[0].shape)
-    else:
-        blended = blend(kept, PLAN["weights"], PLAN["vote"])
+    blended = blend(kept, PLAN["weights"], PLAN["vote"], scores if PLAN["classes"] else None, PLAN["classes"])
     print(f"Blended {len(MEMBERS)} solutions with weights {PLAN['weights']}")
     if ids is None:
         np.save(PLAN["predictions"], blended)
