@@ -329,6 +329,36 @@ def test_a_model_call_the_budget_cuts_short_ends_its_node_but_is_not_held_agains
     assert record.best_score is not None
 
 
+def test_a_model_too_slow_for_its_share_of_the_budget_is_cut_off_there_and_the_plain_moves_have_the_rest(
+        task, tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from dsagent_cbr.errors import OutOfTime
+    from dsagent_cbr.search.policy import MODEL_SHARE
+
+    now = [0.0]  # the search's clock: only the model's calls take time
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    monkeypatch.setattr(clock_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
+
+    class Slow(FakeModel):
+        """A model that takes every second it is given and writes nothing in them."""
+
+        def complete(self, role, messages, *, timeout=None, **options):
+            self.timeouts.append(timeout)
+            now[0] += timeout
+            raise OutOfTime(f"the budget ended {timeout:.0f} s into a call")
+
+    model = Slow({})
+    bank = FakeBank(solutions=[solution("first"), solution("good")])
+    record = develop_search(task, DevelopConfig(iterations=8, budget=600.0, cbr=False), tmp_path, bank, executor(),
+                            model=model)
+    assert model.timeouts == [pytest.approx(MODEL_SHARE * 600.0)]  # one call, cut at the share, never asked again
+    cut = next(r for r in record.rows if r.operator == "plan")
+    assert cut.status == "out of time" and "model's share" in cut.error
+    after = [r.operator for r in record.rows if r.iteration > cut.iteration]
+    assert len(after) >= 4 and not set(after) & {"plan", "improve", "debug"} and record.best_score == 4.0
+
+
 def test_a_script_that_does_not_parse_has_no_knobs_to_tune():
     from dsagent_cbr.search.tuning import knobs
 

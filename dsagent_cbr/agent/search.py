@@ -18,6 +18,7 @@ the operator, the harness grades every node on rows its script never saw labelle
 
 from __future__ import annotations
 
+import math
 import random
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
@@ -31,7 +32,7 @@ from dsagent_cbr.agent.record import Refit, Row, RunRecord
 from dsagent_cbr.agent.run import REFIT_VARIABLE, Run, refitted
 from dsagent_cbr.agent.rundir import publish_outputs, step_dir
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress
-from dsagent_cbr.agent.search_model import OUT_OF_TIME, ModelMoves
+from dsagent_cbr.agent.search_model import MIN_CALL_SECONDS, OUT_OF_TIME, ModelMoves
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.errors import OutOfTime
 from dsagent_cbr.files import write_text_atomic
@@ -42,7 +43,7 @@ from dsagent_cbr.search import ensemble, tuning
 from dsagent_cbr.search.clock import Clock
 from dsagent_cbr.search.drafts import general_cases
 from dsagent_cbr.search.parallel import node_executor, node_pool
-from dsagent_cbr.search.policy import MODEL_OPERATORS, MODEL_SLACK, Family, Move, View, choose
+from dsagent_cbr.search.policy import MODEL_OPERATORS, MODEL_SHARE, MODEL_SLACK, Family, Move, View, choose
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.tasks.selection import hold_out
 
@@ -93,7 +94,7 @@ class Search:
                         break
                     t += 1
                     row = self.begin(t, move)
-                    running[pool.submit(self.node, row)] = row
+                    running[pool.submit(self.node, row, self.model_until())] = row
                 if not running:
                     break
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -139,9 +140,9 @@ class Search:
         self.run.end(row)
 
     def took(self, row: Row) -> float:
-        """A node's seconds, from its start to its end as journaled (0 while it runs)."""
+        """A node's seconds, from its start to its end as journaled (so far, while it runs)."""
         end = self.run.journal.recorded(row.iteration, "clock")
-        return float(end) - (row.started or 0.0) if isinstance(end, int | float) else 0.0
+        return (float(end) if isinstance(end, int | float) else self.clock.now()) - (row.started or 0.0)
 
     def last_ensemble(self, t: int) -> None:
         """The search ends with a blend of what it found, when nodes graded since the last one: it
@@ -192,11 +193,21 @@ class Search:
                     model=self.model is not None and self.model.trusted(), graded=[r.iteration for r in graded],
                     plans=sum(r.operator == "plan" for r in rows), broken=self.broken(),
                     last_by_model=bool(nodes) and nodes[-1].operator in MODEL_OPERATORS,
-                    model_due=self.model_lead() <= MODEL_SLACK)
+                    model_due=self.model_time() >= MIN_CALL_SECONDS)
 
-    def model_lead(self) -> float:
-        """How many seconds longer the ended model nodes have taken than the others."""
-        return sum(self.took(r) * (1 if r.operator in MODEL_OPERATORS else -1) for r in self.run.rows)
+    def model_time(self) -> float:
+        """The seconds the model's nodes may still take (search/policy.py): until one of them has graded,
+        what is left of MODEL_SHARE of the budget; after, MODEL_SLACK more than the other nodes took."""
+        by_model = [r for r in self.run.rows if r.operator in MODEL_OPERATORS]
+        if self.clock.budget is not None and not any(r.score is not None for r in by_model):
+            return MODEL_SHARE * self.clock.budget - sum(self.took(r) for r in by_model)
+        return MODEL_SLACK - sum(self.took(r) * (1 if r in by_model else -1) for r in self.run.rows)
+
+    def model_until(self) -> float:
+        """When a model node starting now must have its calls done, on the search's clock. One the policy
+        chose with the model's time spent was chosen because nothing else was left: it has the budget."""
+        allowed = self.model_time()
+        return self.clock.now() + allowed if allowed >= MIN_CALL_SECONDS else math.inf
 
     def families(self) -> list[Family]:
         """Each node that is not a tune, with the tuned nodes grown from it: best first, ungraded last."""
@@ -237,14 +248,15 @@ class Search:
     def script(self, row: Row) -> str:
         return (self.run.run_dir / row.script).read_text(encoding="utf-8") if row.script else ""
 
-    def node(self, row: Row) -> None:
-        """Make node `row` with its operator and run it (in a thread of its own with --parallel)."""
+    def node(self, row: Row, until: float = math.inf) -> None:
+        """Make node `row` with its operator and run it (in a thread of its own with --parallel); a model's
+        node has its calls done by `until`."""
         t, operator = row.iteration, row.operator
         if operator in MODEL_OPERATORS:
             assert self.model is not None
             try:
-                getattr(self.model, operator)(t, row)
-            except OutOfTime as exc:  # the budget, not the model: the node ends, and the clock ends the search
+                self.model.move(operator, row, until)
+            except OutOfTime as exc:  # the budget or the model's share: the node ends, the policy goes on
                 row.status, row.error = OUT_OF_TIME, str(exc)
         elif operator in ("tune", "ensemble"):
             (self.tune if operator == "tune" else self.ensemble)(t, row)

@@ -7,7 +7,8 @@
 
 A reply the model got wrong leaves a node with no score; search/policy.py stops asking the model after a
 few such nodes in a row, and the search goes on with the operators that need none. Every call is cut off
-where the budget ends (OutOfTime): a slow model cannot carry a search past its wall clock."""
+where the budget ends, or sooner where the model's share of it does (OutOfTime): a slow model can carry
+a search neither past its wall clock nor, before it has written a graded script, past a quarter of it."""
 
 from __future__ import annotations
 
@@ -36,17 +37,25 @@ T = TypeVar("T")
 
 
 class Deadlined:
-    """The model, each call given what is left of the search's budget as its time limit."""
+    """The model, each call given as its time limit what is left of the search's budget or, sooner, of
+    the time its node may take (`until`, on the search's clock: the model's share, search/policy.py)."""
 
-    def __init__(self, inner: Model, clock: Clock) -> None:
-        self.inner, self.clock, self.model = inner, clock, inner.model
+    def __init__(self, inner: Model, clock: Clock, until: float = math.inf) -> None:
+        self.inner, self.clock, self.until, self.model = inner, clock, until, inner.model
 
     def complete(self, role: str, messages: Messages, *, validate: Callable[[str], T], **options: object) -> Reply[T]:
-        left = self.clock.left()
-        if left < MIN_CALL_SECONDS:
-            raise OutOfTime(f"{left:.0f} s of the budget left: too little for a call of {self.model}")
-        return self.inner.complete(role, messages, validate=validate, timeout=None if math.isinf(left) else left,
-                                   **options)  # type: ignore[arg-type]
+        left, share = self.clock.left(), self.until - self.clock.now()
+        limit = min(left, share)
+        if limit < MIN_CALL_SECONDS:
+            what = "the model's share" if share < left else "the budget"
+            raise OutOfTime(f"{max(limit, 0):.0f} s of {what} left: too little for a call of {self.model}")
+        try:
+            return self.inner.complete(role, messages, validate=validate,
+                                       timeout=None if math.isinf(limit) else limit, **options)  # type: ignore[arg-type]
+        except OutOfTime as exc:
+            if share < left:  # the client says the budget ended; here it was the model's share of it
+                raise OutOfTime(f"the model's share of the budget ended {limit:.0f} s into a call of {self.model}") from exc
+            raise
 
     def usage(self) -> Usage:
         return self.inner.usage()
@@ -54,9 +63,13 @@ class Deadlined:
 
 class ModelMoves:
     def __init__(self, search: Search, model: Model) -> None:
-        self.search, self.model, self.config = search, Deadlined(model, search.clock), search.config
+        self.search, self.model, self.config = search, model, search.config
         self.ctx = Context.of(search.run.task, search.config.sandbox)
         self.query = task_query(search.run.task.description, search.run.task.modality)
+
+    def move(self, operator: str, row: Row, until: float) -> None:
+        """Node `row` made by `operator`, its model calls done by `until` (on the search's clock)."""
+        getattr(self, operator)(row, Deadlined(self.model, self.search.clock, until))
 
     def trusted(self) -> bool:
         """Fewer than GIVE_UP model nodes in a row have come to nothing (a node the budget cut short aside)."""
@@ -64,27 +77,27 @@ class ModelMoves:
         recent = recent[-GIVE_UP:]
         return len(recent) < GIVE_UP or any(r.score is not None for r in recent)
 
-    def plan(self, t: int, row: Row) -> None:
-        self.step(row, self.search.run.task.starter.read_text(encoding="utf-8"), self.tree_log())
+    def plan(self, row: Row, model: Deadlined) -> None:
+        self.step(row, model, self.search.run.task.starter.read_text(encoding="utf-8"), self.tree_log())
 
-    def improve(self, t: int, row: Row) -> None:
+    def improve(self, row: Row, model: Deadlined) -> None:
         parent = self.search.row(row.parent)
         printed = self.search.results[parent.iteration].stdout[-roles.OUTPUT_CHARS:].strip() or "(nothing)"
         log = f"{self.tree_log()}\n\nWhat node {parent.iteration}'s script printed (its end):\n{printed}"
-        self.step(row, self.search.script(parent), log)
+        self.step(row, model, self.search.script(parent), log)
 
-    def step(self, row: Row, script: str, log: str) -> None:
+    def step(self, row: Row, model: Deadlined, script: str, log: str) -> None:
         """Case, plan, program, run: one node."""
         run, t = self.search.run, row.iteration
-        case = best_case(run, self.model, self.ctx, self.config, t, self.query, log)
+        case = best_case(run, model, self.ctx, self.config, t, self.query, log)
         row.case = case_name(case)
-        planned = plan_and_program(run, row, self.model, self.ctx, self.config, log, script, case)
+        planned = plan_and_program(run, row, model, self.ctx, self.config, log, script, case)
         if planned is not None:
             self.run_node(row, planned[1])
 
-    def debug(self, t: int, row: Row) -> None:
+    def debug(self, row: Row, model: Deadlined) -> None:
         """The broken node's script and error to the model; what it returns runs as this node."""
-        run, search = self.search.run, self.search
+        run, search, t = self.search.run, self.search, row.iteration
         broken = search.row(row.parent)
         origin = broken
         while origin.operator == "debug":  # the chain's first node: what was asked of it, and of what script
@@ -93,7 +106,7 @@ class ModelMoves:
             run.task.starter.read_text(encoding="utf-8")
         row.case, row.step = broken.case, f"debug node {broken.iteration} ({origin.step})"
         error, failing = search.results[broken.iteration].feedback(), search.script(broken)
-        fixed = run.ask(t, "debug", lambda: roles.debug(self.model, self.ctx, before, origin.step, failing, error,
+        fixed = run.ask(t, "debug", lambda: roles.debug(model, self.ctx, before, origin.step, failing, error,
                                                        self.tree_log(), self.config.temperature))
         if fixed is None:
             row.status = "no script"

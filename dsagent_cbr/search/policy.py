@@ -3,10 +3,11 @@
     draft      cbr's general solutions, first: the search never ends below a default boosted model
     ensemble   a blend of the best nodes' predictions, each time ENSEMBLE_EVERY more nodes have graded
                (and once more when the search ends: search.py)
-then a move that asks the model and one that does not take turns, and the model's nodes wait while
-they have taken over MODEL_SLACK seconds longer than the others: a slow or poor model costs at most
-about half the nodes and half the time. Without a model (or after GIVE_UP model nodes in a row came to nothing) only the second
-kind:
+then a move that asks the model and one that does not take turns while the model has time: until one
+of its nodes has graded, its nodes may take MODEL_SHARE of the budget in all (a model too slow to write
+a script in that time is cut off there, and costs the search no more); after, MODEL_SLACK seconds more
+than the other nodes have taken (a poor model costs at most about half the time). Without a model (or
+after GIVE_UP model nodes in a row came to nothing) only the second kind:
     debug      (model) fix the newest broken node, a chain of debug nodes at most --n-debug deep
     plan       (model) DS-Agent's step from a retrieved and reranked case, for the starter: PLANS of them
     improve    (model) the same step for one of the best nodes, with its log and what it printed
@@ -45,7 +46,7 @@ class View:
     graded: list[int] = field(default_factory=list)  # single-script nodes with a score, best first
     broken: list[int] = field(default_factory=list)  # nodes a debug node may fix, newest first
     last_by_model: bool = False  # the last node (ensembles aside) asked the model
-    model_due: bool = True  # the model's nodes have taken no more than MODEL_SLACK s longer than the others
+    model_due: bool = True  # the model has time left (MODEL_SHARE, MODEL_SLACK)
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,8 @@ TUNE_THE_BEST = 0.7  # otherwise one of the next two, so that one lucky family o
 MODEL_OPERATORS = ("plan", "improve", "debug")
 PLANS = 2  # plan nodes before the model improves nodes
 GIVE_UP = 3  # model nodes in a row without a graded script: the search goes on without the model
-MODEL_SLACK = 60.0  # seconds the model's nodes may run ahead of the others' before they wait for them
+MODEL_SHARE = 0.25  # of the budget: the model's nodes in all, until one of them has graded
+MODEL_SLACK = 60.0  # seconds the model's nodes may run ahead of the others' once one has graded
 
 
 def choose(view: View, rng: random.Random) -> Move:
