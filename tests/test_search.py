@@ -22,7 +22,7 @@ from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.search import clock as clock_module
 from dsagent_cbr.search.clock import Clock, parse_duration
 from dsagent_cbr.search.drafts import general_cases
-from dsagent_cbr.search.policy import Family, Move, View, choose
+from dsagent_cbr.search.policy import Family, Move, View, choose, model_share
 from dsagent_cbr.tasks.selection import hold_out
 
 STARTER = Graded(selection=16.0, test=16.0)
@@ -65,6 +65,8 @@ def test_with_a_model_its_moves_and_the_plain_ones_take_turns_until_the_model_is
     assert choose(slow, rng) == Move("tune", parent=1)  # the model's nodes took far longer: the others catch up
     assert choose(View(0, 0, [Family(1, 4.0, False)], "transplant", model=True, plans=1, graded=[1],
                        model_due=False), rng) == Move("plan")  # unless nothing else is left
+    # the first minute of any budget is the plain moves'; a quarter of the rest the model's, until it grades
+    assert model_share(60.0) == 0.0 and model_share(300.0) == 60.0 and model_share(900.0) == 210.0
     given_up = View(0, 1, [best], "draft", model=False, plans=1, graded=[1], broken=[2])
     assert choose(given_up, rng) == Move("transplant")
 
@@ -334,7 +336,6 @@ def test_a_model_too_slow_for_its_share_of_the_budget_is_cut_off_there_and_the_p
     from types import SimpleNamespace
 
     from dsagent_cbr.errors import OutOfTime
-    from dsagent_cbr.search.policy import MODEL_SHARE
 
     now = [0.0]  # the search's clock: only the model's calls take time
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
@@ -352,7 +353,7 @@ def test_a_model_too_slow_for_its_share_of_the_budget_is_cut_off_there_and_the_p
     bank = FakeBank(solutions=[solution("first"), solution("good")])
     record = develop_search(task, DevelopConfig(iterations=8, budget=600.0, cbr=False), tmp_path, bank, executor(),
                             model=model)
-    assert model.timeouts == [pytest.approx(MODEL_SHARE * 600.0)]  # one call, cut at the share, never asked again
+    assert model.timeouts == [pytest.approx(model_share(600.0))]  # one call, cut at the share, never asked again
     cut = next(r for r in record.rows if r.operator == "plan")
     assert cut.status == "out of time" and "model's share" in cut.error
     after = [r.operator for r in record.rows if r.iteration > cut.iteration]

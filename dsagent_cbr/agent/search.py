@@ -43,7 +43,7 @@ from dsagent_cbr.search import ensemble, tuning
 from dsagent_cbr.search.clock import Clock
 from dsagent_cbr.search.drafts import general_cases
 from dsagent_cbr.search.parallel import node_executor, node_pool
-from dsagent_cbr.search.policy import MODEL_OPERATORS, MODEL_SHARE, MODEL_SLACK, Family, Move, View, choose
+from dsagent_cbr.search.policy import MODEL_OPERATORS, MODEL_SLACK, Family, Move, View, choose, model_share
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.tasks.selection import hold_out
 
@@ -197,10 +197,10 @@ class Search:
 
     def model_time(self) -> float:
         """The seconds the model's nodes may still take (search/policy.py): until one of them has graded,
-        what is left of MODEL_SHARE of the budget; after, MODEL_SLACK more than the other nodes took."""
+        what is left of the model's share of the budget; after, MODEL_SLACK more than the other nodes took."""
         by_model = [r for r in self.run.rows if r.operator in MODEL_OPERATORS]
         if self.clock.budget is not None and not any(r.score is not None for r in by_model):
-            return MODEL_SHARE * self.clock.budget - sum(self.took(r) for r in by_model)
+            return model_share(self.clock.budget) - sum(self.took(r) for r in by_model)
         return MODEL_SLACK - sum(self.took(r) * (1 if r in by_model else -1) for r in self.run.rows)
 
     def model_until(self) -> float:

@@ -8,7 +8,7 @@
 A reply the model got wrong leaves a node with no score; search/policy.py stops asking the model after a
 few such nodes in a row, and the search goes on with the operators that need none. Every call is cut off
 where the budget ends, or sooner where the model's share of it does (OutOfTime): a slow model can carry
-a search neither past its wall clock nor, before it has written a graded script, past a quarter of it."""
+a search neither past its wall clock nor, before it has written a graded script, past its share of it."""
 
 from __future__ import annotations
 

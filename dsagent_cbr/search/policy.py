@@ -3,11 +3,12 @@
     draft      cbr's general solutions, first: the search never ends below a default boosted model
     ensemble   a blend of the best nodes' predictions, each time ENSEMBLE_EVERY more nodes have graded
                (and once more when the search ends: search.py)
-then a move that asks the model and one that does not take turns while the model has time: until one
-of its nodes has graded, its nodes may take MODEL_SHARE of the budget in all (a model too slow to write
-a script in that time is cut off there, and costs the search no more); after, MODEL_SLACK seconds more
-than the other nodes have taken (a poor model costs at most about half the time). Without a model (or
-after GIVE_UP model nodes in a row came to nothing) only the second kind:
+then a move that asks the model and one that does not take turns while the model has time (model_share):
+until one of its nodes has graded, its nodes may take MODEL_SHARE of the budget beyond its first
+PLAIN_FIRST seconds, in all (a model too slow to write a script in that time is cut off there, and costs
+the search no more); after, MODEL_SLACK seconds more than the other nodes have taken (a poor model costs at
+most about half the time). Without a model (or after GIVE_UP model nodes in a row came to nothing) only
+the second kind:
     debug      (model) fix the newest broken node, a chain of debug nodes at most --n-debug deep
     plan       (model) DS-Agent's step from a retrieved and reranked case, for the starter: PLANS of them
     improve    (model) the same step for one of the best nodes, with its log and what it printed
@@ -60,7 +61,11 @@ TUNE_THE_BEST = 0.7  # otherwise one of the next two, so that one lucky family o
 MODEL_OPERATORS = ("plan", "improve", "debug")
 PLANS = 2  # plan nodes before the model improves nodes
 GIVE_UP = 3  # model nodes in a row without a graded script: the search goes on without the model
-MODEL_SHARE = 0.25  # of the budget: the model's nodes in all, until one of them has graded
+MODEL_SHARE = 0.25  # of the budget beyond PLAIN_FIRST: the model's nodes in all, until one of them has graded
+# seconds of any budget that are the plain moves': a model's step (retrieve, rerank, plan, program) takes
+# tens of seconds, which in a one-minute search cost more nodes than it can give (SmolLM2 on this
+# machine, --budget 1m, a quarter of the budget: 4 of 7 deployment tasks ended worse than without it)
+PLAIN_FIRST = 60.0
 MODEL_SLACK = 60.0  # seconds the model's nodes may run ahead of the others' once one has graded
 
 
@@ -92,6 +97,11 @@ def plain_move(view: View, rng: random.Random) -> Move | None:
     if tunable:
         return Move("tune", parent=one_of_the_best(tunable, rng))
     return None
+
+
+def model_share(budget: float) -> float:
+    """Seconds the model's nodes may take in all before one of them has graded."""
+    return MODEL_SHARE * max(0.0, budget - PLAIN_FIRST)
 
 
 def one_of_the_best(ranked: list[int], rng: random.Random) -> int:
