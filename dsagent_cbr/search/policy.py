@@ -62,7 +62,7 @@ MODEL_OPERATORS = ("plan", "improve", "debug")
 PLANS = 2  # plan nodes before the model improves nodes
 GIVE_UP = 3  # model nodes in a row without a graded script: the search goes on without the model
 MODEL_SHARE = 0.25  # of the budget beyond PLAIN_FIRST: the model's nodes in all, until one of them has graded
-# seconds of any budget that are the plain moves': a model's step (retrieve, rerank, plan, program) takes
+# seconds of any budget that are the plain moves' alone: a model's step (retrieve, rerank, plan, program) takes
 # tens of seconds, which in a one-minute search cost more nodes than it can give (SmolLM2 on this
 # machine, --budget 1m, a quarter of the budget: 4 of 7 deployment tasks ended worse than without it)
 PLAIN_FIRST = 60.0
