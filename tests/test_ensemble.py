@@ -4,6 +4,7 @@ the other (real grading on a real task's held-back rows), and its script run in 
 from __future__ import annotations
 
 import dataclasses
+import io
 
 import numpy as np
 import pandas as pd
@@ -153,3 +154,25 @@ def test_adapted_nodes_write_probabilities_that_the_blend_and_its_script_average
     assert "'classes': ['died', 'survived']" in ensemble.script(titanic, found, weights)  # the script averages them too
     assert (script.loc[host["id"], "survived"].to_numpy() == host["survived"].to_numpy()).all()
     assert made.grades.selection is not None
+
+
+@pytest.mark.parametrize("name", ["concrete-strength", "titanic-survival", "trump-tweets-device", "tweet-sentiment"])
+def test_a_selection_score_without_the_merge_is_the_grader_s(name):
+    """The ensemble scores hundreds of blends on halves of the selection rows: predictions it made in the
+    answers' order skip the merge by id, and score what the merge would."""
+    from dsagent_cbr.tasks.grading import KEY, _score_csv, prediction_columns, score_selection
+
+    task = prepared(name)
+    held, rng = hold_out(task), np.random.default_rng(0)
+    rows = ensemble.split(held.rows, 0)[0]
+    columns = prediction_columns(task)
+    if task.metric.name == "accuracy":
+        values = rng.choice(held.answers[task.target[0]].unique(), (len(rows), 1))
+    else:
+        values = rng.random((len(rows), len(columns))) + (0 if task.task_type != "regression" else
+                                                         held.answers[list(task.target)].astype(float).to_numpy()[rows])
+    answers = pd.read_csv(io.StringIO(held.answers.iloc[rows].to_csv(index=False)))
+    shuffled = rng.permutation(len(rows))
+    sub = pd.DataFrame(values, columns=columns).assign(**{KEY: [held.ids[r] for r in rows]}).iloc[shuffled]
+    merged = _score_csv(task, answers, sub.assign(**{task.id_column: sub[KEY]}), "selection")
+    assert score_selection(task, held, values, rows) == pytest.approx(merged)

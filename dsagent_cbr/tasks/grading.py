@@ -131,7 +131,11 @@ def score_selection(task: Task, held: Held, values: np.ndarray, rows: np.ndarray
     idc = task.id_column
     assert idc is not None
     answers = pd.read_csv(io.StringIO(held.answers.iloc[rows].to_csv(index=False)))  # typed as an answers file is
-    sub = pd.DataFrame(values, columns=prediction_columns(task)).assign(**{KEY: [held.ids[r] for r in rows]})
+    ids = [held.ids[r] for r in rows]
+    sub = pd.DataFrame(values, columns=prediction_columns(task))
+    if answers[idc].map(id_key).tolist() == ids:  # in the answers' order: no merge (the ensemble scores hundreds)
+        return _score_rows(task, answers, sub.to_numpy())
+    sub = sub.assign(**{KEY: ids})
     return _score_csv(task, answers, sub.assign(**{idc: sub[KEY]}), "selection")
 
 
@@ -155,11 +159,17 @@ def _score_csv(task: Task, truth: pd.DataFrame, sub: pd.DataFrame, rows: str | N
         elif merged[pred_cols].isna().any().any():
             raise GradingError(f"{task.predictions} has empty predictions")
         return None
+    return _score_rows(task, merged, pred)
+
+
+def _score_rows(task: Task, truth: pd.DataFrame, pred: np.ndarray) -> float:
+    """The metric of `pred` (one row per row of `truth`, one column per prediction column) against the
+    target columns of `truth`."""
     if task.metric.name == "logloss":
-        labels = merged[task.target[0]].astype(str).to_numpy()
+        labels = truth[task.target[0]].astype(str).to_numpy()
         y = np.stack([(labels == c).astype(float) for c in task.classes], axis=1)
         return task.metric.fn(y, _numeric(pred))
-    y = merged[list(task.target)].to_numpy()
+    y = truth[list(task.target)].to_numpy()
     if task.metric.name == "auroc" and y.dtype.kind not in "biuf":
         y = _positive_indicator(task, y)
     if len(task.target) == 1:
