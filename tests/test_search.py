@@ -65,7 +65,7 @@ def test_with_a_model_its_moves_and_the_plain_ones_take_turns_until_the_model_is
     assert choose(slow, rng) == Move("tune", parent=1)  # the model's nodes took far longer: the others catch up
     assert choose(View(0, 0, [Family(1, 4.0, False)], "transplant", model=True, plans=1, graded=[1],
                        model_due=False), rng) == Move("plan")  # unless nothing else is left
-    # the first minute of any budget is the plain moves'; a quarter of the rest the model's, until it grades
+    # a minute of any budget is the plain moves' alone; a quarter of the rest the model's, until it grades
     assert model_share(60.0) == 0.0 and model_share(300.0) == 60.0 and model_share(900.0) == 210.0
     given_up = View(0, 1, [best], "draft", model=False, plans=1, graded=[1], broken=[2])
     assert choose(given_up, rng) == Move("transplant")

@@ -94,7 +94,8 @@ class Search:
                         break
                     t += 1
                     row = self.begin(t, move)
-                    running[pool.submit(self.node, row, self.model_until())] = row
+                    until = self.model_until() if move.operator in MODEL_OPERATORS else math.inf
+                    running[pool.submit(self.node, row, until)] = row
                 if not running:
                     break
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -201,7 +202,7 @@ class Search:
         by_model = [r for r in self.run.rows if r.operator in MODEL_OPERATORS]
         if self.clock.budget is not None and not any(r.score is not None for r in by_model):
             return model_share(self.clock.budget) - sum(self.took(r) for r in by_model)
-        return MODEL_SLACK - sum(self.took(r) * (1 if r in by_model else -1) for r in self.run.rows)
+        return MODEL_SLACK - sum(self.took(r) * (1 if r.operator in MODEL_OPERATORS else -1) for r in self.run.rows)
 
     def model_until(self) -> float:
         """When a model node starting now must have its calls done, on the search's clock. One the policy
