@@ -176,7 +176,8 @@ def test_the_search_with_a_model_plans_debugs_improves_ensembles_and_resumes_aft
     with ScriptedLLM(replies) as server:
         env["CBR_BASE_URL"] = server.url
         proc = subprocess.Popen(cli("develop", str(task.root), "--model", "scripted", "--budget", "30m", "-T", "10",
-                                    "--k", "2", "--store", "faiss", "--runs-dir", str(tmp_path / "runs"), "--no-cache"),
+                                    "--k", "2", "--store", "faiss", "--runs-dir", str(tmp_path / "runs"), "--no-cache",
+                                    "--in-turn"),  # the model's nodes in turn: the order asserted below
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         journal_path, deadline = None, time.monotonic() + 300
         while time.monotonic() < deadline and proc.poll() is None:  # until node 7 (no model in it) has begun
@@ -210,6 +211,34 @@ def test_the_search_with_a_model_plans_debugs_improves_ensembles_and_resumes_aft
     taken = next(r["output"]["single"] for r in after if r["role"] == "ensemble" and r["iteration"] == last["iteration"])
     assert record["best_iteration"] == (single if taken < last["score"] else last)["iteration"]
 
+
+
+@pytest.mark.slow
+def test_while_a_slow_model_writes_its_node_the_plain_nodes_go_on_in_the_sandbox(settings, tmp_path):
+    """The real search at --parallel 1 with a model that takes seconds a reply, as a remote one does:
+    plain nodes start and run their scripts while the model's node waits on it."""
+    task = prepared("concrete-strength")
+    bank_with_insights(settings).close()
+    replies = Script(rerank=["[2] > [1]"] * 3, plan=["Decision: Fit a linear regression."] * 3,
+                     program=[fenced(LINEAR)] * 3)
+
+    def slow(messages: list[dict]) -> str:
+        time.sleep(3.0)
+        return replies(messages)
+
+    env = {**os.environ, "CBR_HOME": str(settings.home), "CBR_API_KEY": "test"}
+    with ScriptedLLM(slow) as server:
+        env["CBR_BASE_URL"] = server.url
+        proc = subprocess.run(cli("develop", str(task.root), "--model", "scripted", "--budget", "2m", "-T", "9",
+                                  "--k", "2", "--store", "faiss", "--runs-dir", str(tmp_path / "runs"), "--no-cache",
+                                  "--json"), env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    record = json.loads(proc.stdout)
+    plan = next(r for r in record["rows"] if r["operator"] == "plan")
+    beside = [r for r in record["rows"] if r["iteration"] > plan["iteration"] and r["operator"] != "ensemble"
+              and r["started"] < plan["started"] + 9.0]  # its three calls alone take 9 s
+    assert beside and all(r["status"] == "ok" for r in beside), record["rows"]
+    assert plan["status"] == "ok" and plan["score"] is not None and record["outcome"] == "ok"
 
 @pytest.mark.slow
 def test_resume_takes_isolation_from_the_command_line_not_config_json(tmp_path):

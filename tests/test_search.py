@@ -5,6 +5,8 @@ scripted model, in test_develop.py)."""
 from __future__ import annotations
 
 import random
+import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -69,6 +71,21 @@ def test_with_a_model_its_moves_and_the_plain_ones_take_turns_until_the_model_is
     assert model_share(60.0) == 0.0 and model_share(300.0) == 60.0 and model_share(900.0) == 210.0
     given_up = View(0, 1, [best], "draft", model=False, plans=1, graded=[1], broken=[2])
     assert choose(given_up, rng) == Move("transplant")
+
+
+def test_beside_a_running_node_only_the_other_kind_of_move_starts():
+    rng, best = random.Random(0), Family(1, 4.0, True)
+    plan_next = View(0, 2, [best], "draft", model=True, graded=[1])
+    assert choose(plan_next, rng) == Move("plan")
+    assert choose(View(0, 2, [best], "draft", model=True, graded=[1], room="plain"), rng) == Move("transplant")
+    assert choose(View(1, 2, [best], "draft", model=True, graded=[1], room="model"), rng) == Move("plan")  # not a draft
+    assert choose(View(0, 2, [best], "draft", model=True, graded=[1], last_by_model=True, room="model"), rng) == \
+        Move("plan")  # the model goes on while a plain node runs
+    assert choose(View(0, 2, [best], "draft", model=True, graded=[1], model_due=False, room="model"), rng) == \
+        Move("stop")  # but not past its time
+    assert choose(View(0, 2, [best], "draft", model=False, graded=[1], room="model"), rng) == Move("stop")
+    assert choose(View(0, 0, [Family(1, 4.0, False)], "transplant", model=True, graded=[1], room="plain"),
+                  rng) == Move("stop")  # nothing plain left: wait for the model's node
 
 
 def test_the_room_a_node_needs_shrinks_to_what_nodes_have_taken():
@@ -249,7 +266,7 @@ def test_the_model_plans_debugs_and_improves_nodes_beside_the_plain_moves(task, 
                          "# trees": Graded(selection=3.0, test=3.7251, stdout="printed by node 7"),
                          "# deeper": Graded(selection=2.5, test=2.7751)}, predictions=noisy_answers(task))
     bank = FakeBank(insights=[insight(1), insight(2)], solutions=[solution("first"), solution("good")])
-    record = develop_search(task, DevelopConfig(iterations=9), tmp_path, bank, runs, model=model)
+    record = develop_search(task, DevelopConfig(iterations=9, in_turn=True), tmp_path, bank, runs, model=model)
     by = {r.iteration: r for r in record.rows}
     assert [r.operator for r in record.rows] == ["draft", "plan", "transplant", "debug", "tune", "ensemble", "plan",
                                                  "transplant", "improve", "ensemble"]
@@ -281,38 +298,61 @@ def test_a_model_whose_nodes_come_to_nothing_is_given_up_and_the_search_ends_gra
     assert record.best_score <= 5.0 and record.outcome == "ok"  # at least the general draft
 
 
-def test_with_parallel_two_nodes_run_at_once_and_the_tree_resumes_the_same(task, tmp_path, monkeypatch):
-    import threading
-    import time
+class Overlapping(FakeExecutor):
+    """A fake whose scripts take a moment (`pause` seconds), counting how many run at once."""
 
-    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    def __init__(self, task, pause: float, **more: Graded) -> None:
+        super().__init__({**executor().grades, **more}, predictions=noisy_answers(task))
+        self.pause, self.now, self.most, self.lock = pause, 0, 0, threading.Lock()
 
-    class Overlapping(FakeExecutor):  # a fake whose scripts take a moment, counting how many run at once
-        def __init__(self) -> None:
-            super().__init__(executor().grades, predictions=noisy_answers(task))
-            self.now, self.most, self.lock = 0, 0, threading.Lock()
-
-        def run(self, *args, **kwargs):
+    def run(self, *args, **kwargs):
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(self.pause)
+        try:
+            return super().run(*args, **kwargs)
+        finally:
             with self.lock:
-                self.now += 1
-                self.most = max(self.most, self.now)
-            time.sleep(0.2)
-            try:
-                return super().run(*args, **kwargs)
-            finally:
-                with self.lock:
-                    self.now -= 1
+                self.now -= 1
 
+
+def test_with_parallel_two_nodes_run_at_once_and_the_tree_resumes_the_same(task, tmp_path, monkeypatch):
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
     bank = FakeBank(solutions=[solution("first"), solution("good")])
-    runs = Overlapping()
+    runs = Overlapping(task, 0.2)
     record = develop_search(task, DevelopConfig(iterations=7, parallel=2), tmp_path, bank, runs)
     assert runs.most == 2 and [r.iteration for r in record.rows] == list(range(1, len(record.rows) + 1))
     assert {r.operator for r in record.rows} >= {"draft", "transplant", "tune", "ensemble"}
     assert all(r.status != "not run" for r in record.rows) and record.outcome == "ok"
     transplanted = [r.case for r in record.rows if r.operator == "transplant"]
     assert transplanted == ["first", "good"]  # two transplants in flight at once still take the next case each
-    again = Overlapping()
+    again = Overlapping(task, 0.2)
     resumed = develop_search(task, DevelopConfig(iterations=7, parallel=2), tmp_path, bank, again)
+    assert [r.model_dump() for r in resumed.rows] == [r.model_dump() for r in record.rows] and not again.runs
+
+
+def test_a_model_node_is_written_beside_the_plain_ones_whose_scripts_keep_their_turns(task, tmp_path, monkeypatch):
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+
+    class Slow(FakeModel):  # a model that takes a moment to answer, as a real one takes seconds
+        def complete(self, role, messages, **options):
+            time.sleep(0.4)
+            return super().complete(role, messages, **options)
+
+    model = Slow({"rerank": ["[1]"] * 9, "plan": [PLAN.format("trees")] * 9, "program": [fenced("trees")] * 9})
+    bank = FakeBank(insights=[insight(1)], solutions=[solution("first"), solution("good")])
+    runs = Overlapping(task, 0.05, **{"# trees": Graded(selection=3.0, test=3.5)})
+    record = develop_search(task, DevelopConfig(iterations=9), tmp_path, bank, runs, model=model)
+    plan = next(r for r in record.rows if r.operator == "plan")
+    ran = [next(m for m in ("# trees", "# first", "# good", "# general") if m in code) for code, _ in runs.runs
+           if "def train_model" not in code]
+    after = [r for r in record.rows if r.iteration > plan.iteration and r.operator in ("transplant", "tune")]
+    # plain nodes started after the model's node ran their scripts while it was being written, one at a time
+    assert after and ran.index("# trees") > 1 + sum(r.operator == "draft" for r in record.rows) and runs.most == 1
+    assert plan.score == 3.0 and record.best_score <= 3.0 and record.outcome == "ok"
+    again = Overlapping(task, 0.05)
+    resumed = develop_search(task, DevelopConfig(iterations=9), tmp_path, bank, again, model=model)
     assert [r.model_dump() for r in resumed.rows] == [r.model_dump() for r in record.rows] and not again.runs
 
 
@@ -351,7 +391,8 @@ def test_a_model_too_slow_for_its_share_of_the_budget_is_cut_off_there_and_the_p
 
     model = Slow({})
     bank = FakeBank(solutions=[solution("first"), solution("good")])
-    record = develop_search(task, DevelopConfig(iterations=8, budget=600.0, cbr=False), tmp_path, bank, executor(),
+    record = develop_search(task, DevelopConfig(iterations=8, budget=600.0, cbr=False, in_turn=True), tmp_path, bank,
+                            executor(),
                             model=model)
     assert model.timeouts == [pytest.approx(model_share(600.0))]  # one call, cut at the share, never asked again
     cut = next(r for r in record.rows if r.operator == "plan")

@@ -53,6 +53,7 @@ class DevelopConfig:
     budget: float | None = None  # --budget: wall-clock seconds for the search (the node cap is `iterations`)
     parallel: int = 1  # --parallel: the search's nodes at once (search/parallel.py)
     address: str | None = None  # --address: the Ray cluster its nodes' scripts run on
+    in_turn: bool = False  # --in-turn: with --parallel 1, a model's node does not run beside the others
     policy: dict[str, Any] = field(default_factory=lambda: asdict(SandboxPolicy()))
 
     @property

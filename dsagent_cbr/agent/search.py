@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, wait
-from dataclasses import asdict
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from dsagent_cbr.adapter import Adapted, adapt_case
@@ -42,7 +44,7 @@ from dsagent_cbr.runner.scratch import clear_folder
 from dsagent_cbr.search import ensemble, tuning
 from dsagent_cbr.search.clock import Clock
 from dsagent_cbr.search.drafts import general_cases
-from dsagent_cbr.search.parallel import node_executor, node_pool
+from dsagent_cbr.search.parallel import Beside, node_executor, node_pool
 from dsagent_cbr.search.policy import MODEL_OPERATORS, MODEL_SLACK, Family, Move, View, choose, model_share
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.tasks.selection import hold_out
@@ -80,22 +82,27 @@ class Search:
         self.held = held if ensemble.possible(run.task, held) else None
         self.results: dict[int, RunResult] = {}  # each node's run, for the model's improve and debug
         self.model = ModelMoves(self, model) if model is not None else None
+        # with --parallel 1 a model node is written beside the plain ones (search/parallel.py's Beside); the
+        # scripts take turns on all the cores
+        self.beside = model is not None and config.parallel <= 1 and not config.address and not config.in_turn
+        self.cores: AbstractContextManager[object] = threading.Lock() if self.beside else nullcontext()
 
     def grow(self) -> None:
         """Nodes until the cap, the budget or the policy says stop, --parallel of them at once; each node
         journaled, so a resumed run replays the tree and goes on from its last node."""
         running: dict[Future[None], Row] = {}
         t, why = 0, ""
-        with node_pool(self.config.parallel) as pool:
+        with node_pool(self.config.parallel, self.beside) as pool:
             while True:
-                while len(running) < self.config.parallel:
-                    move, why = self.next_move(t + 1)
+                while (room := self.room(running)) is not None:
+                    move, why = self.next_move(t + 1, room)
                     if move is None:  # nothing to start now; with nodes running, perhaps once they end
                         break
                     t += 1
                     row = self.begin(t, move)
-                    until = self.model_until() if move.operator in MODEL_OPERATORS else math.inf
-                    running[pool.submit(self.node, row, until)] = row
+                    by_model = move.operator in MODEL_OPERATORS
+                    submit = pool.beside if by_model and isinstance(pool, Beside) else pool.submit
+                    running[submit(self.node, row, self.model_until() if by_model else math.inf)] = row
                 if not running:
                     break
                 done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -106,21 +113,34 @@ class Search:
         self.final_choice()
         self.run.record.stopped = f"{why} after {len(self.run.rows)} node(s)"
 
-    def next_move(self, t: int) -> tuple[Move | None, str]:
-        """Node t's move, or None and why there is none."""
+    def room(self, running: dict[Future[None], Row]) -> str | None:
+        """The kind of node that may start now (policy.View.room), None when none may: --parallel nodes at
+        once, and one model node beside them when it is written beside them."""
+        by_model = sum(r.operator in MODEL_OPERATORS for r in running.values())
+        if not self.beside:
+            return "any" if len(running) < self.config.parallel else None
+        plain, model = len(running) - by_model < self.config.parallel, by_model < 1
+        return "any" if plain and model else "plain" if plain else "model" if model else None
+
+    def next_move(self, t: int, room: str = "any") -> tuple[Move | None, str]:
+        """Node t's move, or None and why there is none (none, and no reason, when the move it replays
+        waits for room of its kind)."""
         why = self.stop_reason(t)
-        move = self.choose(t) if why is None else None
+        move = self.choose(t, room) if why is None else None
         if move is None or move.operator == "stop":
             return None, why or "nothing left to try"
+        if room != "any" and (move.operator in MODEL_OPERATORS) != (room == "model"):
+            return None, ""
         return move, ""
 
-    def choose(self, t: int) -> Move:
+    def choose(self, t: int, room: str = "any") -> Move:
         """The policy's move for node t, journaled: a resumed run grows the same tree. A stop is not
         journaled: with nodes still running, the next to end may give the policy something to do."""
         recorded = self.run.journal.recorded(t, "choose")
         if isinstance(recorded, dict):
             return Move(**recorded)
-        move = choose(self.view(), random.Random(f"{self.config.seed}-{t}"))  # per node: a replay draws the same
+        view = replace(self.view(), room=room)
+        move = choose(view, random.Random(f"{self.config.seed}-{t}"))  # per node: a replay draws the same
         return move if move.operator == "stop" else Move(**self.run.journal.step(t, "choose", lambda: asdict(move)))
 
     def stop_reason(self, t: int) -> str | None:
@@ -243,7 +263,8 @@ class Search:
 
     def execute(self, t: int, code: str) -> RunResult:
         """Node t's script, run within what is left of the budget."""
-        self.results[t] = result = self.run.execute(t, 0, code, timeout=self.clock.limit())
+        with self.cores:  # the limit is worked out once the script has the cores
+            self.results[t] = result = self.run.execute(t, 0, code, timeout=self.clock.limit())
         return result
 
     def script(self, row: Row) -> str:

@@ -43,6 +43,9 @@ if TYPE_CHECKING:  # the agent's imports stay lazy: `cbr --help` is instant
 @click.option("--parallel", type=click.IntRange(min=1), default=1, show_default=True,
               help="The search's nodes at once, each with its share of the cores (on Ray).")
 @click.option("--address", default=None, help="Run the search's nodes on this Ray cluster.")
+@click.option("--in-turn", is_flag=True,
+              help="With --parallel 1, a model's node waits its turn instead of being written beside the others: "
+                   "a seed then grows the same tree however fast the model answers.")
 @click.option("-k", "--k", "k", type=int, default=5, show_default=True, help="Insight cases retrieved.")
 @click.option("--n-debug", type=int, default=5, show_default=True, help="Debug attempts per iteration.")
 @click.option("--temperature", type=float, default=0.5, show_default=True)
@@ -62,7 +65,7 @@ if TYPE_CHECKING:  # the agent's imports stay lazy: `cbr --help` is instant
 @mlflow_option
 @json_option
 def develop(task_dir: str | None, model: str | None, iterations: int | None, budget: str | None, parallel: int,
-            address: str | None, k: int,
+            address: str | None, in_turn: bool, k: int,
             n_debug: int, temperature: float, no_rerank: bool, no_cbr: bool, timeout: float, memory: float, disk: float, allow_network: bool,
             no_sandbox: bool, seed: int | None, resume_dir: Path | None, store: str | None, bank_dir: Path | None,
             chroma_url: str | None, runs_dir: Path | None, max_cost: float | None, max_tokens: int | None,
@@ -95,7 +98,7 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
         if (parallel > 1 or address) and budget is None and settings.model != "none":
             raise CbrError("--parallel and --address are the search's: give --budget (or --model none).")
         config = DevelopConfig(iterations=iterations or (NO_CAP if budget else 5), budget=seconds, k=k,
-                               parallel=parallel, address=address,
+                               parallel=parallel, address=address, in_turn=in_turn,
                                n_debug=n_debug, temperature=temperature, rerank=not no_rerank, cbr=not no_cbr,
                                seed=trial_seed(seed), refit=refit, retain=not no_retain, policy=asdict(policy))
         run_dir = new_run_dir(settings.runs_dir, task.name)

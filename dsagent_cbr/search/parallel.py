@@ -7,11 +7,14 @@ that share and OpenMP told to wait passively. `--address` joins a Ray cluster in
 the project at the same path and the run folder on a shared filesystem).
 
 With --parallel 1 and no --address a node runs in the loop's own thread, as it always did: Ctrl-C reaches
-its script at once, and no Ray starts."""
+its script at once, and no Ray starts. A model's node (unless --in-turn) then runs beside it (`Beside`):
+its calls wait on the model, not on our cores, so the plain nodes go on meanwhile; the scripts still take
+turns (agent/search.py's lock)."""
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -41,10 +44,28 @@ class Inline:
         return future
 
 
+class Beside(Inline):
+    """One node at a time in the caller's thread, as Inline, and a model's node beside it in a thread of
+    its own. Daemon: an interrupted run does not wait for it, and its script dies with cbr (the sandbox's
+    --die-with-parent)."""
+
+    def beside(self, fn: Callable[..., T], /, *args: Any) -> Future[T]:
+        future: Future[T] = Future()
+
+        def body() -> None:
+            try:
+                future.set_result(fn(*args))
+            except BaseException as exc:  # the loop's thread raises it, as it would an inline node's
+                future.set_exception(exc)
+
+        threading.Thread(target=body, name="model-node", daemon=True).start()
+        return future
+
+
 @contextmanager
-def node_pool(parallel: int) -> Iterator[Pool]:
+def node_pool(parallel: int, beside: bool = False) -> Iterator[Pool]:
     if parallel <= 1:
-        yield Inline()
+        yield Beside() if beside else Inline()
         return
     pool = ThreadPoolExecutor(parallel, thread_name_prefix="node")
     try:

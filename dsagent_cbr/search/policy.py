@@ -15,6 +15,9 @@ the second kind:
     transplant the next compatible past solution (nearest first), alternating with
     tune       new values for the model literals of one of the best families (Optuna)
     stop       when nothing is left to try (the budget and the node cap are the loop's)
+With --parallel 1 a model node is written beside the plain nodes (it waits on the model, not on our
+cores; its script waits for theirs): while it is, only plain moves start, and while a plain node runs,
+only a model move may start beside it (`View.room`).
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ class View:
     broken: list[int] = field(default_factory=list)  # nodes a debug node may fix, newest first
     last_by_model: bool = False  # the last node (ensembles aside) asked the model
     model_due: bool = True  # the model has time left (MODEL_SHARE, MODEL_SLACK)
+    # the kind of node that may start now: any; plain (a model node is being written beside the plain ones);
+    # model (the plain nodes' places are taken, one beside them is free)
+    room: str = "any"
 
 
 @dataclass(frozen=True)
@@ -71,11 +77,15 @@ MODEL_SLACK = 60.0  # seconds the model's nodes may run ahead of the others' onc
 
 
 def choose(view: View, rng: random.Random) -> Move:
-    if view.drafts_left:
-        return Move("draft")
-    if view.can_ensemble and view.fresh >= ENSEMBLE_EVERY:
-        return Move("ensemble")
-    moves = [model_move(view, rng), plain_move(view, rng)]
+    if view.room != "model":
+        if view.drafts_left:
+            return Move("draft")
+        if view.can_ensemble and view.fresh >= ENSEMBLE_EVERY:
+            return Move("ensemble")
+    moves = [model_move(view, rng) if view.room != "plain" else None,
+             plain_move(view, rng) if view.room != "model" else None]
+    if view.room == "model" and not view.model_due:  # beside the plain nodes only while the model has time
+        return Move("stop")
     if view.last_by_model or not view.model_due:
         moves.reverse()
     return next((m for m in moves if m is not None), Move("stop"))
