@@ -16,7 +16,7 @@ import json
 import statistics
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from dsagent_cbr.tasks.metrics import get_metric
 
 
 def by_seed(record: dict, agent: str, task: str) -> dict[int, float]:
@@ -30,21 +30,17 @@ def spread(scores: list[float]) -> dict:
             "low": min(scores), "high": max(scores)}
 
 
-def at_least(ours: float, theirs: float, direction: str) -> bool:
-    return ours >= theirs if direction == "maximize" else ours <= theirs
-
-
 def task_row(record: dict, task: str, search: str, flaml: str) -> dict:
     ours, theirs = by_seed(record, search, task), by_seed(record, flaml, task)
-    direction = record["baselines"][task]["direction"]
+    metric = get_metric(record["baselines"][task]["metric"])
     paired = sorted(set(ours) & set(theirs))
     row = {"task": task, "metric": record["baselines"][task]["metric"],
            "search": {"by_seed": ours, **spread(list(ours.values()))} if ours else None,
            "flaml": {"by_seed": theirs, **spread(list(theirs.values()))} if theirs else None,
            "paired_seeds": len(paired),
-           "search_at_least_flaml": sum(at_least(ours[s], theirs[s], direction) for s in paired)}
-    if ours and theirs:
-        row["mean_at_least_flaml"] = at_least(row["search"]["mean"], row["flaml"]["mean"], direction)
+           "search_at_least_flaml": sum(not metric.better(theirs[s], ours[s]) for s in paired)}
+    if ours and theirs:  # at least as good: FLAML's is not strictly better
+        row["mean_at_least_flaml"] = not metric.better(row["flaml"]["mean"], row["search"]["mean"])
     return row
 
 

@@ -82,10 +82,10 @@ def choose(view: View, rng: random.Random) -> Move:
             return Move("draft")
         if view.can_ensemble and view.fresh >= ENSEMBLE_EVERY:
             return Move("ensemble")
-    moves = [model_move(view, rng) if view.room != "plain" else None,
-             plain_move(view, rng) if view.room != "model" else None]
     if view.room == "model" and not view.model_due:  # beside the plain nodes only while the model has time
         return Move("stop")
+    moves = [model_move(view, rng) if view.room != "plain" else None,
+             plain_move(view, rng) if view.room != "model" else None]
     if view.last_by_model or not view.model_due:
         moves.reverse()
     return next((m for m in moves if m is not None), Move("stop"))
