@@ -420,6 +420,15 @@ def test_a_tune_moves_each_literal_within_a_band_around_its_root_s_value():
         tried.append((values, 5.0 + seed % 3))
 
 
+def test_a_depth_written_as_no_limit_stays_so_while_the_leaves_are_tuned():
+    from dsagent_cbr.search.tuning import distributions, knobs, propose
+
+    found = knobs('model = XGBRegressor(grow_policy="lossguide", max_leaves=31, max_depth=0)  # early_stopping')
+    assert {k.name for k in found} == {"max_leaves", "max_depth"} and set(distributions(found)) == {"max_leaves"}
+    values = propose(found, [({"max_leaves": 31}, 5.0)], [], "minimize", 0)
+    assert set(values) == {"max_leaves"} and 7 <= values["max_leaves"] <= 124
+
+
 def test_each_neighbour_s_values_are_tried_once_then_optuna_proposes():
     from dsagent_cbr.search.tuning import knobs, propose
 

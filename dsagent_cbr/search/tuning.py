@@ -20,7 +20,7 @@ from dataclasses import dataclass
 # be a probability, a seed or a shape, and moving it could only break the script.
 SPACE: dict[str, tuple[str, float, float]] = {
     "learning_rate": ("log", 0.005, 0.3), "eta": ("log", 0.005, 0.3),
-    "num_leaves": ("int", 7, 255), "max_depth": ("int", 2, 12), "depth": ("int", 3, 10),
+    "num_leaves": ("int", 7, 255), "max_leaves": ("int", 7, 255), "max_depth": ("int", 2, 12), "depth": ("int", 3, 10),
     "min_child_samples": ("int", 2, 200), "min_data_in_leaf": ("int", 2, 200),
     "min_child_weight": ("log", 1e-3, 20.0), "min_samples_leaf": ("int", 1, 50), "min_samples_split": ("int", 2, 50),
     "subsample": ("float", 0.4, 1.0), "bagging_fraction": ("float", 0.4, 1.0),
@@ -103,8 +103,8 @@ def distributions(found: list[Knob]) -> dict[str, object]:
                 out[knob.name] = IntDistribution(max(1, math.ceil(low)), max(math.floor(high), math.ceil(low)), log=True)
             else:
                 out[knob.name] = FloatDistribution(low, high, log=True)
-        elif kind == "int":  # a count written as 0 (no limit, say): its range as it is
-            out[knob.name] = IntDistribution(int(low), int(high))
+        # a count written as 0 or below (max_depth=0, -1) means no limit, and stays so: the author bounded
+        # the trees otherwise (by leaves), and a tune would only add a limit they chose not to have
     return out
 
 
