@@ -10,7 +10,9 @@ the search's choice is also refit on every labelled row and its test score recor
 rows as the search's nodes and was not refit.
 Usage: python experiments/search_vs_flaml.py [--budget 1m] [--flaml flaml:60] [--tasks a,b] [--model none] [--refit]
                                              [--flaml-record experiments/results/bench-flaml-deployment.json]
-                                             [--out experiments/results/search_vs_flaml-1m.json] [--keep DIR]"""
+                                             [--out experiments/results/search_vs_flaml-1m.json] [--keep DIR]
+       python experiments/search_vs_flaml.py --rescore RESULTS --flaml flaml:300 --flaml-record RECORD --out F
+(the search runs of RESULTS, not run again, against another FLAML record: an anchor measured again)"""
 
 from __future__ import annotations
 
@@ -51,6 +53,28 @@ def search(task: str | Path, budget: str, runs: Path, model: str = "none", *more
             "operators": operators, "best_operator": best["operator"], "seconds": round(time.monotonic() - started, 1)}
 
 
+def shown(path: Path) -> str:
+    path = path.resolve()
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def compared(task: str, found: dict, base: dict, anchor: str, flaml: float) -> dict:
+    """One task's row: the search's figures beside FLAML's, both normalised, and whether the search is at least FLAML."""
+    row = {"task": task, "metric": base["metric"], anchor: flaml, "flaml_normalised": normalised(flaml, base), **found}
+    if found.get("test") is not None:
+        row["normalised"] = normalised(found["test"], base)
+        row["at_least_flaml"] = row["normalised"] >= row["flaml_normalised"]
+    return row
+
+
+def rescored(path: Path) -> tuple[dict, dict[str, dict]]:
+    """An earlier results file's settings, and its search figures without what it compared them with."""
+    earlier = json.loads(path.read_text())
+    settings = {k: earlier["summary"][k] for k in ("budget", "model", "refit")}
+    return settings, {r["task"]: {k: v for k, v in r.items() if not k.startswith("flaml") and k not in (
+        "task", "metric", "normalised", "at_least_flaml")} for r in earlier["rows"]}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--budget", default="1m")
@@ -59,33 +83,33 @@ def main() -> None:
     parser.add_argument("--model", default="none")
     parser.add_argument("--refit", action="store_true")
     parser.add_argument("--flaml-record", type=Path, default=ROOT / "experiments/results/bench-flaml-deployment.json")
+    parser.add_argument("--rescore", type=Path, default=None,
+                        help="compare the search runs of this earlier results file with --flaml-record instead of running it")
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--keep", type=Path, default=None, help="keep the search's run folders here")
     args = parser.parse_args()
     record = json.loads(args.flaml_record.read_text())
     flaml = {c["task"]: c["mean_test"] for c in record["cells"] if c["agent"] == args.flaml}
-    tasks = [t for t in (args.tasks.split(",") if args.tasks else sorted(flaml)) if t in flaml]
+    settings, earlier = rescored(args.rescore) if args.rescore else (
+        {"budget": args.budget, "model": args.model, "refit": args.refit}, {})
+    tasks = [t for t in (args.tasks.split(",") if args.tasks else sorted(earlier or flaml)) if t in flaml]
     rows = []
     with tempfile.TemporaryDirectory() as temporary:
         runs = args.keep or temporary
         Path(runs).mkdir(parents=True, exist_ok=True)
         for task in tasks:
-            base = record["baselines"][task]
-            found = search(task, args.budget, Path(runs), args.model, *(["--refit"] if args.refit else []))
-            row = {"task": task, "metric": base["metric"], args.flaml: flaml[task],
-                   "flaml_normalised": normalised(flaml[task], base), **found}
-            if "test" in found and found["test"] is not None:
-                row["normalised"] = normalised(found["test"], base)
-                row["at_least_flaml"] = row["normalised"] >= row["flaml_normalised"]
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+            found = earlier[task] if args.rescore else search(task, args.budget, Path(runs), args.model,
+                                                              *(["--refit"] if args.refit else []))
+            rows.append(compared(task, found, record["baselines"][task], args.flaml, flaml[task]))
+            print(json.dumps(rows[-1]), flush=True)
     scored = [r for r in rows if "normalised" in r]
-    summary = {"budget": args.budget, "model": args.model, "refit": args.refit, "flaml": args.flaml, "flaml_record": str(args.flaml_record.relative_to(ROOT)),
+    summary = {**settings, "flaml": args.flaml, "flaml_record": shown(args.flaml_record),
+               **({"rescored_from": shown(args.rescore)} if args.rescore else {}),
                "tasks": len(rows), "at_least_flaml": sum(r["at_least_flaml"] for r in scored),
                "mean_normalised_search": sum(r["normalised"] for r in scored) / max(len(scored), 1),
                "mean_normalised_flaml": sum(r["flaml_normalised"] for r in scored) / max(len(scored), 1)}
     print(json.dumps(summary))
-    tag = args.budget + ("" if args.model == "none" else f"-{args.model}")
+    tag = settings["budget"] + ("" if settings["model"] == "none" else f"-{settings['model']}")
     out = args.out or ROOT / f"experiments/results/search_vs_flaml-{tag}.json"
     out.write_text(json.dumps({"summary": summary, "rows": rows}, indent=2) + "\n")
 
