@@ -20,9 +20,14 @@ def usable_cores() -> int:
         if not share.isdigit() or int(share) < 1:
             raise CbrError(f"{ENV} must be a whole number of cores, at least 1 (it is {share!r}).")
         return int(share)
+    return machine_cores()
+
+
+def machine_cores() -> int:
     return len(os.sched_getaffinity(0)) or os.cpu_count() or 1
 
 
 def shared() -> bool:
-    """Does this run share the machine with others (its share given in CBR_CORES)?"""
-    return bool(os.environ.get(ENV, "").strip())
+    """Does this run share the machine with others: a share (CBR_CORES) smaller than the machine? A bench
+    trial at --parallel 1 is given every core, and runs alone."""
+    return usable_cores() < machine_cores()

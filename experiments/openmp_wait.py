@@ -1,6 +1,6 @@
 """OpenMP's wait policy under shared cores: plain LightGBM on a 6k-row table, timed alone and beside
 other work, with libgomp's default (threads spin a while before they sleep) and with OMP_WAIT_POLICY=PASSIVE
-(what the sandbox sets for a run that shares the machine: CBR_CORES given).
+(what the sandbox sets for a run that shares the machine: CBR_CORES below its cores).
 
 Three settings, each in one run of this script on this machine:
     alone       one fit, every core

@@ -74,6 +74,8 @@ def test_child_environment_is_an_allowlist(concrete, tmp_path, monkeypatch):
     assert "WAIT PASSIVE" in result.stdout  # OpenMP threads sleep while they wait, beside other runs
     monkeypatch.delenv("CBR_CORES")
     assert "OMP_WAIT_POLICY" not in child_environment(2, "/tmp")  # alone, spinning is faster
+    monkeypatch.setenv("CBR_CORES", str(len(os.sched_getaffinity(0))))  # every core: alone too
+    assert "OMP_WAIT_POLICY" not in child_environment(2, "/tmp")
 
 
 def test_workspace_is_the_only_writable_place(concrete, tmp_path):
