@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import psutil
 
+from dsagent_cbr.cores import machine_cores
 from dsagent_cbr.runner.result import RunResult, parse_validation_metric
 from dsagent_cbr.runner.run import run_script
 from dsagent_cbr.runner.sandbox import child_environment
@@ -74,7 +75,7 @@ def test_child_environment_is_an_allowlist(concrete, tmp_path, monkeypatch):
     assert "WAIT PASSIVE" in result.stdout  # OpenMP threads sleep while they wait, beside other runs
     monkeypatch.delenv("CBR_CORES")
     assert "OMP_WAIT_POLICY" not in child_environment(2, "/tmp")  # alone, spinning is faster
-    monkeypatch.setenv("CBR_CORES", str(len(os.sched_getaffinity(0))))  # every core: alone too
+    monkeypatch.setenv("CBR_CORES", str(machine_cores()))  # every core: alone too
     assert "OMP_WAIT_POLICY" not in child_environment(2, "/tmp")
 
 
