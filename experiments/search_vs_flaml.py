@@ -24,6 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from dsagent_cbr.bench.report import learner_versions
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -104,7 +106,7 @@ def main() -> None:
             print(json.dumps(rows[-1]), flush=True)
     scored = [r for r in rows if "normalised" in r]
     summary = {**settings, "flaml": args.flaml, "flaml_record": shown(args.flaml_record),
-               **({"rescored_from": shown(args.rescore)} if args.rescore else {}),
+               **({"rescored_from": shown(args.rescore)} if args.rescore else {"packages": learner_versions()}),
                "tasks": len(rows), "at_least_flaml": sum(r["at_least_flaml"] for r in scored),
                "mean_normalised_search": sum(r["normalised"] for r in scored) / max(len(scored), 1),
                "mean_normalised_flaml": sum(r["flaml_normalised"] for r in scored) / max(len(scored), 1)}

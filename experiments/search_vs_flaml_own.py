@@ -26,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from search_vs_flaml import search  # noqa: E402
 
 from dsagent_cbr.bench.flaml_script import flaml_script  # noqa: E402
+from dsagent_cbr.bench.report import learner_versions  # noqa: E402
 from dsagent_cbr.runner.run import run_script  # noqa: E402
 from dsagent_cbr.tasks.loader import load_task  # noqa: E402
 from dsagent_cbr.tasks.recipes.kaggle_folders import FOLDERS  # noqa: E402
@@ -72,7 +73,8 @@ def main() -> None:
     scored = [r for r in rows if "at_least_flaml" in r]
     summary = {"budget": args.budget, "model": args.model, "refit": args.refit, "flaml": f"flaml:{args.flaml}", "folders": len(rows),
                "at_least_flaml": sum(r["at_least_flaml"] for r in scored),
-               "mean_normalised_to_flaml": sum(r["normalised_to_flaml"] for r in scored) / max(len(scored), 1)}
+               "mean_normalised_to_flaml": sum(r["normalised_to_flaml"] for r in scored) / max(len(scored), 1),
+               "packages": learner_versions()}
     print(json.dumps(summary))
     tag = args.budget + ("" if args.model == "none" else f"-{args.model}")
     out = args.out or ROOT / f"experiments/results/search_vs_flaml_own-{tag}.json"

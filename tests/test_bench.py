@@ -7,12 +7,13 @@ import ast
 import json
 import os
 import sys
+from importlib import metadata
 from pathlib import Path
 
 import pytest
 
 from dsagent_cbr.bank.casefiles import load_seed
-from dsagent_cbr.bench import grid, trial
+from dsagent_cbr.bench import grid, report, trial
 from dsagent_cbr.bench.flaml_script import flaml_script, splice, unsupported
 from dsagent_cbr.bench.measures import measure, normalised, rank_pool
 from dsagent_cbr.bench.references import DEPLOYMENT_REFERENCES, reference_script
@@ -275,3 +276,12 @@ def test_a_trial_keeps_to_its_share_of_the_cores(monkeypatch: pytest.MonkeyPatch
         usable_cores()
     monkeypatch.delenv("CBR_CORES")
     assert usable_cores() == len(os.sched_getaffinity(0))
+
+
+def test_a_table_names_the_learner_releases_its_scores_ran_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    # FLAML's anchor measured again on other releases is another anchor: the table must say which it ran on
+    monkeypatch.setattr(report, "LEARNERS", ("numpy", "no-such-learner"))
+    info = report.stamp()
+    assert info["packages"] == {"numpy": metadata.version("numpy")}
+    table = report.markdown(report.build([], {}, info), "t")
+    assert f"- packages: numpy {metadata.version('numpy')}\n" in table

@@ -1,5 +1,5 @@
 """The tables: JSON, markdown and a PNG of normalised score by task and agent, each stamped with the
-command that made it, the machine's cores and the date."""
+command that made it, the machine's cores, the date and the versions of the learners the scripts ran on."""
 
 from __future__ import annotations
 
@@ -10,12 +10,28 @@ import shlex
 import subprocess
 import sys
 import time
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from dsagent_cbr.bench.measures import measure
 from dsagent_cbr.config import PROJECT_ROOT
 from dsagent_cbr.files import write_bytes_atomic, write_json_atomic, write_text_atomic
+
+# What a trial's score depends on besides cbr's commit: an anchor measured again on other releases of these
+# (FLAML's timed search above all) is a different anchor, so the table names them.
+LEARNERS = ("flaml", "lightgbm", "xgboost", "xgboost-cpu", "scikit-learn", "pandas", "numpy", "optuna")
+
+
+def learner_versions() -> dict[str, str]:
+    """The installed release of each learner package (those not installed left out)."""
+    versions = {}
+    for name in LEARNERS:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return versions
 
 
 def stamp(**extra: Any) -> dict[str, Any]:
@@ -28,7 +44,8 @@ def stamp(**extra: Any) -> dict[str, Any]:
     commit = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                             text=True).stdout.strip()
     return {"command": shlex.join(argv), "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
-            "load_average": [round(x, 2) for x in os.getloadavg()], "commit": commit or None, **extra}
+            "load_average": [round(x, 2) for x in os.getloadavg()], "commit": commit or None,
+            "packages": learner_versions(), **extra}
 
 
 def load_baselines(path: Path) -> dict[str, dict[str, Any]]:
@@ -85,6 +102,7 @@ def markdown(report: dict[str, Any], title: str) -> str:
                 if s.get("load_average") else ""),
              f"- date: {s['date']}" + (f" (commit {s['commit']})" if s.get("commit") else "")
              + _span(report["trials"]),
+             *([f"- packages: {', '.join(f'{k} {v}' for k, v in s['packages'].items())}"] if s.get("packages") else []),
              f"- trials: {len(counted)} counted, {len(report['trials']) - len(counted)} infrastructure failures "
              "(ours, not the model's: left out of every measure)", ""]
     lines += ["## Agents", "",
