@@ -3,13 +3,16 @@ supports: test scores, normalised as the bench does ((random - x) / (random - re
 hand-written reference), and for how many tasks the search is at least as good.
 
 The FLAML figures are read from a bench record made on this machine (`cbr bench run --agents
-flaml:60,flaml:300`), named in the output; the search runs here, one task after another, seed 0.
+flaml:60,flaml:300`), named in the output; the search runs here, one task after another, seed 0. The
+record must postdate 0d30433, from which the harness holds a fifth of the labelled rows back from every
+script: bench-flaml-deployment.json (2026-11-22) predates it, so its FLAML learned from rows the search's
+nodes never see; bench-flaml-deployment-fixed.json, the default, does not.
 With --model local the search has SmolLM2 (the embedded local model) beside its own moves. With --refit
 the search's choice is also refit on every labelled row and its test score recorded beside
 (`test_after_refit`); the comparison stays on `test`, since the FLAML anchor's model learned from the same
 rows as the search's nodes and was not refit.
 Usage: python experiments/search_vs_flaml.py [--budget 1m] [--flaml flaml:60] [--tasks a,b] [--model none] [--refit]
-                                             [--flaml-record experiments/results/bench-flaml-deployment.json]
+                                             [--flaml-record experiments/results/bench-flaml-deployment-fixed.json]
                                              [--out experiments/results/search_vs_flaml-1m.json] [--keep DIR]
        python experiments/search_vs_flaml.py --rescore RESULTS --flaml flaml:300 --flaml-record RECORD --out F
 (the search runs of RESULTS, not run again, against another FLAML record: an anchor measured again)"""
@@ -84,7 +87,7 @@ def main() -> None:
     parser.add_argument("--tasks", default="")
     parser.add_argument("--model", default="none")
     parser.add_argument("--refit", action="store_true")
-    parser.add_argument("--flaml-record", type=Path, default=ROOT / "experiments/results/bench-flaml-deployment.json")
+    parser.add_argument("--flaml-record", type=Path, default=ROOT / "experiments/results/bench-flaml-deployment-fixed.json")
     parser.add_argument("--rescore", type=Path, default=None,
                         help="compare the search runs of this earlier results file with --flaml-record instead of running it")
     parser.add_argument("--out", type=Path, default=None)
