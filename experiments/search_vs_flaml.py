@@ -73,9 +73,10 @@ def compared(task: str, found: dict, base: dict, anchor: str, flaml: float) -> d
 
 
 def rescored(path: Path) -> tuple[dict, dict[str, dict]]:
-    """An earlier results file's settings, and its search figures without what it compared them with."""
+    """An earlier results file's settings (with the releases its runs used, where it names them), and its
+    search figures without what it compared them with."""
     earlier = json.loads(path.read_text())
-    settings = {k: earlier["summary"][k] for k in ("budget", "model", "refit")}
+    settings = {k: earlier["summary"][k] for k in ("budget", "model", "refit", "packages") if k in earlier["summary"]}
     return settings, {r["task"]: {k: v for k, v in r.items() if not k.startswith("flaml") and k not in (
         "task", "metric", "normalised", "at_least_flaml")} for r in earlier["rows"]}
 
