@@ -57,6 +57,15 @@ def test_leaderboard_ranks_by_the_score_in_the_metrics_direction(direction, expe
      "statsmodels ARIMA", "order=(2, 1, 0)"),
     ("from sktime.classification.kernel_based import RocketClassifier\nm = RocketClassifier(num_kernels=500)",
      "ROCKET", "num_kernels=500"),
+    # a strength the script chooses itself among values it tries
+    ("for C in (1.0, 4.0):\n    m = LogisticRegression(C=C, max_iter=3000)", "Logistic regression",
+     "C=one of (1.0, 4.0), max_iter=3000"),
+    ("m = LogisticRegression(C=best_c)", "Logistic regression", "C=?"),  # a value known only when it runs
+    # TF-IDF built only for the text columns a table has: the model may not learn from any
+    ("texts = {c: TfidfVectorizer().fit(X[c]) for c in X if kinds[c] == 'text'}\nm = LGBMRegressor(num_leaves=7)",
+     "LightGBM (on TF-IDF where it applies)", "num_leaves=7"),
+    ("if __name__ == '__main__':\n    m = make_pipeline(TfidfVectorizer(), Ridge(alpha=2.0))",
+     "Ridge (on TF-IDF)", "alpha=2.0"),  # a script's main block is no condition on its features
     ("import numpy as np\npred = np.full(10, 3.0)", "unknown", ""),
     ("def broken(:\n", "unknown", ""),
 ])

@@ -96,12 +96,12 @@ class _Reader:
         self.modules: dict[str, str] = {}  # local name -> top-level module ("lgb" -> "lightgbm")
         self.dicts: dict[str, ast.expr] = {}  # NAME = dict(...) / {...}: the first assignment wins
         self.values: dict[str, ast.expr] = {}  # module-level NAME = 3.0, "l2", (1, 2): a parameter's value
+        # `for C in (1.0, 4.0):`: a parameter a script tries several values of, choosing among them itself
+        self.tried: dict[str, ast.expr] = {n.target.id: n.iter for n in ast.walk(tree) if isinstance(n, ast.For)
+                                           and isinstance(n.target, ast.Name) and _literal(n.iter)}
         for node in tree.body:
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                try:
-                    ast.literal_eval(node.value)
-                except ValueError:
-                    continue
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and _literal(node.value)):
                 self.values.setdefault(node.targets[0].id, node.value)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -141,6 +141,8 @@ class _Reader:
 
     def _value(self, node: ast.expr) -> str:
         if isinstance(node, ast.Name):
+            if node.id in self.tried:
+                return "one of " + ast.unparse(self.tried[node.id])
             return ast.unparse(self.values[node.id]) if node.id in self.values else "?"
         return ast.unparse(node)
 
@@ -149,6 +151,14 @@ class _Reader:
         if isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name):
             return _TRAIN_FUNCTIONS.get((self.modules.get(func.value.id, func.value.id), func.attr))
         return None
+
+
+def _literal(node: ast.expr) -> bool:
+    try:
+        ast.literal_eval(node)
+    except ValueError:
+        return False
+    return True
 
 
 def _short(text: str, limit: int = 30) -> str:
@@ -180,6 +190,16 @@ def _unique(items: list[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
+def _conditional_calls(tree: ast.Module) -> set[ast.Call]:
+    """Calls made only under a condition: a general solution builds TF-IDF features for the text columns
+    a table has, and a table without any has none."""
+    guarded = [node for node in ast.walk(tree) if isinstance(node, ast.IfExp)
+               or (isinstance(node, ast.If) and "__name__" not in ast.unparse(node.test))  # not a script's main
+               or (isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp)
+                   and any(g.ifs for g in node.generators))]
+    return {call for node in guarded for call in ast.walk(node) if isinstance(call, ast.Call)}
+
+
 def describe_model(code: str) -> ModelInfo:
     try:
         tree = ast.parse(code)
@@ -188,13 +208,13 @@ def describe_model(code: str) -> ModelInfo:
     reader = _Reader(tree)
     calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
     models: list[tuple[str, str]] = []  # (family, params)
-    wrappers, features = [], []
+    wrappers, features, conditional = [], [], _conditional_calls(tree)
     for call in calls:
         name = _name(call.func)
         if name in _WRAPPERS:
             wrappers.append(_WRAPPERS[name])
         elif name in _FEATURES:
-            features.append(_FEATURES[name])
+            features.append(_FEATURES[name] + (" where it applies" if call in conditional else ""))
         elif family := reader.train_function(call):
             params = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "params"), None)
             models.append((family, reader.render(reader.keywords(params))))
