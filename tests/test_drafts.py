@@ -29,6 +29,14 @@ def test_text_gets_a_linear_model_then_trees_and_trees_learn_one_target_at_a_tim
     linear, trees = general_cases(prepared("tweet-sentiment"))  # two targets, graded by MCRMSE
     assert "Ridge(alpha=1.0)" in linear.script and linear.metric == "mcrmse"  # one model for both targets
     assert "lgb.LGBMRegressor(" in trees.script and trees.metric == "rmse"  # one model per target column
+
+
+def test_text_classes_get_a_logistic_regression_then_naive_bayes():
+    linear, bayes = general_cases(prepared("fine-foods-rating"))
+    assert "LogisticRegression(C=4.0" in linear.script and "char_wb" in linear.script
+    assert [c.task_name for c in (linear, bayes)] == ["general", "general-naive-bayes"]
+    assert "ComplementNB(alpha=0.3)" in bayes.script and "char_wb" not in bayes.script  # words only
+    assert "Ridge" not in bayes.script and "LogisticRegression" not in bayes.script
     assert general_cases(prepared("call-volume")) == []  # forecasting: no general solution
 
 
@@ -46,7 +54,7 @@ def test_the_general_draft_is_handed_dates_categories_and_numbers_as_they_are():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["hotel-rates", "titanic-survival", "trump-tweets-device"])
+@pytest.mark.parametrize("name", ["hotel-rates", "titanic-survival", "trump-tweets-device", "tweet-sentiment"])
 def test_every_general_draft_runs_in_the_sandbox_and_beats_the_starter(name, tmp_path):
     task = prepared(name)
     starter = run_script(task, task.starter, run_dir=tmp_path / "starter")
