@@ -285,3 +285,13 @@ def test_a_table_names_the_learner_releases_its_scores_ran_on(monkeypatch: pytes
     assert info["packages"] == {"numpy": metadata.version("numpy")}
     table = report.markdown(report.build([], {}, info), "t")
     assert f"- packages: numpy {metadata.version('numpy')}\n" in table
+
+
+def test_a_task_of_the_user_s_own_is_tabled_by_the_metric_its_trials_ran_under() -> None:
+    # a grid over tasks found through tasks_dir: the suite's baselines table does not know them
+    records = [{**_rec("mine", "flaml:60", 0.7), "metric": "accuracy"}, {**_rec("a", "flaml:60", 0.5), "metric": "auroc"}]
+    built = report.build(records, {"a": {"metric": "AUROC", "direction": "maximize", "random": 0.5, "reference": 0.9}},
+                         report.stamp())
+    assert built["baselines"]["mine"] == {"metric": "accuracy", "direction": "maximize", "random": None, "reference": None}
+    assert built["baselines"]["a"]["metric"] == "AUROC" and built["baselines"]["a"]["random"] == 0.5
+    assert "| mine | accuracy ↑ |" in report.markdown(built, "t")

@@ -77,9 +77,16 @@ def build(records: list[dict[str, Any]], baselines: dict[str, dict[str, Any]], i
     measured = measure(records, baselines)
     tasks = list(dict.fromkeys(r["task"] for r in records))
     return {"stamp": info, "tasks": tasks, "agents": measured["agents"], "cells": measured["cells"],
-            "baselines": {t: {k: baselines.get(t, {}).get(k) for k in ("metric", "direction", "random", "reference")}
-                          for t in tasks},
-            "trials": records}
+            "baselines": {t: _baseline(t, baselines, records) for t in tasks}, "trials": records}
+
+
+def _baseline(task: str, baselines: dict[str, dict[str, Any]], records: list[dict[str, Any]]) -> dict[str, Any]:
+    """A task's metric, direction and anchors from the suite's table; a task not in it (a user's own,
+    found through tasks_dir) is graded by the metric its trials name, and has no anchors."""
+    row = baselines.get(task, {})
+    ran = next((r for r in records if r["task"] == task and r.get("metric")), {})
+    return {"metric": row.get("metric") or ran.get("metric"), "direction": row.get("direction") or ran.get("direction"),
+            "random": row.get("random"), "reference": row.get("reference")}
 
 
 def _span(trials: list[dict[str, Any]]) -> str:
