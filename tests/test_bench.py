@@ -295,3 +295,12 @@ def test_a_task_of_the_user_s_own_is_tabled_by_the_metric_its_trials_ran_under()
     assert built["baselines"]["mine"] == {"metric": "accuracy", "direction": "maximize", "random": None, "reference": None}
     assert built["baselines"]["a"]["metric"] == "AUROC" and built["baselines"]["a"]["random"] == 0.5
     assert "| mine | accuracy ↑ |" in report.markdown(built, "t")
+
+
+def test_a_table_names_the_commit_its_trials_ran_at_when_later_code_tables_them() -> None:
+    # `cbr bench report` on a grid run before a change: the table's commit is not what ran
+    records = [{**_rec("a", "flaml:60", 0.5), "started": 0.0, "wall_seconds": 60.0, "commit": "abc1234"}]
+    later = report.markdown(report.build(records, {}, {**report.stamp(), "commit": "def5678"}), "t")
+    assert "(commit def5678); trials ran" in later and "at commit abc1234\n" in later
+    same = report.markdown(report.build(records, {}, {**report.stamp(), "commit": "abc1234"}), "t")
+    assert "at commit" not in same

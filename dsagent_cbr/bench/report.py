@@ -34,17 +34,21 @@ def learner_versions() -> dict[str, str]:
     return versions
 
 
+def source_commit() -> str | None:
+    """The commit of cbr's own source tree, whatever the settings say: the code that runs now."""
+    commit = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    return commit or None
+
+
 def stamp(**extra: Any) -> dict[str, Any]:
     argv = list(sys.argv)
     if argv and (argv[0].endswith("cli.py") or argv[0].endswith("__main__.py")):
         argv[0:1] = ["python", "-m", "dsagent_cbr.cli"]
     elif argv:
         argv[0] = Path(argv[0]).name
-    # The commit of the code that ran: cbr's own source tree, whatever the settings say.
-    commit = subprocess.run(["git", "-C", str(PROJECT_ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
     return {"command": shlex.join(argv), "cores": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M:%S %z"),
-            "load_average": [round(x, 2) for x in os.getloadavg()], "commit": commit or None,
+            "load_average": [round(x, 2) for x in os.getloadavg()], "commit": source_commit(),
             "packages": learner_versions(), **extra}
 
 
@@ -89,14 +93,17 @@ def _baseline(task: str, baselines: dict[str, dict[str, Any]], records: list[dic
             "random": row.get("random"), "reference": row.get("reference")}
 
 
-def _span(trials: list[dict[str, Any]]) -> str:
-    """When the trials themselves ran (a resumed grid's tables are written later than that)."""
+def _span(trials: list[dict[str, Any]], commit: str | None) -> str:
+    """When the trials themselves ran, and at which commits where not the table's (a resumed or re-tabled
+    grid's tables are written later than that, maybe by later code)."""
     times = [(t["started"], t["started"] + t.get("wall_seconds", 0)) for t in trials if "started" in t]
     if not times:
         return ""
     first, last = min(a for a, _ in times), max(b for _, b in times)
+    ran = sorted({t["commit"] for t in trials if t.get("commit")})
     return f"; trials ran {time.strftime('%Y-%m-%d %H:%M', time.localtime(first))} to " \
-           f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(last))}"
+           f"{time.strftime('%Y-%m-%d %H:%M', time.localtime(last))}" + \
+           (f" at commit {', '.join(ran)}" if ran and ran != [commit] else "")
 
 
 def markdown(report: dict[str, Any], title: str) -> str:
@@ -108,7 +115,7 @@ def markdown(report: dict[str, Any], title: str) -> str:
              + (f"; load average {s['load_average'][0]} at the end (other work shares the cores)"
                 if s.get("load_average") else ""),
              f"- date: {s['date']}" + (f" (commit {s['commit']})" if s.get("commit") else "")
-             + _span(report["trials"]),
+             + _span(report["trials"], s.get("commit")),
              *([f"- packages: {', '.join(f'{k} {v}' for k, v in s['packages'].items())}"] if s.get("packages") else []),
              f"- trials: {len(counted)} counted, {len(report['trials']) - len(counted)} infrastructure failures "
              "(ours, not the model's: left out of every measure)", ""]

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dsagent_cbr.agent.record import SUMMARY, RunRecord
+from dsagent_cbr.bench.report import source_commit
 from dsagent_cbr.cores import ENV as CORES_ENV
 from dsagent_cbr.errors import Outcome
 from dsagent_cbr.files import write_text_atomic
@@ -176,7 +177,8 @@ def execute(job: TrialJob, cores: int | None = None) -> dict[str, Any]:
     started = time.time()
     record: dict[str, Any] = {"id": job.trial_id, "task": job.task, "agent": job.agent, "kind": job.kind,
                               "trial": job.index, "seed": job.seed, "command": job.command,
-                              "host": os.uname().nodename, "cores": cores, "started": started}
+                              "host": os.uname().nodename, "cores": cores, "started": started,
+                              "commit": source_commit()}
     problem = _prepare_bank(job, folder, env)
     if job.script is not None:
         write_text_atomic(folder / "solution.py", job.script)
