@@ -9,6 +9,7 @@ Usage: python experiments/text_second_draft.py TRAIN_CSV TEXT_COLUMN METRIC TARG
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import lightgbm as lgb
 import numpy as np
@@ -22,8 +23,9 @@ from sklearn.model_selection import train_test_split
 from sklearn.naive_bayes import ComplementNB, MultinomialNB
 from sklearn.svm import LinearSVC
 
-WORDS = dict(ngram_range=(1, 2), min_df=2, max_features=100000, sublinear_tf=True)
-CHARS = dict(analyzer="char_wb", ngram_range=(2, 5), min_df=3, max_features=100000, sublinear_tf=True)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from text_drafts import CHARS, WORDS  # noqa: E402  (the first draft's features, as text_drafts.py has them)
+
 TREE_WORDS = dict(ngram_range=(1, 2), min_df=2, max_features=20000, sublinear_tf=True)
 SEEDS = (0, 1, 2)
 REGRESSION = ("rmse", "mcrmse")
@@ -84,9 +86,15 @@ def candidates(metric):
             "lr-words": ([WORDS], lambda: LogisticRegression(C=4.0, max_iter=3000))}
 
 
-def one_split(texts, y, metric, seed):
+def three_ways(texts, y, seed: int):
+    """fit, validation and graded texts, then their targets: 64%, 16% and 20% of the training file."""
     rest_t, eval_t, rest_y, eval_y = train_test_split(texts, y, test_size=0.2, random_state=seed)
     fit_t, valid_t, fit_y, valid_y = train_test_split(rest_t, rest_y, test_size=0.2, random_state=seed)
+    return fit_t, valid_t, eval_t, fit_y, valid_y, eval_y
+
+
+def one_split(texts, y, metric, seed):
+    fit_t, valid_t, eval_t, fit_y, valid_y, eval_y = three_ways(texts, y, seed)
     classes = None if metric in REGRESSION else sorted(set(fit_y))
     started = time.time()
     X_fit, X_eval = vectors([WORDS, CHARS], fit_t, eval_t)

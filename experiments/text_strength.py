@@ -10,6 +10,7 @@ Usage: python experiments/text_strength.py TRAIN_CSV TEXT_COLUMN METRIC TARGET [
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,10 +18,11 @@ from scipy import sparse
 from sklearn.feature_extraction.text import TfidfVectorizer
 from sklearn.linear_model import LogisticRegression, Ridge
 from sklearn.metrics import accuracy_score, log_loss, mean_squared_error, roc_auc_score
-from sklearn.model_selection import train_test_split
 
-WORDS = dict(ngram_range=(1, 2), min_df=2, max_features=100000, sublinear_tf=True)
-CHARS = dict(analyzer="char_wb", ngram_range=(2, 5), min_df=3, max_features=100000, sublinear_tf=True)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from text_drafts import CHARS, WORDS  # noqa: E402  (the first draft's features, as text_drafts.py has them)
+from text_second_draft import three_ways  # noqa: E402
+
 PATH = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 16.0)
 FIXED = 4.0  # the draft's C; its ridge has alpha=1, that is strength 1
 SEEDS = (0, 1, 2)
@@ -51,8 +53,7 @@ def grade(metric: str, model, X, y) -> float:
 
 
 def one_split(texts: pd.Series, y, metric: str, seed: int) -> list[tuple]:
-    rest_t, eval_t, rest_y, eval_y = train_test_split(texts, y, test_size=0.2, random_state=seed)
-    fit_t, valid_t, fit_y, valid_y = train_test_split(rest_t, rest_y, test_size=0.2, random_state=seed)
+    fit_t, valid_t, eval_t, fit_y, valid_y, eval_y = three_ways(texts, y, seed)
     started = time.time()
     vectorizers = [TfidfVectorizer(**s).fit(fit_t) for s in (WORDS, CHARS)]
     X_fit, X_valid, X_eval = (sparse.hstack([v.transform(t) for v in vectorizers], format="csr")
