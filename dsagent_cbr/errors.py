@@ -68,6 +68,11 @@ class OutOfTime(Exception):
     model's failure nor ours, and it never leaves the search (agent/search.py)."""
 
 
+class Cancelled(Exception):
+    """The run stopped while this step ran (the budget, an interrupt, a failure of ours elsewhere): the
+    step's script was killed, and the step leaves nothing behind (harness/run.py, search/)."""
+
+
 def outcome_of(exc: BaseException) -> Outcome | None:
     """The outcome a run ends with when `exc` stops it; None for a user error or a bug (they propagate)."""
     if isinstance(exc, KeyboardInterrupt):

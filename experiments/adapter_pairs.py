@@ -18,7 +18,7 @@ from pathlib import Path
 
 from dsagent_cbr.adapter import AdapterError, CaseSolution, adapt_solution
 from dsagent_cbr.bank.casefiles import solution_from_folder
-from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.tasks.export import dsagent_copy
 from dsagent_cbr.tasks.loader import discover_tasks, load_task
 from dsagent_cbr.tasks.model import Task

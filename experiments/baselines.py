@@ -14,7 +14,7 @@ import tempfile
 from pathlib import Path
 
 from dsagent_cbr.bench.references import reference_script
-from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.tasks.loader import discover_tasks, load_task
 from dsagent_cbr.tasks.prepare import prepare_task
 

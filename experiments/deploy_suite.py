@@ -20,8 +20,8 @@ from dsagent_cbr.agent.deploy import DeployConfig, deploy
 from dsagent_cbr.agent.rundir import new_run_dir
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.config import load_settings
-from dsagent_cbr.runner.run import run_script
-from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.harness.run import run_script
+from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.tasks.loader import discover_tasks, load_task
 from dsagent_cbr.tasks.prepare import prepare_task
 

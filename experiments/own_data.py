@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.tasks.loader import load_task
 from dsagent_cbr.tasks.recipes.kaggle_folders import FOLDERS
 

@@ -14,7 +14,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import dsagent_cbr.runner.run as runner
+import dsagent_cbr.harness.run as runner
 from dsagent_cbr.adapter import adapt_case
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.tasks.loader import load_task

@@ -27,7 +27,7 @@ from search_vs_flaml import search  # noqa: E402
 
 from dsagent_cbr.bench.flaml_script import flaml_script  # noqa: E402
 from dsagent_cbr.bench.report import learner_versions  # noqa: E402
-from dsagent_cbr.runner.run import run_script  # noqa: E402
+from dsagent_cbr.harness.run import run_script  # noqa: E402
 from dsagent_cbr.tasks.loader import load_task  # noqa: E402
 from dsagent_cbr.tasks.recipes.kaggle_folders import FOLDERS  # noqa: E402
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dsagent_cbr.runner import artefacts, cgroups, scratch
-from dsagent_cbr.runner.artefacts import (
+from dsagent_cbr.harness import readers as artefacts
+from dsagent_cbr.harness.readers import (
     ArtefactError,
     Missing,
     harvest,
@@ -23,6 +23,7 @@ from dsagent_cbr.runner.artefacts import (
     read_npy,
     read_text,
 )
+from dsagent_cbr.sandbox import cgroups, scratch
 
 
 def _npy(array: np.ndarray) -> bytes:

@@ -258,7 +258,7 @@ def test_a_trial_keeps_to_its_share_of_the_cores(monkeypatch: pytest.MonkeyPatch
     from dsagent_cbr.cluster import share_of_cores
     from dsagent_cbr.cores import usable_cores
     from dsagent_cbr.errors import CbrError
-    from dsagent_cbr.runner.sandbox import SandboxPolicy
+    from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 
     class Cluster:  # what share_of_cores reads of ray: the live nodes
         def __init__(self, *cpus: int) -> None:

@@ -17,7 +17,7 @@ from dsagent_cbr.agent.deploy import DeployConfig, deploy
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.llm import open_llm
-from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 
 
 @pytest.fixture

@@ -278,7 +278,7 @@ def test_resume_honours_no_sandbox_and_allow_network_given_to_it():
 def test_without_a_model_the_best_retained_solution_beats_the_starter(tmp_path):
     settings = load_settings(home=tmp_path / "home", store="faiss")
     task = prepared("taylor-demand")
-    from dsagent_cbr.runner.run import run_script
+    from dsagent_cbr.harness.run import run_script
 
     (tmp_path / "run").mkdir()
     summary = develop_search(task, DevelopConfig(iterations=2), tmp_path / "run", open_bank(settings))

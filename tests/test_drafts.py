@@ -8,7 +8,7 @@ import pytest
 from conftest import prepared
 
 from dsagent_cbr.adapter import adapt_case
-from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.search.drafts import general_cases
 
 

@@ -13,10 +13,11 @@ from support.dsagent_folders import dsagent_pattern_folder
 from dsagent_cbr.agent.deploy import DeployConfig, deploy
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.config import load_settings
-from dsagent_cbr.runner.run import make_workspace, run_script
-from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.harness import workspace
+from dsagent_cbr.harness.plan import hold_out
+from dsagent_cbr.harness.run import run_script
+from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.tasks.loader import load_task
-from dsagent_cbr.tasks.selection import hold_out
 
 FOLDERS = [  # (pattern, our task whose data it holds, metric, the research problem's words)
     ("drop-list", "smoke-ban", "accuracy",
@@ -34,9 +35,9 @@ def folder_of(tmp_path, pattern: str, name: str, metric: str, words: str):
 
 def test_the_script_sees_the_label_column_as_one_constant(tmp_path):
     task = folder_of(tmp_path, *FOLDERS[2])
-    make_workspace(task, "print(1)\n", tmp_path / "ws", hold_out(task))
+    workspace.build(task, hold_out(task), tmp_path / "ws", "print(1)\n")
     shown = pd.read_csv(tmp_path / "ws" / "test.csv")
-    train = pd.read_csv(task.public_dir / "train.csv")
+    train = pd.read_csv(tmp_path / "ws" / "train.csv")  # the rows the script trains on: the constant is theirs
     assert shown["status"].nunique() == 1 and shown["status"].iloc[0] == train["status"].mode().iloc[0]
     assert list(shown.columns) == list(pd.read_csv(task.public_dir / "test.csv").columns)
     assert task.task_type == "multiclass-classification"

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 from conftest import prepared
 
-from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.harness.plan import hold_out
+from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.search import ensemble
 from dsagent_cbr.search.solutions.blend import blend
 from dsagent_cbr.tasks.metrics import rmse
-from dsagent_cbr.tasks.selection import hold_out
 
 
 @pytest.fixture(scope="module")
@@ -160,7 +160,7 @@ def test_adapted_nodes_write_probabilities_that_the_blend_and_its_script_average
 def test_a_selection_score_without_the_merge_is_the_grader_s(name):
     """The ensemble scores hundreds of blends on halves of the selection rows: predictions it made in the
     answers' order skip the merge by id, and score what the merge would."""
-    from dsagent_cbr.tasks.grading import KEY, _score_csv, prediction_columns, score_selection
+    from dsagent_cbr.harness.grading import KEY, _score_csv, prediction_columns, score_selection
 
     task = prepared(name)
     held, rng = hold_out(task), np.random.default_rng(0)

@@ -23,8 +23,8 @@ from dsagent_cbr.bank import open_bank
 from dsagent_cbr.bank.casefiles import solution_from_folder
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.config import load_settings
-from dsagent_cbr.runner.run import run_script
-from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.harness.run import run_script
+from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.tasks.loader import load_task
 from dsagent_cbr.tasks.recipes.kaggle_folders import carriers
 

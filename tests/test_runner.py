@@ -16,9 +16,9 @@ import pandas as pd
 import psutil
 
 from dsagent_cbr.cores import machine_cores
-from dsagent_cbr.runner.result import RunResult, parse_validation_metric
-from dsagent_cbr.runner.run import run_script
-from dsagent_cbr.runner.sandbox import child_environment
+from dsagent_cbr.harness.result import RunResult, parse_validation_metric
+from dsagent_cbr.harness.run import run_script
+from dsagent_cbr.sandbox.bubblewrap import child_environment
 from dsagent_cbr.tasks.metrics import rmse
 
 
@@ -189,7 +189,7 @@ def test_a_refit_keeps_the_first_fits_early_stopping_points(concrete, tmp_path):
     """Stopping early on rows it now learns, a refit would run to its cap; it keeps the first fit's
     stopping points instead, which makes the very model a fit of that many rounds makes."""
     from dsagent_cbr.agent.run import stopping_note
-    from dsagent_cbr.runner.artefacts import read_refit_rounds
+    from dsagent_cbr.harness.readers import read_refit_rounds
 
     stopped = run_script(concrete, REFIT_SCRIPT.format(rounds="None"), run_dir=tmp_path / "stopped", refit=True)
     assert stopped.ok, stopped.error

@@ -39,9 +39,9 @@ from dsagent_cbr.agent.record import RunRecord
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.llm import open_llm
-from dsagent_cbr.runner import cgroups, scratch
-from dsagent_cbr.runner.sandbox import SandboxPolicy
-from dsagent_cbr.runner.scratch import SANDBOX_UID
+from dsagent_cbr.sandbox import cgroups, scratch
+from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
+from dsagent_cbr.sandbox.scratch import SANDBOX_UID
 
 
 @pytest.fixture(scope="module")
@@ -122,7 +122,7 @@ def test_honest_scripts_are_not_stopped(world, tmp_path, name):
 def test_scripts_run_as_nobody_and_no_kernel_setting_opens_for_writing(world, tmp_path):
     """cbr runs as root here as in CI: the script must not (it is host uid 65534), and no file under
     /proc/sys may open for writing (opened only, never written)."""
-    from dsagent_cbr.runner.run import run_script
+    from dsagent_cbr.harness.run import run_script
 
     for name in ("host-root", "proc-sys-writable"):
         result = run_script(world["task"], attacks(world)[name].script, run_dir=tmp_path / name)
@@ -138,7 +138,7 @@ def test_scripts_run_as_nobody_and_no_kernel_setting_opens_for_writing(world, tm
 @pytest.mark.parametrize("name", ["memfd-fill", "dev-shm-1gb"])
 def test_memory_is_bounded_without_a_cgroup(world, tmp_path, name):
     """Where no memory cgroup can be made, the poll still counts what is held by name (memfd, tmpfs)."""
-    from dsagent_cbr.runner.run import run_script
+    from dsagent_cbr.harness.run import run_script
 
     policy = SandboxPolicy(timeout=120, memory_mb=MEMORY_MB, disk_mb=DISK_MB, cgroups=False)
     result = run_script(world["task"], attacks(world)[name].script, run_dir=tmp_path / "run", policy=policy)
@@ -148,7 +148,7 @@ def test_memory_is_bounded_without_a_cgroup(world, tmp_path, name):
 @pytest.mark.slow
 def test_threads_are_bounded_without_a_cgroup(world, tmp_path):
     """Without a pids cgroup, RLIMIT_NPROC (of the sandbox's user) holds the line."""
-    from dsagent_cbr.runner.run import run_script
+    from dsagent_cbr.harness.run import run_script
 
     policy = SandboxPolicy(timeout=120, memory_mb=4096, disk_mb=DISK_MB, cgroups=False)
     result = run_script(world["task"], attacks(world)["12000-threads"].script, run_dir=tmp_path / "run", policy=policy)
@@ -158,7 +158,7 @@ def test_threads_are_bounded_without_a_cgroup(world, tmp_path):
 
 @pytest.mark.slow
 def test_forked_children_are_not_counted_once_each_without_a_cgroup(world, tmp_path):
-    from dsagent_cbr.runner.run import run_script
+    from dsagent_cbr.harness.run import run_script
 
     policy = SandboxPolicy(timeout=120, memory_mb=500, disk_mb=DISK_MB, cgroups=False)
     result = run_script(world["task"], honest()["forked-children-share-pages"].script, run_dir=tmp_path / "run",
@@ -234,7 +234,7 @@ def test_a_printed_test_score_counts_for_nothing_in_the_dsagent_layout(world, tm
     """DS-Agent's layout: the script sees no labels, and the grader's own run of submission.py scores it."""
     from support.task_copies import dsagent_folder
 
-    from dsagent_cbr.runner.run import run_script
+    from dsagent_cbr.harness.run import run_script
     from dsagent_cbr.tasks.loader import load_task
 
     task = load_task(dsagent_folder(world["task"], tmp_path / "concrete-dsagent"))
@@ -319,7 +319,7 @@ def test_a_script_replacing_itself_cannot_reach_the_report(world, tmp_path, repl
 
 def probe_sources(task, paths: list[str], folder: Path) -> dict[str, object]:
     """Try to read each path from inside the sandbox, as a script run on `task` would."""
-    from dsagent_cbr.runner.run import run_script
+    from dsagent_cbr.harness.run import run_script
 
     result = run_script(task, source_probe(paths), run_dir=folder / "run")
     return json.loads((Path(result.workspace) / "seen.json").read_text())

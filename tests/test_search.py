@@ -21,11 +21,11 @@ from dsagent_cbr.agent.develop import DevelopConfig
 from dsagent_cbr.agent.journal import RunJournal
 from dsagent_cbr.agent.search import develop_search
 from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.harness.plan import hold_out
 from dsagent_cbr.search import clock as clock_module
 from dsagent_cbr.search.clock import Clock, parse_duration
 from dsagent_cbr.search.drafts import general_cases
 from dsagent_cbr.search.policy import Family, Move, View, choose, model_share
-from dsagent_cbr.tasks.selection import hold_out
 
 STARTER = Graded(selection=16.0, test=16.0)
 

@@ -14,10 +14,11 @@ from support.task_copies import dsagent_folder
 from dsagent_cbr.agent.develop import DevelopConfig, develop_with_model
 from dsagent_cbr.agent.record import overclaims
 from dsagent_cbr.agent.seams import SandboxExecutor
-from dsagent_cbr.runner.run import make_workspace, run_script
-from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.harness import workspace
+from dsagent_cbr.harness.plan import hold_out, step_pairs
+from dsagent_cbr.harness.run import run_script
+from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.tasks.loader import load_task
-from dsagent_cbr.tasks.selection import _pairs, hold_out
 
 PLAN = "Reflection: r\nReasoning: r\nThought: t\nCheck: c\nDecision: {}"
 
@@ -100,7 +101,7 @@ def test_selection_rows_are_out_of_the_training_file_and_in_the_test_file(tmp_pa
     task = prepared("pbc-status")
     held = hold_out(task)
     assert held is not None and held.rows >= 100 and held is hold_out(task)  # the same rows for every run
-    make_workspace(task, "print(1)\n", tmp_path, held)
+    workspace.build(task, held, tmp_path, "print(1)\n")
     train, test = pd.read_csv(tmp_path / "train.csv"), pd.read_csv(tmp_path / "test.csv")
     full = pd.read_csv(task.public_dir / "train.csv")
     assert len(train) == len(full) - held.rows and len(test) == held.test_rows + held.rows
@@ -113,11 +114,11 @@ def test_selection_rows_are_out_of_the_training_file_and_in_the_test_file(tmp_pa
 def test_forecast_selection_targets_are_nowhere_the_script_looks(tmp_path):
     task = prepared("elec-demand")
     held = hold_out(task)
-    make_workspace(task, "print(1)\n", tmp_path, held)
+    workspace.build(task, held, tmp_path, "print(1)\n")
     X, y, X_test = (np.load(tmp_path / n) for n in ("X_train.npy", "y_train.npy", "X_test.npy"))
     assert len(X_test) == held.test_rows + held.rows and len(y) < held.labelled - held.rows
-    secret = _pairs(held.answers)
-    assert not secret & (_pairs(X) | _pairs(y) | _pairs(X_test))
+    secret = step_pairs(held.answers)
+    assert not secret & (step_pairs(X) | step_pairs(y) | step_pairs(X_test))
 
 
 @pytest.mark.parametrize("two_arguments", [False, True])

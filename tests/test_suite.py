@@ -10,7 +10,7 @@ import tomllib
 import pytest
 from conftest import REPO, TASKS
 
-from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.tasks.loader import discover_tasks, load_task
 
 CBR = [sys.executable, "-m", "dsagent_cbr.cli"]

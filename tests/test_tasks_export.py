@@ -16,10 +16,11 @@ import pandas as pd
 import pytest
 from conftest import prepared
 
-from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.harness import workspace
+from dsagent_cbr.harness.plan import hold_out
+from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.tasks.export import dsagent_copy, export_dsagent
 from dsagent_cbr.tasks.loader import load_task
-from dsagent_cbr.tasks.selection import hold_out, write_files
 
 CBR = [sys.executable, "-m", "dsagent_cbr.cli"]
 # What a grader that hides the test labels puts in the workspace instead of submission.py: it keeps the
@@ -98,7 +99,10 @@ def _scores_as_ours(name: str, root: Path) -> None:
         test.drop(columns=list(task.target)).to_csv(hidden / "test.csv", index=False)
     else:
         (hidden / "y_test.npy").unlink()
-    write_files(held, hidden)
+    workspace.build(copy, held, root / "built", "print(1)\n")  # the files the held rows change, as a run sees them
+    for name in (held.source, copy.test_file, "y_train.npy", "X_test.npy"):
+        if name and (root / "built" / name).is_file():
+            shutil.copyfile(root / "built" / name, hidden / name)
     python("import runpy; runpy.run_path('train.py', run_name='__main__')", hidden)
     np.save(hidden / "test-rows.npy", np.load(hidden / "predictions.npy")[:held.test_rows])
     printed = python("import numpy as np\nfrom submission import submit_predictions_for_test_set as submit\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support.task_copies import dsagent_folder
 
-from dsagent_cbr.runner.run import run_script
+from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.tasks.loader import load_task
 
 CBR = [sys.executable, "-m", "dsagent_cbr.cli"]

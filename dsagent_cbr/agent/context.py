@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.tasks.model import Task
 
 # The libraries a solution script is likely to reach for; the prompt names the installed versions so
@@ -101,9 +101,10 @@ class Context:
 
     @classmethod
     def of(cls, task: Task, policy: SandboxPolicy) -> Context:
+        from dsagent_cbr.harness.plan import describe, hold_out
         from dsagent_cbr.tasks.datacard import data_card
 
         description = task.description.split(f"\n{CARD_HEADING}", 1)[0].rstrip()
-        card = data_card(task).removeprefix(CARD_HEADING).strip()
+        card = f"{data_card(task).removeprefix(CARD_HEADING).strip()}\n\n{describe(task, hold_out(task))}"
         return cls(task, description, card, budget_line(policy), metric_line(task), validation_line(task),
                    prediction_form(task))

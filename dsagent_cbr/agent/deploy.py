@@ -25,9 +25,9 @@ from dsagent_cbr.agent.run import FIRST_GRADED, Run
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress, SandboxExecutor
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.files import write_text_atomic
+from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.llm.parsing import ParseError, extract_code
-from dsagent_cbr.runner.result import RunResult
-from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.tasks.model import Task
 
 FALLBACK_CANDIDATES = 3  # the adapter walks at most this many compatible solutions before giving up

@@ -31,7 +31,7 @@ from dsagent_cbr.agent.rundir import step_dir
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress, SandboxExecutor
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.files import write_text_atomic
-from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.search.clock import Clock
 from dsagent_cbr.tasks.model import Task
 

@@ -11,7 +11,7 @@ the effects every loop shares. The loops (develop.py, search.py, deploy.py) are 
     finish    summary.json and the report, written after every iteration
 
 Nothing here chooses by a number a script reports of itself or by a test score: the best row is the
-best by selection score (runner/run.py grades it on rows the harness held back; only a task without
+best by selection score (harness/run.py grades it on rows the harness held back; only a task without
 them falls back to the printed validation, and the record says so; the search's last choice, between
 its blend and its best single node, compares the two on the same cross-fitted rows: search/ensemble.py),
 and the test score of that choice is only recorded."""
@@ -34,15 +34,15 @@ from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress, Quiet
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.errors import BudgetExceeded, InfrastructureError, Outcome, outcome_of
 from dsagent_cbr.files import write_text_atomic
+from dsagent_cbr.harness.plan import hold_out
+from dsagent_cbr.harness.readers import read_refit_rounds
+from dsagent_cbr.harness.result import RunResult
+from dsagent_cbr.harness.run import REFIT_VARIABLE
 from dsagent_cbr.llm.parsing import ParseError
-from dsagent_cbr.runner.artefacts import read_refit_rounds
-from dsagent_cbr.runner.result import RunResult
-from dsagent_cbr.runner.scratch import clear_folder
+from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.tasks.model import Task
-from dsagent_cbr.tasks.selection import hold_out
 
 T = TypeVar("T")
-REFIT_VARIABLE = "CBR_REFIT"
 # seconds between two drawings of the report's charts while a run goes on (the record is saved after every
 # iteration): they take ~2 s, and after every node of a search on deliveries-time at --budget 1m they took
 # 21 of its 60 s (python -m cProfile -m dsagent_cbr.cli develop tasks/deliveries-time --budget 1m)

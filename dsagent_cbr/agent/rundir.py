@@ -12,8 +12,9 @@ from typing import Any
 
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.files import write_bytes_atomic, write_json_atomic, write_text_atomic
+from dsagent_cbr.harness.plan import Held
+from dsagent_cbr.harness.upload import test_rows_only
 from dsagent_cbr.tasks.model import Task
-from dsagent_cbr.tasks.selection import Held, test_rows_only
 
 
 def new_run_dir(runs_dir: Path, task_name: str) -> Path:
@@ -52,8 +53,8 @@ def publish_outputs(run_dir: Path, task: Task, code: str, workspace: Path, held:
     """The chosen solution where a user looks first: best_solution.py, the predictions file (the
     submission to upload, without the selection rows the run was given) and the model's feature
     importances at the run folder's root, each replaced atomically. What the script wrote is read as
-    untrusted, through runner/artefacts.py; it was graded, so its form is known to be right."""
-    from dsagent_cbr.runner.artefacts import ArtefactError, read_bytes, read_importance
+    untrusted, through harness/readers.py; it was graded, so its form is known to be right."""
+    from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_importance
 
     write_text_atomic(run_dir / "best_solution.py", code)
     if task.predictions:

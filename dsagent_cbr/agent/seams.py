@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from dsagent_cbr.harness.result import RunResult
+from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.llm.ledger import Usage
-from dsagent_cbr.runner.result import RunResult
-from dsagent_cbr.runner.run import run_script
-from dsagent_cbr.runner.sandbox import SandboxPolicy
-from dsagent_cbr.runner.scratch import clear_folder
+from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
+from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.tasks.model import Task
 
 if TYPE_CHECKING:

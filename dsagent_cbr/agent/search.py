@@ -38,16 +38,16 @@ from dsagent_cbr.agent.search_model import MIN_CALL_SECONDS, OUT_OF_TIME, ModelM
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.errors import OutOfTime
 from dsagent_cbr.files import write_text_atomic
-from dsagent_cbr.runner.artefacts import ArtefactError, read_refit_rounds
-from dsagent_cbr.runner.result import RunResult
-from dsagent_cbr.runner.scratch import clear_folder
+from dsagent_cbr.harness.plan import hold_out
+from dsagent_cbr.harness.readers import ArtefactError, read_refit_rounds
+from dsagent_cbr.harness.result import RunResult
+from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.search import ensemble, tuning
 from dsagent_cbr.search.clock import Clock
 from dsagent_cbr.search.drafts import general_cases
 from dsagent_cbr.search.parallel import Beside, node_executor, node_pool
 from dsagent_cbr.search.policy import MODEL_OPERATORS, MODEL_SLACK, Family, Move, View, choose, model_share
 from dsagent_cbr.tasks.model import Task
-from dsagent_cbr.tasks.selection import hold_out
 
 MAX_CASES = 20
 

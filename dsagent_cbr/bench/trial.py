@@ -23,7 +23,7 @@ from dsagent_cbr.bench.report import source_commit
 from dsagent_cbr.cores import ENV as CORES_ENV
 from dsagent_cbr.errors import Outcome
 from dsagent_cbr.files import write_text_atomic
-from dsagent_cbr.runner.scratch import clear_folder
+from dsagent_cbr.sandbox.scratch import clear_folder
 
 PR_SET_PDEATHSIG = 1
 DONE = "done"

@@ -56,7 +56,7 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     from dsagent_cbr.agent.rundir import new_run_dir, save_config
     from dsagent_cbr.bank import open_bank
     from dsagent_cbr.llm.models import settings_model
-    from dsagent_cbr.runner.sandbox import require_sandbox
+    from dsagent_cbr.sandbox.bubblewrap import require_sandbox
     from dsagent_cbr.tasks.finding import find_task
     from dsagent_cbr.tasks.loader import load_task
 

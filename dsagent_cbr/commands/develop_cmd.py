@@ -74,7 +74,7 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
     from dsagent_cbr.agent.develop import DevelopConfig
     from dsagent_cbr.agent.rundir import load_config, new_run_dir, save_config
     from dsagent_cbr.llm.models import settings_model
-    from dsagent_cbr.runner.sandbox import require_sandbox
+    from dsagent_cbr.sandbox.bubblewrap import require_sandbox
     from dsagent_cbr.tasks.finding import find_task
     from dsagent_cbr.tasks.loader import load_task
 

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from dsagent_cbr.errors import CbrError
-from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.stores import STORES
 
 

@@ -21,9 +21,9 @@ from dsagent_cbr.commands.options import policy_from, sandbox_options
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.files import write_text_atomic
-from dsagent_cbr.runner.artefacts import ArtefactError, read_bytes, read_csv
-from dsagent_cbr.runner.sandbox import SandboxPolicy
-from dsagent_cbr.tasks.grading import EXTRA_COLUMNS
+from dsagent_cbr.harness.grading import EXTRA_COLUMNS
+from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_csv
+from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 
 SOLUTION_FILES = ("best_solution.py", "solution.py")
 SAMPLE_FILE = "sample_submission.csv"
@@ -81,7 +81,8 @@ def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_
     """Write the run's predictions for NEW.csv; returns (output path, notes)."""
     import pandas as pd
 
-    from dsagent_cbr.runner.run import run_script
+    from dsagent_cbr.harness.run import run_script
+    from dsagent_cbr.harness.workspace import copy_entry
     from dsagent_cbr.tasks.loader import load_task
 
     if not run_dir.is_dir():
@@ -99,7 +100,8 @@ def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_
         public = Path(scratch)
         for name in task.public_files:
             if name not in (task.test_file, SAMPLE_FILE) and (task.public_dir / name).exists():
-                (public / name).symlink_to((task.public_dir / name).resolve())  # the runner copies the content
+                (public / name).parent.mkdir(parents=True, exist_ok=True)
+                copy_entry(task.public_dir / name, public / name)  # copied: a workspace takes no links
         new.to_csv(public / task.test_file, index=False)
         if SAMPLE_FILE in task.public_files:
             pd.DataFrame({task.id_column: new[task.id_column], **{c: 0 for c in columns}}).to_csv(

@@ -154,7 +154,7 @@ def export(task: str, out: Path, layout: str, tasks_dir: Path | None) -> None:
 def run(task_dir: str, script: Path, timeout: float, memory: float, disk: float, allow_network: bool,
         no_sandbox: bool, out: Path | None, as_json: bool) -> None:
     """Run SCRIPT on the task in a sandbox, print its validation and test metric, save result.json."""
-    from dsagent_cbr.runner.run import run_script
+    from dsagent_cbr.harness.run import run_script
 
     settings = load_settings()
     task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)

@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 
 from dsagent_cbr.files import write_bytes_atomic
-from dsagent_cbr.runner.artefacts import ArtefactError, csv_columns, read_bytes, read_csv, read_npy
+from dsagent_cbr.harness.grading import EXTRA_COLUMNS, Grades, grade, prediction_columns, score_selection
+from dsagent_cbr.harness.plan import Held, id_key
+from dsagent_cbr.harness.readers import ArtefactError, csv_columns, read_bytes, read_csv, read_npy
 from dsagent_cbr.search.solutions.blend import blend
-from dsagent_cbr.tasks.grading import EXTRA_COLUMNS, Grades, grade, prediction_columns, score_selection
 from dsagent_cbr.tasks.model import Task
-from dsagent_cbr.tasks.selection import Held, id_key
 
 ROUNDS = 10  # greedy steps: the weights are multiples of 1/ROUNDS
 POOL = 8  # candidates on each half: the nodes best on it

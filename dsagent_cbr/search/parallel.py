@@ -24,8 +24,8 @@ from typing import Any, Protocol, TypeVar
 
 from dsagent_cbr.agent.seams import Executor, SandboxExecutor
 from dsagent_cbr.cores import ENV as CORES_ENV
-from dsagent_cbr.runner.result import RunResult
-from dsagent_cbr.runner.sandbox import SandboxPolicy
+from dsagent_cbr.harness.result import RunResult
+from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.tasks.model import Task
 
 T = TypeVar("T")

@@ -221,25 +221,10 @@ def npy_card(public_dir: Path, files: list[str], *, metric: str, direction: str,
     return "\n".join(lines) + "\n"
 
 
-def selection_note(task: Task) -> str:
-    """The selection rows in words: how many, where they are in the workspace, what one is worth."""
-    from dsagent_cbr.tasks.selection import hold_out
-
-    held = hold_out(task)
-    if held is None:
-        return ("Selection rows: none (too few labelled rows, or a layout whose rows cbr cannot hold back); "
-                "runs are judged by the validation line the script prints.")
-    where = task.test_file or "X_test.npy"
-    return (f"Selection rows: cbr holds back {held.rows} of the {held.labelled} labelled rows ({held.how}); the "
-            f"counts above are of the files before it does. In the workspace the training file lacks them and "
-            f"their features follow the {held.test_rows} test rows of {where}: predict every row. cbr grades "
-            f"their predictions; that selection score is what a run is judged by ({held.worth(task.metric_name)}).")
-
-
 def data_card(task: Task) -> str:
-    """The task's data card, from its public files only (our layout or DS-Agent's), with what the
-    harness changes in a script's workspace (the selection rows)."""
-    return f"{_files_card(task).rstrip()}\n\n{selection_note(task)}"
+    """The task's data card, from its public files only (our layout or DS-Agent's); what the harness
+    changes in a script's workspace is the harness's to say (harness/plan.py's describe)."""
+    return _files_card(task).rstrip()
 
 
 def _files_card(task: Task) -> str:

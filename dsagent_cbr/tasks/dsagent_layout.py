@@ -1,4 +1,4 @@
-"""DS-Agent/MLAgentBench task folders, graded without trusting the script.
+"""DS-Agent/MLAgentBench task folders: how to grade one without showing a script its labels.
 
 In that layout `env/submission.py` defines `submit_predictions_for_test_set(y_pred)` (or, in older
 folders, `(y_true, y_pred)`), which reads the labelled test data and prints `final <METRIC> on test set:
@@ -7,15 +7,9 @@ folders, `(y_true, y_pred)`), which reads the labelled test data and prints `fin
   labels, and its label columns are the column names submission.py mentions; a file only submission.py
   reads (answer.csv, y_test.npy) holds nothing but answers and is left out of the workspace;
 - with the two-argument form, the label columns are those the starter passes as y_true.
-The workspace then gets the test file with every column the starter uses, its label columns holding
-one constant each (the training labels' most common value, so of their type): DS-Agent's scripts
-`drop(['yield'], axis=1)`, `drop(columns=[label])` or `dropna(subset=[label])` that frame, and a
-constant survives all three and says nothing of the answers. A stand-in submission.py only saves
-y_pred to `predictions.npy`. The grader runs the task's own submission.py on those predictions, in a sandbox of
-its own beside the labelled files, and reads the score it prints: a score the script prints counts for
-nothing. Where cbr holds selection rows back (tasks/selection.py), they follow the test rows in the
-test file, and the grader calls submit a second time on their predictions, with a test file of those
-rows, labelled, in place of the test file."""
+What a script then sees of the folder is the harness's to build (harness/workspace.py: the test file's
+label columns hold one constant each, submission.py only saves the predictions), and the grader runs the
+folder's own submission.py outside the script's reach (harness/dsagent_grader.py)."""
 
 from __future__ import annotations
 
@@ -26,13 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    import pandas as pd
+    pass
 
 SUBMIT = "submit_predictions_for_test_set"
-PREDICTIONS = "predictions.npy"
-GRADING_CONFIG = "cbr_grading.json"
-SELECTION_FILE = "cbr_selection_rows.csv"  # the selection rows, labelled, in the test file's columns
-SELECTION_MARK = "=== cbr: selection rows ==="
 
 
 @dataclass(frozen=True)
@@ -41,14 +31,6 @@ class DsagentGrading:
     label_file: str | None  # the shared data file whose label columns are hidden
     label_columns: tuple[str, ...]
     answer_files: tuple[str, ...]  # files only the grader reads: never in the workspace
-
-
-def hide_labels(frame: pd.DataFrame, columns: tuple[str, ...], constants: dict[str, str]) -> pd.DataFrame:
-    """The test file as the script sees it: each label column holds one constant (a frame read as text)."""
-    out = frame.copy()
-    for column in columns:
-        out[column] = constants.get(column, "0")
-    return out
 
 
 def training_csv(env: Path, label_file: str | None, label_columns: tuple[str, ...]) -> Path | None:
@@ -154,68 +136,3 @@ def analyse(env: Path, problems: list[str]) -> DsagentGrading | None:
                         "label columns as strings)")
         return None
     return DsagentGrading(arity, label_file, columns, answer_files)
-
-
-_CAPTURE = f'''
-
-def {SUBMIT}(*args, **kwargs):
-    """cbr: the test score is computed outside this workspace; this keeps y_pred for the grader."""
-    import numpy as _np
-    y_pred = kwargs.get("y_pred", args[-1] if args else None)
-    values = _np.asarray(y_pred)
-    if values.dtype == object:
-        values = values.astype(str)
-    _np.save("{PREDICTIONS}", values, allow_pickle=False)
-    print("Test predictions saved for grading outside the sandbox.")
-'''
-
-
-def capture_shim(submission_source: str) -> str:
-    """submission.py for the workspace: its imports, helpers and constants, with a submit that only saves."""
-    tree = ast.parse(submission_source)
-    keep = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-    body = []
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == SUBMIT:
-            continue
-        if isinstance(node, keep) or (isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant | ast.List
-                                                                                  | ast.Tuple | ast.Dict)):
-            body.append(node)
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            body.append(node)  # the docstring
-    return ast.unparse(ast.Module(body=body, type_ignores=[])) + "\n" + _CAPTURE
-
-
-GRADER = f'''"""cbr grader: the task's own {SUBMIT} on the predictions the script saved; then, where
-cbr held selection rows back, once more on theirs, with a test file of those rows (labelled) in place of
-the test file, since submission.py reads it by name."""
-import importlib
-import json
-import os
-
-import numpy as np
-
-import submission
-
-config = json.load(open("{GRADING_CONFIG}"))
-y_pred = np.load("{PREDICTIONS}", allow_pickle=False)
-tested = config["test_rows"]
-
-
-def submit(predictions):
-    if config["arity"] >= 2:
-        import pandas as pd
-
-        truth = pd.read_csv(config["label_file"])[config["label_columns"]]
-        submission.{SUBMIT}(truth.iloc[:, 0] if truth.shape[1] == 1 else truth, predictions)
-    else:
-        submission.{SUBMIT}(predictions)
-
-
-submit(y_pred if tested is None else y_pred[:tested])
-if tested is not None and os.path.exists("{SELECTION_FILE}"):
-    print("{SELECTION_MARK}", flush=True)
-    os.replace("{SELECTION_FILE}", config["label_file"])
-    importlib.reload(submission)
-    submit(y_pred[tested:])
-'''

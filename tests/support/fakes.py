@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dsagent_cbr.bank.cases import Case
-from dsagent_cbr.runner.result import RunResult
+from dsagent_cbr.harness.result import RunResult
 
 
 @dataclass

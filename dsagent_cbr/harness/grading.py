@@ -1,7 +1,8 @@
-"""Grade the predictions a script wrote in its workspace: the test rows against the task's private
-answers, the selection rows (tasks/selection.py) against the labels the harness held back. The file is
-an artefact like any other a script leaves: read and parsed by runner/artefacts.py, regular files only,
-its shape checked against what the task expects before it is parsed."""
+"""Grade the predictions a script wrote in its workspace (csv and npy tasks; a DS-Agent folder is graded by
+its own submission.py: dsagent_grader.py): the test rows against the task's private answers, the
+selection rows (plan.py) against the labels the harness held back. The file is an artefact like any
+other a script leaves: read and parsed by readers.py, regular files only, its shape checked against
+what the task expects before it is parsed."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dsagent_cbr.runner.artefacts import ArtefactError, read_bytes, read_csv, read_npy
+from dsagent_cbr.harness.plan import Held, id_key
+from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_csv, read_npy
 from dsagent_cbr.tasks.model import Task
-from dsagent_cbr.tasks.selection import Held, id_key
 
 if TYPE_CHECKING:
     import pandas as pd

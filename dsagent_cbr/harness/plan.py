@@ -1,8 +1,7 @@
 """Selection rows: labelled rows the harness holds back from every script, as Kaggle's public leaderboard
-holds back its labels. The script's training file lacks them; their features are appended to the file
-it predicts (after the test rows), and the grader, outside the sandbox, scores what it predicted for
-them. That score, the selection score, is what every choice is made on: a script cannot print it, and a
-model trained on rows it was not given cannot have seen their labels.
+holds back its labels. The grader, outside the sandbox, scores what a script predicted for them; that
+score, the selection score, is what every choice is made on: a script cannot print it, and a model
+trained on rows it was not given cannot have seen their labels.
 
 Which rows: a seeded share of the labelled rows (stratified by class where the task classifies; whole
 groups where task.toml names a group column; the latest rows where rows are in time, after the script's
@@ -10,12 +9,11 @@ own, so that time order holds). Forecasting windows overlap: a selection window 
 of its targets appears in what the script sees (the test inputs, the other selection inputs), and a
 training window that shares a target with one is dropped.
 
-`hold_out(task)` plans it (the same rows for every run of a task); `write_files` writes the workspace's
-altered files; `Held` is what the grader needs afterwards."""
+`hold_out(task)` plans it: an immutable `Held`, the same rows for every run of a task. What the plan
+does to the files a script sees is workspace.py's alone."""
 
 from __future__ import annotations
 
-import io
 import zlib
 from dataclasses import dataclass, field
 from functools import cache
@@ -24,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from dsagent_cbr.tasks.dsagent_layout import hide_labels, training_csv
+from dsagent_cbr.tasks.dsagent_layout import training_csv
 from dsagent_cbr.tasks.model import Task
 
 if TYPE_CHECKING:
@@ -46,15 +44,19 @@ def selection_size(labelled: int) -> int:
 
 @dataclass(frozen=True)
 class Held:
-    """One task's selection rows, as the grader needs them: which predictions are theirs and the labels."""
+    """One task's selection rows: where they are, and what the grader needs of them afterwards."""
 
     rows: int
     labelled: int  # the labelled rows the share was taken from
     how: str  # in words, for the data card and the report
-    test_rows: int  # positional layouts: the predictions' leading rows are the test's
-    answers: Any = field(repr=False)  # csv: id and target columns (text); npy: the y rows; dsagent: the rows, labelled
-    files: dict[str, Any] = field(default_factory=dict, repr=False)  # public name -> its workspace content
-    ids: tuple[str, ...] = ()  # csv: the selection rows' ids in the predictions, as id_key gives them
+    test_rows: int  # the test file's rows; the selection rows' predictions follow theirs
+    source: str  # the public file the rows come from: the training csv, or X_train.npy (with y_train.npy)
+    positions: tuple[int, ...]  # the held rows' positions in `source`, ascending
+    dropped: tuple[int, ...] = ()  # forecasting: training windows the script loses too (they share a target)
+    shown_ids: tuple[str, ...] = ()  # csv: each held row's id in the workspace (its own, or fresh if a test row has it)
+    ids: tuple[str, ...] = ()  # the same as id_key gives them: how the grader finds their predictions
+    answers: Any = field(default=None, repr=False, compare=False)  # csv: id and target columns (text);
+    #                                              npy: the y rows; dsagent: the rows, labelled, in the test's columns
 
     def worth(self, metric: str) -> str:
         """What one row moves the score by, where that is a fixed amount."""
@@ -73,19 +75,17 @@ def id_key(value: object) -> str:
     return str(int(number)) if number.is_integer() and abs(number) < 2**53 else text
 
 
-def test_rows_only(task: Task, held: Held, raw: bytes) -> bytes:
-    """The predictions a user uploads: the script's file without its predictions of the selection rows
-    (csv by id, arrays by position), every other cell as the script wrote it."""
-    if task.data_format == "npy":
-        buffer = io.BytesIO()
-        np.save(buffer, np.load(io.BytesIO(raw), allow_pickle=False)[: held.test_rows], allow_pickle=False)
-        return buffer.getvalue()
-    import pandas as pd
-
-    assert task.id_column
-    frame = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, na_filter=False)
-    chosen = frame[task.id_column].map(id_key).isin(set(held.ids))
-    return frame[~chosen].to_csv(index=False).encode("utf-8")
+def describe(task: Task, held: Held | None) -> str:
+    """The selection rows in words, for the data card: how many, where they are in the workspace, what
+    one is worth."""
+    if held is None:
+        return ("Selection rows: none (too few labelled rows, or a layout whose rows cbr cannot hold back); "
+                "runs are judged by the validation line the script prints.")
+    where = task.test_file or "X_test.npy"
+    return (f"Selection rows: cbr holds back {held.rows} of the {held.labelled} labelled rows ({held.how}); the "
+            f"counts above are of the files before it does. In the workspace the training file lacks them and "
+            f"their features follow the {held.test_rows} test rows of {where}: predict every row. cbr grades "
+            f"their predictions; that selection score is what a run is judged by ({held.worth(task.metric_name)}).")
 
 
 def _seed(task: Task) -> int:
@@ -116,8 +116,18 @@ def _hold_out(task: Task, _stamp: object) -> Held | None:
     return None
 
 
-def _read_text_csv(path: Path) -> pd.DataFrame:
+def read_text_csv(path: Path) -> pd.DataFrame:
     """Every cell as the text it was, so that the files a script reads change by rows and nothing else."""
+    return _read_text_csv(str(path), *_file_stamp(path))
+
+
+def _file_stamp(path: Path) -> tuple[int, int]:
+    info = path.stat()
+    return info.st_mtime_ns, info.st_size
+
+
+@cache
+def _read_text_csv(path: str, _mtime: int, _size: int) -> pd.DataFrame:
     import pandas as pd
 
     return pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
@@ -169,21 +179,19 @@ def _whole_groups(groups: np.ndarray, size: int, rng: np.random.Generator) -> np
     return np.sort(np.concatenate(picked)) if picked else np.array([], dtype=int)
 
 
-def _fresh_ids(selected: pd.Series, taken: set[str]) -> pd.Series:
+def _fresh_ids(selected: pd.Series, taken: set[str]) -> list[str]:
     """Selection ids that no test row has: their own where they are free, numbers past every id if not."""
     if not {id_key(i) for i in taken} & {id_key(i) for i in selected}:
-        return selected
-    import pandas as pd
-
+        return list(selected)
     numeric = [int(i) for i in (*taken, *selected) if i.lstrip("-").isdigit()]
     start = max(numeric, default=0) + 1
-    return pd.Series([str(start + k) for k in range(len(selected))], index=selected.index)
+    return [str(start + k) for k in range(len(selected))]
 
 
 def _csv(task: Task) -> Held | None:
     assert task.train_file and task.test_file and task.id_column
-    train = _read_text_csv(task.public_dir / task.train_file)
-    test = _read_text_csv(task.public_dir / task.test_file)
+    train = read_text_csv(task.public_dir / task.train_file)
+    test = read_text_csv(task.public_dir / task.test_file)
     idc, labels = task.id_column, list(task.target)
     if not set(test.columns) <= set(train.columns) or not set(labels) <= set(train.columns):
         return None  # the selection rows could not be given the test file's columns
@@ -191,47 +199,12 @@ def _csv(task: Task) -> Held | None:
     if chosen is None or not len(chosen[0]):
         return None
     positions, how = chosen
-    selected = train.iloc[positions].copy()
-    selected[idc] = _fresh_ids(selected[idc], set(test[idc]))
-    files: dict[str, Any] = {task.train_file: train.drop(index=train.index[positions]),
-                             task.test_file: _appended(test, selected)}
-    for name in task.public_files:  # a sample submission lists the test ids: it lists these too
-        if name.endswith(".csv") and name not in files and _lists_ids(task.public_dir / name, idc, test):
-            files[name] = _appended(_read_text_csv(task.public_dir / name), selected)
-    answers = selected[[idc, *labels]].reset_index(drop=True)
-    return Held(rows=len(selected), labelled=len(train), how=f"{how} of {task.train_file}",
-                test_rows=len(test), answers=answers, files=files, ids=tuple(map(id_key, selected[idc])))
-
-
-def _appended(frame: pd.DataFrame, selected: pd.DataFrame) -> pd.DataFrame:
-    """`frame` with the selection rows after its own, in its columns; a column the selection rows lack
-    (a sample submission's guess) takes the first row's value."""
-    import pandas as pd
-
-    extra = pd.DataFrame({c: selected[c].to_numpy() if c in selected.columns else frame[c].iloc[0]
-                          for c in frame.columns}, index=range(len(selected)))
-    return pd.concat([frame, extra], ignore_index=True)
-
-
-def _lists_ids(path: Path, idc: str, test: pd.DataFrame) -> bool:
-    import csv
-
-    with path.open(newline="", encoding="utf-8", errors="replace") as fh:
-        if idc not in next(csv.reader(fh), []):
-            return False
-    ids = _read_text_csv(path)[idc]
-    return len(ids) == len(test) and set(ids) == set(test[idc])
-
-
-def write_files(held: Held, workspace: Path) -> None:
-    """The workspace's copies of the files the selection rows change."""
-    for name, content in held.files.items():
-        path = workspace / name
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if isinstance(content, np.ndarray):
-            np.save(path, content, allow_pickle=False)
-        else:
-            content.to_csv(path, index=False)
+    shown = _fresh_ids(train[idc].iloc[positions], set(test[idc]))
+    answers = train[labels].iloc[positions].reset_index(drop=True)
+    answers.insert(0, idc, shown)
+    return Held(rows=len(positions), labelled=len(train), how=f"{how} of {task.train_file}", test_rows=len(test),
+                source=task.train_file, positions=tuple(map(int, positions)), shown_ids=tuple(shown),
+                ids=tuple(map(id_key, shown)), answers=answers)
 
 
 # -- npy: time-series classification and forecasting windows ----------------------------------------------
@@ -251,9 +224,10 @@ def _npy(task: Task) -> Held | None:
     if split is None:
         return None
     keep, picked = split
-    files = {"X_train.npy": X[keep], "y_train.npy": y[keep], "X_test.npy": np.concatenate([X_test, X[picked]])}
+    dropped = np.setdiff1d(np.arange(len(y)), np.concatenate([keep, picked]))
     return Held(rows=len(picked), labelled=len(y), how=f"{how}, from X_train.npy", test_rows=len(X_test),
-                answers=y[picked], files=files)
+                source="X_train.npy", positions=tuple(map(int, picked)), dropped=tuple(map(int, dropped)),
+                answers=y[picked])
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
@@ -261,7 +235,7 @@ def _rows(a: np.ndarray) -> np.ndarray:
     return a[..., None] if a.ndim == 2 else a
 
 
-def _pairs(a: np.ndarray) -> set[bytes]:
+def step_pairs(a: np.ndarray) -> set[bytes]:
     """Every two consecutive steps of every window, as bytes: a target seen elsewhere shows as a pair."""
     a = np.ascontiguousarray(_rows(a))
     if a.shape[1] < 2:
@@ -279,17 +253,17 @@ def _forecast_windows(X: np.ndarray, y: np.ndarray, X_test: np.ndarray) -> tuple
     span, longest = selection_size(len(y)), len(y) // 3
     if span == 0 or _rows(X).shape[2] != _rows(y).shape[2] or _rows(X_test).shape[2] != _rows(y).shape[2]:
         return None  # inputs of other dimensions than the targets: a seen target cannot be recognised
-    seen, picked = _pairs(X_test), []
+    seen, picked = step_pairs(X_test), []
     for walked, j in enumerate(range(len(y) - 1, -1, -1)):
         if walked >= longest or (walked >= span and len(picked) >= WINDOWS):
             break
-        if not _pairs(y[j:j + 1]) & seen:
+        if not step_pairs(y[j:j + 1]) & seen:
             picked.append(j)
-            seen |= _pairs(X[j:j + 1])
+            seen |= step_pairs(X[j:j + 1])
     if not picked:
         return None
-    secret = _pairs(y[picked])
-    keep = [j for j in range(min(picked)) if not (_pairs(y[j:j + 1]) | _pairs(X[j:j + 1])) & secret]
+    secret = step_pairs(y[picked])
+    keep = [j for j in range(min(picked)) if not (step_pairs(y[j:j + 1]) | step_pairs(X[j:j + 1])) & secret]
     return np.array(keep, dtype=int), np.array(sorted(picked), dtype=int)
 
 
@@ -303,21 +277,6 @@ def dsagent_train_file(task: Task) -> str | None:
     return found.name if found is not None and found.name in task.public_files else None
 
 
-def label_constants(train: pd.DataFrame, columns: tuple[str, ...]) -> dict[str, str]:
-    """Each label column's most common training value, as text: what the test file's labels become."""
-    return {c: str(train[c].mode().iloc[0]) for c in columns if c in train.columns and len(train[c])}
-
-
-def dsagent_test_file(task: Task) -> pd.DataFrame:
-    """A DS-Agent folder's test file as a script sees it without selection rows: the labels constant."""
-    grading = task.dsagent
-    assert grading is not None and grading.label_file
-    train_name = dsagent_train_file(task)
-    train = _read_text_csv(task.public_dir / train_name) if train_name else None
-    constants = label_constants(train, grading.label_columns) if train is not None else {}
-    return hide_labels(_read_text_csv(task.public_dir / grading.label_file), grading.label_columns, constants)
-
-
 def _dsagent(task: Task) -> Held | None:
     """The rows go to the end of the test file, with their labels hidden as the test's are; the grader
     runs submission.py a second time with a test file of the selection rows, labelled."""
@@ -325,16 +284,14 @@ def _dsagent(task: Task) -> Held | None:
     if grading is None or train_name is None or task.modality == "forecasting":
         return None  # a forecasting folder cuts its windows from one series in the script itself
     assert grading.label_file
-    train = _read_text_csv(task.public_dir / train_name)
-    test = _read_text_csv(task.public_dir / grading.label_file)
+    train = read_text_csv(task.public_dir / train_name)
+    test = read_text_csv(task.public_dir / grading.label_file)
     if not set(test.columns) <= set(train.columns):
         return None
     chosen = _chosen(task, train, list(grading.label_columns))
     if chosen is None or not len(chosen[0]):
         return None
     positions, how = chosen
-    selected = train.iloc[positions][list(test.columns)].reset_index(drop=True)
-    shown = hide_labels(_appended(test, selected), grading.label_columns, label_constants(train, grading.label_columns))
-    files = {train_name: train.drop(index=train.index[positions]), grading.label_file: shown}
-    return Held(rows=len(selected), labelled=len(train), how=f"{how} of {train_name}", test_rows=len(test),
-                answers=selected, files=files)
+    return Held(rows=len(positions), labelled=len(train), how=f"{how} of {train_name}", test_rows=len(test),
+                source=train_name, positions=tuple(map(int, positions)),
+                answers=train.iloc[positions][list(test.columns)].reset_index(drop=True))

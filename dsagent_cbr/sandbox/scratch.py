@@ -22,11 +22,17 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from dsagent_cbr.runner.leftovers import maker_alive
+from dsagent_cbr.sandbox.leftovers import maker_alive
 
 SANDBOX_UID = 65534  # "nobody": scripts never run as host root, whoever runs cbr
 MAX_ENTRIES = 200_000  # a walked folder with more entries than this is over its limit
 _NAME = re.compile(r"^\.scratch-(\d+)-[0-9a-f]+(?:\.img)?$")
+
+
+def size_mb(paths: list[Path]) -> float:
+    """What the files at `paths` (folders with all they hold) take: the room a scratch folder needs."""
+    files = [f for p in paths for f in ([p, *p.rglob("*")] if p.is_dir() else [p])]
+    return sum(f.lstat().st_size for f in files if f.is_file() and not f.is_symlink()) / 2**20
 
 
 def _run(*argv: str) -> bool:

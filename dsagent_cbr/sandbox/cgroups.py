@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dsagent_cbr.runner.leftovers import maker_alive
+from dsagent_cbr.sandbox.leftovers import maker_alive
 
 PREFIX = "cbr-"
 KINDS = ("memory", "pids")
@@ -169,10 +169,10 @@ class Cgroup:
     def has(self, kind: str) -> bool:
         return kind in self.folders
 
-    def join(self) -> None:
-        """Called in the child between fork and exec, so that every descendant starts inside."""
-        for folder in {f for f, _ in self.folders.values()}:
-            (folder / "cgroup.procs").write_text(str(os.getpid()))
+    def procs_files(self) -> list[str]:
+        """The files a process writes its pid to, to join the group (launch.py does, before the sandbox
+        starts, so that every descendant starts inside)."""
+        return sorted({str(folder / "cgroup.procs") for folder, _ in self.folders.values()})
 
     def oom_killed(self) -> bool:
         if "memory" not in self.folders:

@@ -22,25 +22,27 @@ Without bubblewrap nothing here pretends to isolate: the caller must ask for `is
 from __future__ import annotations
 
 import contextlib
+import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cache
+from importlib import resources
 from pathlib import Path
 
 import psutil
 
 from dsagent_cbr.cores import shared, usable_cores
 from dsagent_cbr.errors import InfrastructureError
-from dsagent_cbr.runner import usage
-from dsagent_cbr.runner.cgroups import Cgroup
-from dsagent_cbr.runner.scratch import SANDBOX_UID, Scratch
+from dsagent_cbr.sandbox import usage
+from dsagent_cbr.sandbox.cgroups import Cgroup
+from dsagent_cbr.sandbox.scratch import SANDBOX_UID, Scratch
 
 WORKSPACE = "/workspace"  # where the workspace appears inside the sandbox
 POLL_SECONDS = 0.05
@@ -57,6 +59,8 @@ _PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_MAX_THREADS",
                 "VECLIB_MAXIMUM_THREADS")
 # Root sets the sandbox up without a user namespace, then the script drops to nobody for good.
+LAUNCH = Path(__file__).with_name("launch.py")
+_STARTED = resources.files("dsagent_cbr.untrusted").joinpath("started.py").read_text(encoding="utf-8")
 _DROP = ("setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--inh-caps=-all",
          "--bounding-set=-all", "--no-new-privs", "--")
 
@@ -94,6 +98,8 @@ class ProcessOutcome:
     network: bool
     processes_exceeded: bool = False
     limits: dict[str, str] = field(default_factory=dict)  # how each limit was enforced here
+    started: bool = True  # the sandbox came up and started the command (untrusted/started.py said so)
+    cancelled: bool = False  # cbr stopped it (its run ended), not the command's doing
 
 
 def runs_as_root() -> bool:
@@ -230,24 +236,48 @@ def _tasks_of(uid: int) -> int:
     return total
 
 
-def _start(argv: list[str], cwd: Path | None, env: dict[str, str], out: Path, err: Path, policy: SandboxPolicy,
-           group: Cgroup | None) -> subprocess.Popen[bytes]:
+def _launcher(argv: list[str], policy: SandboxPolicy, group: Cgroup | None) -> list[str]:
+    """`argv` started through launch.py, which sets the run's rlimits and joins its cgroups, then execs it."""
     fsize = int(policy.disk_mb * 2**20)
-    nproc = None
+    limits = {"RLIMIT_FSIZE": fsize, "RLIMIT_CORE": 0}
     if policy.isolate and not (group and group.has("pids")):  # the rlimit is per user: add what it runs already
-        nproc = policy.pids + _tasks_of(SANDBOX_UID if runs_as_root() else os.getuid())
+        # root is exempt; it binds once setpriv has switched to the sandbox's user
+        limits["RLIMIT_NPROC"] = policy.pids + _tasks_of(SANDBOX_UID if runs_as_root() else os.getuid())
+    settings = {"limits": limits, "cgroups": group.procs_files() if group else []}
+    return [sys.executable, "-I", "-S", str(LAUNCH), json.dumps(settings), *argv]
 
-    def limit_child() -> None:  # between fork and exec, while still ours
-        resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        if nproc is not None:  # root is exempt; it binds once setpriv has switched to the sandbox's user
-            resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
-        if group is not None:
-            group.join()
 
+def _start(argv: list[str], cwd: Path | None, env: dict[str, str], out: Path, err: Path,
+           marker: int | None) -> subprocess.Popen[bytes]:
+    """No preexec_fn: cbr runs threads, and a child forked from a threaded process may deadlock before
+    it execs (CPython's warning); launch.py does in a process of its own what preexec_fn did."""
     with out.open("wb") as stdout, err.open("wb") as stderr:
         return subprocess.Popen(argv, cwd=cwd, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True, preexec_fn=limit_child)
+                                start_new_session=True, pass_fds=() if marker is None else (marker,))
+
+
+@contextlib.contextmanager
+def _start_marker(isolate: bool) -> Iterator[tuple[int | None, Callable[[], bool]]]:
+    """(the fd the sandbox writes "started" to, whether it did): a pipe the script never holds, since
+    untrusted/started.py closes it before the script starts. Unsandboxed runs have nothing to start."""
+    if not isolate:
+        yield None, lambda: True
+        return
+    read, write = os.pipe()
+    os.set_blocking(read, False)
+    try:
+        yield write, lambda: _drained(read) == b"started"
+    finally:
+        for fd in (read, write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _drained(fd: int) -> bytes:
+    try:
+        return os.read(fd, 64)
+    except BlockingIOError:
+        return b""
 
 
 @dataclass
@@ -259,6 +289,7 @@ class _Watch:
     group: Cgroup | None
     outputs: tuple[Path, Path]
     max_output: int
+    cancel: threading.Event | None = None
     start: float = field(default_factory=time.monotonic)
     peak_mb: float = 0.0
     next_disk: float = 0.0
@@ -269,6 +300,8 @@ class _Watch:
 
     def broken(self, members: list[psutil.Process]) -> str | None:
         now = time.monotonic()
+        if self.cancel is not None and self.cancel.is_set():
+            return "cancelled"
         if now - self.start > self.policy.timeout:
             return "timeout"
         if self.polls_memory:
@@ -330,35 +363,44 @@ def _cap_outputs(paths: tuple[Path, Path], limit: int) -> bool:
 
 def run_sandboxed(command: list[str], *, space: Scratch, stdout_path: Path, stderr_path: Path,
                   policy: SandboxPolicy, hidden: tuple[Path, ...] = (), max_output_bytes: int = MAX_OUTPUT_BYTES,
-                  environment: dict[str, str] | None = None) -> ProcessOutcome:
-    """Run `command` (paths relative to the workspace) in `space` and watch it until it ends or breaks a
-    limit. `environment` adds variables of ours (never the caller's own environment)."""
+                  environment: dict[str, str] | None = None, cancel: threading.Event | None = None) -> ProcessOutcome:
+    """Run `command` (paths relative to the workspace) in `space` and watch it until it ends, breaks a
+    limit, or `cancel` is set. `environment` adds variables of ours (never the caller's own environment)."""
     require_sandbox(policy.isolate)
-    if policy.isolate:
-        space.hand_over()
-        argv, cwd = bwrap_argv(command, space.path, policy, hidden), None
-        env = child_environment(policy.cores, "/tmp")
-    else:
-        argv, cwd, env = command, space.path, child_environment(policy.cores, str(space.path))
-    env.update(environment or {})
     outputs = (stdout_path, stderr_path)
-    with _group(policy) as group:
-        watch = _Watch(policy, space, group, outputs, max_output_bytes)
-        proc = _start(argv, cwd, env, stdout_path, stderr_path, policy, group)
+    with _group(policy) as group, _start_marker(policy.isolate) as (marker, started):
+        if policy.isolate:
+            space.hand_over()
+            argv, cwd = bwrap_argv(_announced(command, marker), space.path, policy, hidden), None
+            env = child_environment(policy.cores, "/tmp")
+        else:
+            argv, cwd, env = command, space.path, child_environment(policy.cores, str(space.path))
+        env.update(environment or {})
+        watch = _Watch(policy, space, group, outputs, max_output_bytes, cancel)
+        proc = _start(_launcher(argv, policy, group), cwd, env, stdout_path, stderr_path, marker)
+        if marker is not None:
+            os.close(marker)  # the child holds its copy; ours would keep the pipe open for nothing
         status, broke = _wait(proc, watch)
         wall = time.monotonic() - watch.start
-        oom = group.oom_killed() if group else False
-        refused = group.pids_refused() if group else False
-        peak = group.peak_mb() if group and group.has("memory") else None
         limits = {"memory": "cgroup" if group and group.has("memory") else "poll",
                   "processes": "cgroup" if group and group.has("pids") else "rlimit",
                   "disk": "filesystem" if space.filesystem else "walk"}
-    too_much_output = _cap_outputs(outputs, max_output_bytes)
-    return ProcessOutcome(
-        exit_code=os.waitstatus_to_exitcode(status), timed_out=broke == "timeout",
-        memory_exceeded=broke == "memory" or oom, output_exceeded=broke == "output" or too_much_output,
-        disk_exceeded=broke == "disk" or space.over_limit() or space.holds_file_of(int(policy.disk_mb * 2**20)),
-        wall_time=wall,
-        peak_memory_mb=peak if peak is not None else watch.peak_mb, isolated=policy.isolate,
-        network=policy.allow_network, processes_exceeded=refused, limits=limits)
+        outcome = ProcessOutcome(
+            exit_code=os.waitstatus_to_exitcode(status), timed_out=broke == "timeout",
+            memory_exceeded=broke == "memory" or (group.oom_killed() if group else False),
+            output_exceeded=broke == "output" or _cap_outputs(outputs, max_output_bytes),
+            disk_exceeded=broke == "disk" or space.over_limit() or space.holds_file_of(int(policy.disk_mb * 2**20)),
+            wall_time=wall, peak_memory_mb=_peak(group, watch), isolated=policy.isolate,
+            network=policy.allow_network, processes_exceeded=group.pids_refused() if group else False,
+            limits=limits, started=started(), cancelled=broke == "cancelled")
+    return outcome
 
+
+def _announced(command: list[str], marker: int | None) -> list[str]:
+    """`command` behind untrusted/started.py, which tells cbr on `marker` that the sandbox started it."""
+    return [sys.executable, "-I", "-S", "-c", _STARTED, str(marker), *command]
+
+
+def _peak(group: Cgroup | None, watch: _Watch) -> float:
+    peak = group.peak_mb() if group and group.has("memory") else None
+    return peak if peak is not None else watch.peak_mb

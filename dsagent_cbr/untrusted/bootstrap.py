@@ -1,4 +1,4 @@
-"""Runs inside the sandbox (as `python -c <this file's text>`): train.py as __main__, with its
+"""Runs untrusted, inside the sandbox (as `python -c <this file's text>`): train.py as __main__, with its
 train_model wrapped so that the model it returns leaves its feature importances beside the
 predictions, and so that a refit (CBR_REFIT: train_model called again on every row, validation rows
 included) keeps the first fit's early-stopping points instead of stopping on rows it learned. The

@@ -60,6 +60,7 @@ class RunResult:
     limits: dict[str, str] = field(default_factory=dict)  # how memory, processes and disk were bounded
     selection_metric: float | None = None  # graded by cbr on the rows it held back: what choices are made on
     selection_rows: int = 0  # 0: the task has none (then choices fall back to the printed validation)
+    refit: bool = False  # a refit: it learned the selection rows too, so its selection score only checks it
 
     @property
     def ok(self) -> bool:

@@ -1,0 +1,231 @@
+"""The one builder of every file a script sees. Each public file of a task is written by one rule:
+
+    the labelled file      train csv; X_train.npy with y_train.npy     its rows without the held ones
+                                                                       (a refit's: every row)
+    the test file          test csv; X_test.npy; DS-Agent's test csv   its rows, then the held rows' features;
+                                                                       a label column holds one constant
+    a file of the test ids a sample submission                         its rows, then the held rows' ids with
+                                                                       the file's own placeholder values
+    a file labelling rows  another csv with the id and a target        the held rows' rows removed
+    DS-Agent's submission.py                                           a stand-in that only saves predictions
+    anything else                                                      copied as it is
+
+and the script as train.py. A held row's label is in none of them, whatever the layout
+(tests/test_workspace_property.py builds every layout twice, the held labels changed between the two,
+and finds the workspaces identical). Files are copied, never linked (a link would lead back to the task
+folder), and only regular files are: a link, a pipe or a device in a task's data is refused, since it
+could lead outside or block the run."""
+
+from __future__ import annotations
+
+import ast
+import csv
+import os
+import shutil
+import stat
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from dsagent_cbr.errors import CbrError
+from dsagent_cbr.harness.plan import NPY, Held, id_key, read_text_csv
+from dsagent_cbr.tasks.dsagent_layout import SUBMIT
+from dsagent_cbr.tasks.model import Task
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SCRIPT = "train.py"
+Written = dict[str, tuple[int, int]]  # relative path -> (size, mtime_ns) of what cbr wrote
+
+
+class TaskDataError(CbrError):
+    """A task's public data holds something a workspace cannot take: the task's problem, one sentence."""
+
+
+def build(task: Task, held: Held | None, folder: Path, script: str, *, refit: bool = False) -> Written:
+    """Write the workspace for one run of `script` in `folder`; a refit's training file keeps every
+    labelled row, and its test file still ends with the held rows (they are graded, to judge the
+    refit). Returns what cbr wrote, so that a harvest can leave it out."""
+    folder.mkdir(parents=True, exist_ok=True)
+    frames = _frames(task, held, refit)
+    for name in task.public_files:
+        target = folder / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if name in frames:
+            _write(frames[name], target)
+        elif task.dsagent is not None and name == "submission.py":
+            source = (task.public_dir / name).read_text(encoding="utf-8")
+            target.write_text(submission_stand_in(source), encoding="utf-8")
+        else:
+            copy_entry(task.public_dir / name, target)
+    (folder / SCRIPT).write_text(script, encoding="utf-8")
+    return written(folder)
+
+
+def _frames(task: Task, held: Held | None, refit: bool) -> dict[str, pd.DataFrame | np.ndarray]:
+    """The files the held rows change (and DS-Agent's test file, whose labels change), by public name."""
+    arrays = task.data_format in ("npy", "dsagent") and all(n in task.public_files for n in NPY)
+    files: dict[str, pd.DataFrame | np.ndarray] = {}
+    if arrays and held is not None:
+        files |= _arrays(task, held, refit)
+    elif task.data_format == "csv" and held is not None:
+        files |= _csv_files(task, held, refit)
+    if task.dsagent is not None and task.dsagent.label_file:
+        files |= _dsagent_files(task, None if arrays else held, refit)
+    return files
+
+
+def _write(content: pd.DataFrame | np.ndarray, path: Path) -> None:
+    if isinstance(content, np.ndarray):
+        np.save(path, content, allow_pickle=False)
+    else:
+        content.to_csv(path, index=False)
+
+
+def submission_stand_in(source: str) -> str:
+    """DS-Agent's submission.py as the workspace gets it: its imports, helpers and constants, with a
+    submit function that only saves the predictions (untrusted/dsagent_capture.py) for the grader."""
+    tree = ast.parse(source)
+    keep = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+    literal = ast.Constant | ast.List | ast.Tuple | ast.Dict
+    body = [node for node in tree.body
+            if not (isinstance(node, ast.FunctionDef) and node.name == SUBMIT)
+            and (isinstance(node, keep) or (isinstance(node, ast.Assign) and isinstance(node.value, literal))
+                 or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)))]  # the docstring
+    capture = resources.files("dsagent_cbr.untrusted").joinpath("dsagent_capture.py").read_text(encoding="utf-8")
+    return ast.unparse(ast.Module(body=body, type_ignores=[])) + "\n\n" + capture
+
+
+# -- the rules ----------------------------------------------------------------------------------------------
+def training_rows(frame: pd.DataFrame | np.ndarray, held: Held, refit: bool) -> pd.DataFrame | np.ndarray:
+    """The labelled file as the script gets it: without the held rows (and the windows dropped with
+    them), or whole for a refit."""
+    if refit:
+        return frame
+    gone = np.array([*held.positions, *held.dropped], dtype=int)
+    if isinstance(frame, np.ndarray):
+        return np.delete(frame, gone, axis=0)
+    return frame.drop(index=frame.index[gone])
+
+
+def _placeholders(frame: pd.DataFrame) -> dict[str, str]:
+    """A file's own value per column, for rows it gains: its first row's (a constant, so that it says
+    nothing of any row), or empty where it has none."""
+    return {c: (frame[c].iloc[0] if len(frame) else "") for c in frame.columns}
+
+
+def then_held(frame: pd.DataFrame, held_rows: pd.DataFrame, given: set[str]) -> pd.DataFrame:
+    """`frame`'s rows, then one per held row: the columns in `given` from the held rows, every other
+    column the file's own placeholder."""
+    import pandas as pd
+
+    fill = _placeholders(frame)
+    extra = pd.DataFrame({c: held_rows[c].to_numpy() if c in given else fill[c] for c in frame.columns},
+                         index=range(len(held_rows)))
+    return pd.concat([frame, extra], ignore_index=True)
+
+
+def _csv_files(task: Task, held: Held, refit: bool) -> dict[str, pd.DataFrame]:
+    assert task.train_file and task.test_file and task.id_column
+    idc, targets = task.id_column, set(task.target)
+    train = read_text_csv(task.public_dir / task.train_file)
+    rows = train.iloc[list(held.positions)].assign(**{idc: list(held.shown_ids)})
+    test = read_text_csv(task.public_dir / task.test_file)
+    features = set(train.columns) - targets
+    files = {task.train_file: training_rows(train, held, refit), task.test_file: then_held(test, rows, features)}
+    originals = set(map(id_key, train[idc].iloc[list(held.positions)]))
+    for name in task.public_files:
+        if name in files or not name.lower().endswith(".csv") or idc not in _header(task.public_dir / name):
+            continue
+        frame = read_text_csv(task.public_dir / name)
+        if _lists(frame[idc], test[idc]):  # a sample submission: the held rows are listed, their values are not
+            files[name] = then_held(frame, rows, {idc})
+        elif targets & set(frame.columns):  # it labels rows by id: the held rows' go
+            files[name] = frame[~frame[idc].map(id_key).isin(originals)]
+    return files
+
+
+def _header(path: Path) -> list[str]:
+    """A csv's column names (none for anything that is not a regular file)."""
+    if not path.is_file() or path.is_symlink():
+        return []
+    with path.open(newline="", encoding="utf-8", errors="replace") as fh:
+        try:
+            return next(csv.reader(fh), [])
+        except csv.Error:
+            return []
+
+
+def _lists(ids: pd.Series, test_ids: pd.Series) -> bool:
+    """Whether a file's ids are exactly the test rows' (one each)."""
+    return len(ids) == len(test_ids) and set(map(id_key, ids)) == set(map(id_key, test_ids))
+
+
+def _arrays(task: Task, held: Held, refit: bool) -> dict[str, np.ndarray]:
+    X, y, X_test = (np.load(task.public_dir / n, allow_pickle=False) for n in NPY)
+    picked = list(held.positions)
+    return {"X_train.npy": training_rows(X, held, refit), "y_train.npy": training_rows(y, held, refit),
+            "X_test.npy": np.concatenate([X_test, X[picked]])}
+
+
+def label_constants(train: pd.DataFrame, columns: tuple[str, ...]) -> dict[str, str]:
+    """Each label column's most common value in the rows the script trains on, as text: what the test
+    file's labels become."""
+    return {c: str(train[c].mode().iloc[0]) for c in columns if c in train.columns and len(train[c])}
+
+
+def _dsagent_files(task: Task, held: Held | None, refit: bool) -> dict[str, pd.DataFrame]:
+    """DS-Agent's test file with every column its scripts use, each label column one constant (their
+    `drop(['y'], axis=1)` and `dropna(subset=[...])` run as written), the held rows after its own."""
+    from dsagent_cbr.harness.plan import dsagent_train_file
+
+    grading = task.dsagent
+    assert grading is not None and grading.label_file
+    test = read_text_csv(task.public_dir / grading.label_file)
+    train_name = held.source if held is not None else dsagent_train_file(task)
+    files: dict[str, pd.DataFrame] = {}
+    if train_name is not None:
+        train = read_text_csv(task.public_dir / train_name)
+        files[train_name] = training_rows(train, held, refit) if held is not None else train
+    constants = label_constants(files[train_name], grading.label_columns) if train_name else {}
+    if held is not None:
+        test = then_held(test, held.answers, set(test.columns) - set(grading.label_columns))
+    files[grading.label_file] = test.assign(**{c: constants.get(c, "0") for c in grading.label_columns})
+    return files
+
+
+# -- copies, regular files only -------------------------------------------------------------------------------
+def _refuse(path: Path, what: str) -> TaskDataError:
+    return TaskDataError(f"{path} is {what}: a task's public data must be regular files and folders of them.")
+
+
+def copy_entry(source: Path, target: Path) -> None:
+    """Copy a public file, or a folder of them, without following a link or opening anything that is not
+    a regular file (a pipe would block the run, a device never end)."""
+    info = os.lstat(source)
+    if stat.S_ISDIR(info.st_mode):
+        target.mkdir(exist_ok=True)
+        for entry in sorted(os.scandir(source), key=lambda e: e.name):
+            copy_entry(source / entry.name, target / entry.name)
+        return
+    if not stat.S_ISREG(info.st_mode):
+        raise _refuse(source, "a link" if stat.S_ISLNK(info.st_mode) else "not a regular file")
+    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as src:
+        if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):  # swapped since the lstat
+            raise _refuse(source, "not a regular file")
+        with target.open("wb") as out:
+            shutil.copyfileobj(src, out, 2**20)
+
+
+def written(folder: Path) -> Written:
+    """Every regular file under `folder`, by relative path: (size, mtime_ns)."""
+    found = {}
+    for path in folder.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            info = path.stat()
+            found[str(path.relative_to(folder))] = (info.st_size, info.st_mtime_ns)
+    return found
