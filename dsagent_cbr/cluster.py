@@ -4,6 +4,8 @@ a `cbr develop --parallel` search runs its nodes' scripts on."""
 from __future__ import annotations
 
 import os
+import signal
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -20,6 +22,7 @@ def ray_session(address: str | None, cpus: int | None = None) -> Iterator[Any]:
     import ray
 
     options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    ours = _handlers()
     try:
         if address:
             pythonpath = os.environ.get("PYTHONPATH")
@@ -29,10 +32,30 @@ def ray_session(address: str | None, cpus: int | None = None) -> Iterator[Any]:
             ray.init(num_cpus=cpus or os.cpu_count() or 1, object_store_memory=OBJECT_STORE_BYTES, **options)
     except (ConnectionError, ValueError, RuntimeError) as exc:
         raise CbrError(f"Could not start or join Ray{f' at {address}' if address else ''}: {exc}") from exc
+    finally:
+        _restore(ours)
     try:
         yield ray
     finally:
         ray.shutdown()
+        _restore(ours)
+
+
+_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+def _handlers() -> dict[int, Any]:
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    return {sig: signal.getsignal(sig) for sig in _SIGNALS}
+
+
+def _restore(handlers: dict[int, Any]) -> None:
+    """ray.init installs a SIGTERM handler of Ray's, which exits the process from under cbr (the run's
+    record would say it completed); cbr's own handlers (an interrupt that stops the run cleanly) go back."""
+    for sig, handler in handlers.items():
+        if handler is not None:
+            signal.signal(sig, handler)
 
 
 def share_of_cores(ray: Any, cluster_cpus: int, parallel: int) -> int:

@@ -1,6 +1,8 @@
-"""The attack table: every attack of tests/support/attacks.py (the first table's twelve and issue 20's
-thirteen), and the honest scripts once stopped as false alarms, run through `cbr run` by an earlier
-commit of the package and by the working tree, in one run. For each: what the run ended as, its test
+"""The attack table: every attack of tests/support/attacks.py (the first table's twelve, issue 20's
+thirteen, the third round's on what the harness builds and reads), and the honest scripts once stopped as
+false alarms, run through `cbr run` by an earlier commit of the package and by the working tree, in one
+run; then the third round's scenarios that are not one script (experiments/attack_scenarios.py: a task's
+data, a run folder or the bank's server made hostile, a signal mid-search), by both versions too. For each: what the run ended as, its test
 score, whether the attack said it succeeded (ATTACK SUCCEEDED in its output), what leaked or changed
 outside, and the peak resident memory of cbr with the processes it waited for.
 
@@ -23,8 +25,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import psutil  # noqa: E402
+from attack_scenarios import SCENARIOS  # noqa: E402
 from earlier_commit import REPO, checkout, prepare  # noqa: E402
-from support.attacks import MARKER, SECRET, SUCCESS, Listener, attacks, honest, limits, source_probe  # noqa: E402
+from support.attacks import (  # noqa: E402
+    KAGGLE_TASK,
+    MARKER,
+    SECRET,
+    SUCCESS,
+    Listener,
+    attacks,
+    honest,
+    limits,
+    source_probe,
+)
+from support.layouts import kaggle_sample_task  # noqa: E402
 from support.recipe_reads import recipe_reads  # noqa: E402
 
 TASKS = ("concrete-strength", "smoke-ban", "acsf1", "elec-demand")
@@ -59,7 +73,8 @@ def run_attack(root: Path, world: dict, name: str, attack, work: Path, env: dict
     script.write_text(attack.script)
     out = work / f"run-{root.name}-{name}"
     accepted = world["listener"].accepted
-    code, seconds, peak = cbr_run(root, [str(root / "tasks" / attack.task), str(script), "--out", str(out),
+    task = world["task_dirs"].get(attack.task, root / "tasks" / attack.task)
+    code, seconds, peak = cbr_run(root, [str(task), str(script), "--out", str(out),
                                          *limits(attack), "--timeout", "120"], env)
     result = json.loads((out / "result.json").read_text()) if (out / "result.json").is_file() else {}
     survivors = [p for p in psutil.process_iter(["cmdline"]) if MARKER in " ".join(p.info["cmdline"] or [])]
@@ -92,14 +107,18 @@ def cell(r: dict) -> str:
     return f"{r['status']} ({', '.join(notes)})"
 
 
+def _said(row: dict) -> str:
+    return "; ".join(f"{k}: {v}" for k, v in row.items() if k not in ("scenario", "version"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--before", default="10e911c")
+    parser.add_argument("--before", default="b05006e")  # main before the third round (issue 41)
     parser.add_argument("--only", nargs="*", default=None, help="Run only these attacks.")
     parser.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "attack_table.json")
     args = parser.parse_args()
     listener = Listener()
-    rows, exposed = [], {}
+    rows, exposed, scenarios = [], {}, []
     reads = {folder.name: recipe_reads(folder.resolve()) for folder in sorted((REPO / "tasks").iterdir())
              if (folder / "task.toml").is_file()}
     with checkout(args.before, "attack-table-") as (before, work):
@@ -108,12 +127,14 @@ def main() -> None:
         (home / ".kaggle").mkdir(parents=True)
         (home / ".kaggle" / "kaggle.json").write_text(json.dumps({"username": "u", "key": SECRET}))
         env = {**os.environ, "HOME": str(home), "OPENAI_API_KEY": SECRET, "KAGGLE_KEY": SECRET}
+        kaggle = kaggle_sample_task(work / "kaggle")
         for version, root in (("before", before), ("after", REPO)):
             bank_dir = work / f"cbr-home-{version}" / "bank"
             bank_dir.mkdir(parents=True)
             world = {"answers": root / "tasks/concrete-strength/private/answers.csv", "home": home,
                      "other": root / "tasks/smoke-ban/private/answers.csv", "bank_dir": bank_dir,
-                     "task_root": root / "tasks/concrete-strength", "port": listener.port, "listener": listener}
+                     "task_root": root / "tasks/concrete-strength", "port": listener.port, "listener": listener,
+                     "task_dirs": {KAGGLE_TASK: kaggle.root}}
             venv = {**env, "CBR_HOME": str(bank_dir.parent)}
             named = {**attacks(world), **honest()}
             for name, attack in named.items():
@@ -126,6 +147,10 @@ def main() -> None:
                 print(f"{version:6} {name:30} {outcome}", flush=True)
             exposed[version] = exposed_tasks(root, reads, work, venv)
             print(f"{version:6} tasks whose source data a script can read: {len(exposed[version])}/{len(reads)}")
+            for name, scenario in SCENARIOS.items():
+                if not args.only or name in args.only:
+                    scenarios.append({"scenario": name, "version": version, **scenario(root, work, venv)})
+                    print(f"{version:6} {name:30} {scenarios[-1]}", flush=True)
     listener.close()
     print(f"\nattacks through `cbr run`, before = {args.before}, after = working tree\n")
     print("| attack | before | after |\n|---|---|---|")
@@ -134,8 +159,12 @@ def main() -> None:
         print(f"| {name}{' (honest)' if pair[0]['honest'] else ''} | {cell(pair[0])} | {cell(pair[1])} |")
     print(f"\nanswers from installed packages: {len(exposed['before'])} of {len(reads)} tasks exposed before, "
           f"{len(exposed['after'])} after ({', '.join(exposed['after']) or 'none'})")
+    print("\n| scenario | before | after |\n|---|---|---|")
+    for name in dict.fromkeys(r["scenario"] for r in scenarios):
+        pair = [next(x for x in scenarios if x["scenario"] == name and x["version"] == v) for v in ("before", "after")]
+        print(f"| {name} | {_said(pair[0])} | {_said(pair[1])} |")
     args.out.write_text(json.dumps({"command": " ".join(sys.argv), "before": args.before, "rows": rows,
-                                    "exposed": exposed, "tasks": len(reads)}, indent=2))
+                                    "exposed": exposed, "tasks": len(reads), "scenarios": scenarios}, indent=2))
     print(f"\nwritten {args.out}")
 
 

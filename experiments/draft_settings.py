@@ -15,7 +15,7 @@ import xgboost as xgb
 from sklearn.metrics import mean_absolute_error, median_absolute_error
 from sklearn.model_selection import train_test_split
 
-from dsagent_cbr.search.solutions import general_tabular as g
+from dsagent_cbr.untrusted import general_tabular as g
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""The adapter's run-time shim (adapter/shim.py, the very code transplanted into adapted scripts), driven
+"""The adapter's run-time shim (untrusted/adapter_shim.py, the very code transplanted into adapted scripts), driven
 in-process with small real scikit-learn cases standing in for the transplanted train_model/predict."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from sklearn.linear_model import LinearRegression, LogisticRegression
 
-from dsagent_cbr.adapter import shim
+from dsagent_cbr.untrusted import adapter_shim as shim
 
 BASE = {"modality": "tabular", "output": "value", "classes": None, "case": "regression", "case_multi": False,
         "x_kind": "frame", "y_kind": "series", "target": None}

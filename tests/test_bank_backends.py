@@ -70,11 +70,11 @@ def _bank(tmp: Path, store: str, cache: Path, chroma_url: str | None = None):
 
 
 @contextmanager
-def _serve_chroma(data: Path) -> Iterator[str]:
+def _serve_chroma(data: Path, port: int | None = None) -> Iterator[str]:
     exe = shutil.which("chroma")
     if exe is None:
         pytest.skip("the chroma command is not installed")
-    port = free_port()
+    port = port or free_port()
     proc = subprocess.Popen([exe, "run", "--host", "127.0.0.1", "--port", str(port), "--path", str(data)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
@@ -288,3 +288,36 @@ def test_rebuild_on_a_chroma_server_switches_everyone_and_keeps_others_cases(
     assert theirs.add([late]).added == [late.id]
     assert {c.id for c in _bank(tmp_path / "mine", "chroma", embed_cache, empty_chroma_server).list("insight")} == \
         expected | {late.id}
+
+
+@pytest.mark.slow
+def test_a_chroma_server_dying_mid_run_is_ours_and_resume_recovers(tmp_path: Path) -> None:
+    """The server dies after retrieval, while the search runs: the run ends with exit 3 and a record that
+    says infrastructure (not completed); with the server back, --resume finishes the run."""
+    import json
+    import time
+
+    from conftest import prepared
+
+    task, data, port = prepared("concrete-strength"), tmp_path / "chroma-data", free_port()
+    env = {**os.environ, "CBR_HOME": str(tmp_path / "home")}
+    args = ["--model", "none", "--runs-dir", str(tmp_path / "runs"), "--chroma-url", f"http://127.0.0.1:{port}"]
+    with _serve_chroma(data, port):
+        run = subprocess.Popen([sys.executable, "-m", "dsagent_cbr.cli", "develop", str(task.root), "--budget", "25s",
+                                *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        journal = None
+        for _ in range(600):  # until the cases are retrieved: the server has been used, and the search begins
+            journal = next((tmp_path / "runs").glob("*/*/journal.jsonl"), None) if (tmp_path / "runs").is_dir() else None
+            if journal and '"role": "retrieve"' in journal.read_text():
+                break
+            time.sleep(0.2)
+        assert journal is not None
+    out, err = run.communicate(timeout=300)
+    summary = json.loads((journal.parent / "summary.json").read_text())
+    assert run.returncode == 3 and "Traceback" not in err and "stopped answering" in err, err[-2000:]
+    assert summary["outcome"] == "infrastructure" and "Chroma" in summary["stopped"]
+    with _serve_chroma(data, port):
+        again = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "develop", "--resume", str(journal.parent),
+                                *args], env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert json.loads((journal.parent / "summary.json").read_text())["outcome"] == "ok"

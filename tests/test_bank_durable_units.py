@@ -4,6 +4,7 @@ detection, and finishing or rolling back what an interrupted rebuild left."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import subprocess
@@ -107,6 +108,64 @@ def test_import_command_names_each_link_and_the_retained_rule(tmp_path: Path) ->
     assert "2 file(s) cannot be imported" in proc.stderr and proc.stderr.count("only for cases a run retains") == 2
     assert not (tmp_path / "bank" / "journal.jsonl").exists() or "OUTSIDE" not in (
         tmp_path / "bank" / "journal.jsonl").read_text()
+
+
+def _swap_for_link(folder: Path, outside: Path) -> None:
+    folder.rename(folder.with_name("moved-away"))
+    folder.symlink_to(outside, target_is_directory=True)
+
+
+@pytest.mark.parametrize("moment", ["after the listing", "after the lstat"])
+def test_import_refuses_a_folder_swapped_for_a_link_before_the_read(tmp_path: Path, monkeypatch, moment) -> None:
+    """An attacker owning the folder swaps a subfolder for a link to another place while the import runs:
+    once the folder was listed (the entry is then seen as a link), or once the entry was looked at and
+    found a folder (it is then opened with O_NOFOLLOW, which refuses the link)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "stolen-1.md").write_text("OUTSIDE-SECRET: never to be imported.", encoding="utf-8")
+    root = tmp_path / "import"
+    (root / "sub").mkdir(parents=True)
+    (root / "good-1.md").write_text("Target encoding won.", encoding="utf-8")
+    (root / "sub" / "stolen-1.md").write_text("The subfolder's own case.", encoding="utf-8")
+    real_listdir, real_stat, swapped = os.listdir, os.stat, []
+
+    def listdir(fd=None):
+        names = real_listdir(fd)
+        if moment == "after the listing" and "sub" in names and not swapped:
+            _swap_for_link(root / "sub", outside)
+            swapped.append(True)
+        return names
+
+    def fake_stat(name, *, dir_fd=None, follow_symlinks=True):
+        found = real_stat(name, dir_fd=dir_fd, follow_symlinks=follow_symlinks)
+        if moment == "after the lstat" and name == "sub" and dir_fd is not None and not swapped:
+            _swap_for_link(root / "sub", outside)
+            swapped.append(True)
+        return found
+
+    monkeypatch.setattr(os, "listdir", listdir)
+    monkeypatch.setattr(os, "stat", fake_stat)
+    loaded = load_import_folder(root)
+    monkeypatch.undo()
+    assert swapped and (root / "sub").is_symlink()
+    assert [c.title for c in loaded.cases] == ["good-1"] and not loaded.problems
+    assert not any("OUTSIDE" in c.text for c in loaded.cases)
+    assert loaded.skipped == [f"{root / 'sub'}: a symbolic link; import never follows links"]
+
+
+def test_import_skips_pipes_without_opening_them(tmp_path: Path) -> None:
+    folder = tmp_path / "import"
+    (folder / "deeper").mkdir(parents=True)
+    (folder / "good-1.md").write_text("Target encoding won.", encoding="utf-8")
+    os.mkfifo(folder / "deeper" / "feed-1.md")  # opened for reading, it would block until a writer came
+    os.mkfifo(folder / "notes")
+    started = time.perf_counter()
+    loaded = load_import_folder(folder)
+    assert time.perf_counter() - started < 5
+    assert [c.title for c in loaded.cases] == ["good-1"] and not loaded.problems
+    assert loaded.skipped == [f"{folder / 'deeper' / 'feed-1.md'}: a pipe (FIFO); import reads regular files "
+                              "only and never opens it", f"{folder / 'notes'}: a pipe (FIFO); import reads "
+                              "regular files only and never opens it"]
 
 
 def test_read_without_following_refuses_a_link(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,10 +19,10 @@ from support.task_copies import dsagent_folder
 CBR = [sys.executable, "-m", "dsagent_cbr.cli"]
 
 
-def cbr(*args: str, home: Path) -> subprocess.CompletedProcess:
+def cbr(*args: str, home: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     # an unreachable model server: before the checks, develop met the data card's traceback before the model
     env = {**os.environ, "CBR_HOME": str(home), "CBR_BASE_URL": "http://127.0.0.1:9/v1", "CBR_API_KEY": "test"}
-    return subprocess.run([*CBR, *args], capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run([*CBR, *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def utf16(text: str) -> bytes:
@@ -135,3 +136,58 @@ def test_dsagent_layout_csvs_are_checked(concrete, tmp_path):
     (folder / "env" / "train.csv").write_bytes(b"")
     proc = cbr("tasks", "validate", str(folder), home=tmp_path / "home")
     assert proc.returncode == 2 and f"{folder.resolve()}/env/train.csv: empty (0 bytes)" in proc.stderr
+
+
+def _pipe(entry: Path, outside: Path) -> None:
+    os.mkfifo(entry)
+
+
+def _link_out(entry: Path, outside: Path) -> None:
+    (outside / "secret.txt").write_text("not the task's", encoding="utf-8")
+    entry.symlink_to(outside / "secret.txt")
+
+
+def _folder_with_pipe(entry: Path, outside: Path) -> None:
+    (entry / "inner").mkdir(parents=True)
+    os.mkfifo(entry / "inner" / "feed")
+
+
+ODD_ENTRIES = {"pipe": (_pipe, "a pipe"), "link-out": (_link_out, "leads outside data/ through a symlink"),
+               "folder-with-pipe": (_folder_with_pipe, "a folder holding a pipe (FIFO) (inner/feed)")}
+
+
+@pytest.mark.parametrize("kind", list(ODD_ENTRIES))
+def test_a_pipe_or_a_link_in_public_data_is_refused_up_front(concrete, tmp_path, kind):
+    """A FIFO listed in data.public used to pass validate and hang every run (opening it blocks)."""
+    folder = tmp_path / concrete.name
+    shutil.copytree(concrete.root, folder, ignore=shutil.ignore_patterns("prepare.py"))
+    toml = folder / "task.toml"
+    toml.write_text(toml.read_text(encoding="utf-8").replace('"test.csv"]', '"test.csv", "notes.txt"]', 1),
+                    encoding="utf-8")
+    (tmp_path / "outside").mkdir()
+    make, said = ODD_ENTRIES[kind]
+    make(folder / "data" / "notes.txt", tmp_path / "outside")
+    for args in (["tasks", "validate", str(folder)],
+                 ["run", str(folder), str(folder / "train.py"), "--out", str(tmp_path / "run")]):
+        started = time.monotonic()
+        proc = cbr(*args, home=tmp_path / "home", timeout=60)
+        assert time.monotonic() - started < 30, args
+        assert proc.returncode == 2 and "Traceback" not in proc.stderr, (args, proc.stderr[-3000:])
+        details = proc.stderr.splitlines()[1:]
+        assert len(details) == 1 and "notes.txt" in details[0] and said in details[0], (args, proc.stderr)
+    assert not (tmp_path / "run").exists()
+
+
+def test_entry_problem_names_what_an_entry_is_without_opening_it(tmp_path):
+    from dsagent_cbr.tasks.data_checks import entry_problem
+
+    (tmp_path / "plain.csv").write_text("a\n1\n", encoding="utf-8")
+    (tmp_path / "folder" / "deeper").mkdir(parents=True)
+    (tmp_path / "folder" / "deeper" / "rows.csv").write_text("a\n1\n", encoding="utf-8")
+    (tmp_path / "inside-link.csv").symlink_to(tmp_path / "plain.csv")
+    os.mkfifo(tmp_path / "fifo.csv")  # opening it would block this test: lstat must be all that is done
+    assert entry_problem(tmp_path / "plain.csv") is None and entry_problem(tmp_path / "folder") is None
+    assert entry_problem(tmp_path / "inside-link.csv").startswith("a link; ")
+    assert entry_problem(tmp_path / "fifo.csv").startswith("a pipe (FIFO); ")
+    (tmp_path / "folder" / "deeper" / "out").symlink_to("/etc", target_is_directory=True)
+    assert entry_problem(tmp_path / "folder").startswith("a folder holding a link (deeper/out); ")

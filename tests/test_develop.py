@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import asdict
 
 import pytest
 from conftest import REPO, SHARED_REFERENCE, prepared
@@ -21,6 +22,7 @@ from dsagent_cbr.agent.search import develop_search
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.llm import open_llm
+from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 
 HEAD = "import os\nimport numpy as np\nimport pandas as pd\nfrom sklearn.metrics import mean_squared_error\nfrom sklearn.model_selection import train_test_split\n"
 MAIN = REPO.joinpath("tasks", "concrete-strength", "train.py").read_text().split('if __name__ == "__main__":')[1]
@@ -263,15 +265,17 @@ def test_resume_takes_isolation_from_the_command_line_not_config_json(tmp_path):
     recorded = json.loads((run_dir / "config.json").read_text())["develop"]["policy"]
     for policy in (summary["sandbox"], recorded):
         assert policy["isolate"] is True and policy["allow_network"] is False
-        assert policy["timeout"] == 120.0  # the limits themselves still come from the run's config
+        assert policy == asdict(SandboxPolicy())  # every limit too: the defaults, not the run's 120 s, 1 core
 
 
 def test_resume_honours_no_sandbox_and_allow_network_given_to_it():
     from dsagent_cbr.commands.develop_cmd import resumed_config
+    from dsagent_cbr.commands.options import policy_from
 
     saved = DevelopConfig(policy={"timeout": 60.0, "isolate": True, "allow_network": False})
-    assert resumed_config(saved, allow_network=True, no_sandbox=True).policy == {
-        "timeout": 60.0, "isolate": False, "allow_network": True}
+    policy = policy_from(300.0, 4096.0, 512.0, allow_network=True, no_sandbox=True)
+    assert resumed_config(saved, policy).policy == asdict(policy)  # the whole policy: none of the saved one
+    assert policy.isolate is False and policy.allow_network is True
 
 
 @pytest.mark.slow

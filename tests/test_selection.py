@@ -127,3 +127,36 @@ def test_a_dsagent_folder_has_its_selection_rows_graded_by_its_own_submission(co
     result = run_script(folder, folder.starter, run_dir=tmp_path / "run")
     assert result.ok and result.selection_rows == hold_out(concrete).rows
     assert result.selection_metric is not None and result.selection_metric != result.test_metric
+
+
+# Under CBR_REFIT it writes noise: a script cannot pass off a refit the selection rows would refuse.
+TWO_FACED = HONEST + '''
+import os
+if os.environ.get("CBR_REFIT"):
+    noise = np.random.default_rng(1).uniform(0, 100, len(test))
+    pd.DataFrame({"id": test["id"], "compressive_strength": noise}).to_csv("submission.csv", index=False)
+'''
+
+
+def develop_refit(script: str, tmp_path) -> tuple:
+    task = prepared("concrete-strength")
+    model = FakeModel({"plan": [PLAN.format("one")], "program": [fenced(script)], "log": ["entry"]})
+    executor = SandboxExecutor(task, SandboxPolicy(timeout=120))
+    config = DevelopConfig(iterations=1, cbr=False, refit=True)
+    return task, develop_with_model(task, config, tmp_path, FakeBank(), model, executor)
+
+
+def test_a_refit_is_judged_on_the_selection_rows_and_refused_when_it_falls(tmp_path):
+    task, record = develop_refit(TWO_FACED, tmp_path / "two-faced")
+    first = record.rows[0]
+    assert record.best_iteration == 1 and record.refit.status == "refused", record.refit
+    assert record.refit.selection_after_refit > 2 * first.selection and "behaved otherwise" in record.refit.why
+    submitted = pd.read_csv(tmp_path / "two-faced" / "submission.csv")  # the first fit's test predictions stay
+    graded = pd.read_csv(tmp_path / "two-faced" / "step-01" / "exec" / "workspace" / "submission.csv")
+    assert submitted.equals(graded.head(len(submitted)))
+    assert record.baselines["prior"] is not None and record.baselines["prior"] > first.selection
+
+    _, honest = develop_refit(HONEST.replace("import numpy as np", "import numpy as np  # reads CBR_REFIT"),
+                              tmp_path / "honest")
+    assert honest.refit.status == "ok" and honest.refit.selection_after_refit <= honest.rows[0].selection
+    assert len(pd.read_csv(tmp_path / "honest" / "submission.csv")) == len(pd.read_csv(task.public_dir / "test.csv"))

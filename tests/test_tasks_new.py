@@ -228,6 +228,16 @@ def test_bad_all_missing_target(kaggle, tmp_path):
     assert "missing in every row" in err
 
 
+@pytest.mark.parametrize("infinite", ["inf", "-inf", "1e999"])
+def test_bad_infinite_target(kaggle, tmp_path, infinite):
+    # A numeric target, one row of it infinite (1e999 overflows float64 and is read as inf).
+    def change(frame: pd.DataFrame) -> pd.DataFrame:
+        target = frame["Amount"].astype(float).astype(str)
+        return frame.assign(Status=target.where(frame.index != 3, infinite))
+    err = _bad(kaggle, tmp_path, _frame_edit("train.csv", change))
+    assert "The target column 'Status' of train.csv holds 1 infinite value(s)" in err
+
+
 def test_bad_test_columns_differ(kaggle, tmp_path):
     err = _bad(kaggle, tmp_path, _frame_edit("test.csv", lambda d: d.drop(columns=["Income"]).assign(Bonus=1)))
     assert "test.csv's columns differ" in err and "'Income'" in err and "'Bonus'" in err

@@ -1,6 +1,6 @@
 """The structural adapter: a past (task, solution) pair's script carried over to a new task without a
 model. adapt.py rewrites the case's code for the new task's data, rewrites.py holds its AST rewrites, and
-shim.py is the run-time code transplanted into every adapted script."""
+untrusted/adapter_shim.py is the run-time code transplanted into every adapted script."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The structural adapter: transplant a past solution's modelling code into a new task's starter,
 by AST, with no LLM. What differs between the two tasks is handled by rules, here (by rewriting the
-case's code) and in shim.py (by wrapping it at run time): the inputs in the form the case's code
+case's code) and in untrusted/adapter_shim.py (by wrapping it at run time): the inputs in the form the case's code
 was written for, whichever layout's starter passes them; a regression case on a classification task
 gets classifiers and loses its target transform (log1p/expm1 and the like); a classification case on a
 regression task learns quantile bins; probabilities where the metric needs them; one model per target
@@ -149,7 +149,7 @@ def _starter_classes(starter: ast.Module) -> list[str]:
 
 
 def _shim(config: dict) -> str:
-    text = resources.files("dsagent_cbr.adapter").joinpath("shim.py").read_text(encoding="utf-8")
+    text = resources.files("dsagent_cbr.untrusted").joinpath("adapter_shim.py").read_text(encoding="utf-8")
     text = text[: text.index("def _case_train_model")].rstrip() + "\n"
     start = text.index("_CBR_TASK = ")
     end = text.index("\n", text.index("}", start))
@@ -178,7 +178,7 @@ def _input_forms(tree: ast.Module, modality: str) -> tuple[str, str]:
 
 
 def _target_notes(case_kind_: str, case_multi: bool, target: Task, target_cls: bool) -> list[str]:
-    """The run-time rules of shim.py that this pair will meet, in words."""
+    """The run-time rules of untrusted/adapter_shim.py that this pair will meet, in words."""
     multi_target = target.task_type == "multilabel-classification" or len(target.target) > 1
     notes = []
     if multi_target and not case_multi:

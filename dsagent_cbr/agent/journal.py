@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from dsagent_cbr.errors import CbrError
+from dsagent_cbr.errors import Cancelled, CbrError
 from dsagent_cbr.files import append_lines, json_line, whole_lines
 
 T = TypeVar("T")
@@ -24,22 +24,57 @@ def _key(iteration: int, role: str, attempt: int) -> str:
     return f"{iteration}:{role}:{attempt}"
 
 
+def _shape_problem(record: object) -> str | None:
+    """What keeps a parsed line from being a step as `step` writes it, or None. Only the keys every step
+    has are checked: what a step's output holds is its role's own."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if "output" not in record:
+        return 'no "output"'
+    for key, kind, required in (("iteration", int, True), ("role", str, True), ("attempt", int, False)):
+        if key not in record:
+            if required:
+                return f'no "{key}"'
+        elif type(record[key]) is not kind:  # not isinstance: a JSON true is no iteration
+            return f'"{key}" is not a {"whole number" if kind is int else "string"}'
+    return None
+
+
 class RunJournal:
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / JOURNAL
         self.records: list[dict[str, object]] = []
         self._done: dict[str, dict[str, object]] = {}
         self._lock = threading.Lock()  # nodes of a --parallel search journal their steps from their own threads
+        self._closed = False
         if self.path.exists():
             self._load()
 
+    def close(self) -> None:
+        """The run's record is final: a step that ends after it (a node's thread that outlived its run's
+        stop) is not written."""
+        with self._lock:
+            self._closed = True
+
     def _load(self) -> None:
-        for number, _, raw in whole_lines(self.path):
-            try:
-                record = json.loads(raw)
-            except ValueError:
-                raise CbrError(f"Journal {self.path} is damaged at line {number}.") from None
-            self._remember(record)
+        """Read back every whole line; a torn last one (a crash mid-write) is not one, and is dropped.
+        Any other line that is not a step as `step` writes it is damage no crash makes: refused, in one
+        sentence."""
+        try:
+            for number, _, raw in whole_lines(self.path):
+                self._remember(self._parsed(number, raw))
+        except OSError as exc:
+            raise CbrError(f"Journal {self.path} cannot be read ({exc.strerror or exc}).") from None
+
+    def _parsed(self, number: int, raw: bytes) -> dict[str, object]:
+        try:
+            record = json.loads(raw)
+        except ValueError:  # not JSON, or not UTF-8
+            raise CbrError(f"Journal {self.path} is damaged at line {number} (not JSON).") from None
+        problem = _shape_problem(record)
+        if problem:
+            raise CbrError(f"Journal {self.path} is damaged at line {number} ({problem}).")
+        return record
 
     def _remember(self, record: dict[str, object]) -> None:
         self.records.append(record)
@@ -52,6 +87,8 @@ class RunJournal:
             return previous["output"]  # type: ignore[return-value]
         record = {"iteration": iteration, "role": role, "attempt": attempt, "time": time.time(), "output": fn()}
         with self._lock:
+            if self._closed:
+                raise Cancelled(f"step {iteration} ({role}) ended after its run's record was closed")
             append_lines(self.path, [json_line(record)])
             self._remember(record)
         return record["output"]  # type: ignore[return-value]

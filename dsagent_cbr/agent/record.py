@@ -48,10 +48,11 @@ class Row(BaseModel):
 
 
 class Refit(BaseModel):
-    status: str  # ok, skipped, or the refit run's failure
+    status: str  # ok, skipped, refused (judged on the selection rows: agent/refit.py), or the run's failure
     why: str | None = None
     error: str | None = None
     test_after_refit: float | None = None
+    selection_after_refit: float | None = None  # on rows it learned: a check of the refit, never a judge
     rounds: list[list[int]] | None = None  # per early-stopped model: [first fit's rounds, the refit's own]
 
 
@@ -78,6 +79,7 @@ class RunRecord(BaseModel):
     seed: int = 0
     run_dir: str
     outcome: Outcome = Outcome.AGENT_FAILURE
+    exit_code: int = 1  # what `cbr` exits with for this outcome (errors.py)
     stopped: str = "completed"  # why the run ended, in words, for people
     selected_by: str = "selection"  # selection | validation (a task without selection rows) | first graded run
     selection_rows: int = 0

@@ -6,6 +6,10 @@ the scripts its rows name and the feature-importance file, each atomically, in r
 rows, each with the `model` family and `params` its script trains), `metrics.png`, `importance.png` (when
 the run kept feature importance), `tree.png` (a search), `report.md` and `report.html`. It may be
 called after every iteration.
+Every label in a figure is drawn as plain text (no mathtext, no TeX): a feature or column name is the
+script's or the user's text. A figure that cannot be drawn is logged and named in the report by one line;
+it never ends the run. Every value report.md prints has its HTML characters escaped (report.html is
+escaped by Jinja), and a table cell its pipes, so that no string a script or a user's data left is markup.
 Only rows with status "ok" and a score are ranked, by the score they were judged by (the selection
 score; the printed validation only for a task without selection rows) in the metric's direction; the
 printed validation is shown beside it, flagged where it claims much more, and the test score is shown,
@@ -18,9 +22,12 @@ per finished iteration when stdout is not a terminal (see progress.py)."""
 from __future__ import annotations
 
 import base64
+import html
 import io
 import json
+import logging
 import math
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +42,13 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 TOP_FEATURES = 20
+# A figure's labels may be untrusted text (a feature or column name from the script's importances, the
+# task's metric name): drawn as they are, never parsed as mathtext (`$x^$` raises) nor handed to TeX (a
+# user's matplotlibrc may turn it on). rc settings are read when a text is made, and tick labels are made
+# when the figure is drawn: so figures are built and saved under these (see `plain_png`).
+PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}
+
+log = logging.getLogger(__name__)
 
 
 def fmt(value: float | None) -> str:
@@ -188,6 +202,30 @@ def _png(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
+def plain_png(build: Callable[[], Figure]) -> bytes:
+    """The PNG of the figure `build` makes, every text in it plain: built and drawn under PLAIN_TEXT."""
+    import matplotlib
+
+    with matplotlib.rc_context(PLAIN_TEXT):
+        return _png(build())
+
+
+def _draw(figures: list[tuple[str, str, Callable[[], Figure]]]) -> tuple[dict[str, bytes], dict[str, str]]:
+    """Each (file name, what it shows, builder) drawn: the PNGs by file name, and for each that could not
+    be drawn the one line the report shows instead (the failure itself is logged)."""
+    images, not_drawn = {}, {}
+    for name, what, build in figures:
+        try:
+            images[name] = plain_png(build)
+        # Broad on purpose: matplotlib raises many types (ValueError from a parser or an image too large,
+        # RuntimeError, OverflowError, KeyError and OSError from fonts, MemoryError...), and a picture is
+        # never worth a run. BaseException (Ctrl-C, SystemExit) still goes through.
+        except Exception as exc:
+            log.warning("cbr: the %s (%s) could not be drawn", what, name, exc_info=True)
+            not_drawn[name] = f"The {what} could not be drawn ({type(exc).__name__}); the log says why."
+    return images, not_drawn
+
+
 def _read_importance(run_dir: Path, name: Any) -> tuple[dict[str, float] | None, str | None]:
     """The importance mapping, or None and why it could not be read."""
     if not name:
@@ -203,13 +241,30 @@ def _read_importance(run_dir: Path, name: Any) -> tuple[dict[str, float] | None,
 
 # --- the report ----------------------------------------------------------------------------------------
 
+def md_text(value: Any) -> str:
+    """A value as report.md prints it: &, < and > escaped, so that a viewer rendering inline HTML shows
+    the text, not markup, and brackets escaped, so that no `![x](http://...)` a script printed becomes an
+    image a viewer fetches. Quotes stay: report.md puts no value inside a tag, where they would matter."""
+    return html.escape(str(value), quote=False).replace("[", "\\[").replace("]", "\\]")
+
+
+def md_cell(value: Any) -> str:
+    """A table cell's text: on one line, its pipes escaped, so that it stays one cell."""
+    return " ".join(str(value).split()).replace("|", "\\|")
+
+
 @cache
-def _templates() -> Any:
+def _templates(markdown: bool = False) -> Any:
+    """The templates: HTML escaped by Jinja's autoescape; Markdown by `md_text`, the finalize of every
+    `{{ }}` it prints, so that no untrusted string depends on a filter someone must remember."""
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-    return Environment(loader=PackageLoader("dsagent_cbr.agent", "templates"), undefined=StrictUndefined,
-                       autoescape=select_autoescape(["html"]), trim_blocks=True, lstrip_blocks=True,
-                       keep_trailing_newline=True)
+    env = Environment(loader=PackageLoader("dsagent_cbr.agent", "templates"), undefined=StrictUndefined,
+                      autoescape=False if markdown else select_autoescape(["html"]),
+                      finalize=md_text if markdown else None, trim_blocks=True, lstrip_blocks=True,
+                      keep_trailing_newline=True)
+    env.filters["cell"] = md_cell
+    return env
 
 
 def _status(row: dict[str, Any]) -> str:
@@ -297,22 +352,26 @@ def write_report(run_dir: Path, record: RunRecord) -> None:
     rows = [_complete(run_dir, row) for row in summary["rows"]]
     write_text_atomic(run_dir / "rows.json", json.dumps(rows, indent=2, default=str))
     metric, direction = str(summary.get("metric", "")), summary["direction"]
-    images = {"metrics.png": _png(build_metrics_figure(rows, metric, direction, summary.get("baselines"),
-                                                       _judged(summary)))}
+    figures = [("metrics.png", f"chart of {metric} per iteration", lambda: build_metrics_figure(
+        rows, metric, direction, summary.get("baselines"), _judged(summary)))]
     importance, note = _read_importance(run_dir, summary.get("feature_importance"))
     if importance:
-        images["importance.png"] = _png(build_importance_figure(importance))
-    operators = []
-    if record.kind == "search":
-        tree = build_tree_figure(rows, metric, direction, record.best_iteration, summary["baselines"])
-        images["tree.png"] = _png(tree)
+        figures.append(("importance.png", "feature importance chart",
+                        lambda: build_importance_figure(importance)))
+    operators, search = [], record.kind == "search"
+    if search:
+        figures.append(("tree.png", "search tree", lambda: build_tree_figure(
+            rows, metric, direction, record.best_iteration, summary["baselines"])))
         gains = operator_gains(rows, direction, record.baselines.get("starter"))
         operators = [{**o, "gain": fmt(o["gain"])} for o in gains]
+    images, not_drawn = _draw(figures)
     for name, data in images.items():
         write_bytes_atomic(run_dir / name, data)
-    view = {**_view(title, rows, summary, note, images), "operators": operators}
+    view = {**_view(title, rows, summary, note, images), "operators": operators, "search": search,
+            "not_drawn": not_drawn}
     for name in ("report.md", "report.html"):
-        write_text_atomic(run_dir / name, _templates().get_template(name).render(**view))
+        page = _templates(markdown=name.endswith(".md")).get_template(name)
+        write_text_atomic(run_dir / name, page.render(**view))
 
 
 def progress_line(iteration: int, total: int | None, role: str | None, status: str | None,

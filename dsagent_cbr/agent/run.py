@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+from dsagent_cbr.agent import refit
 from dsagent_cbr.agent.journal import RunJournal
 from dsagent_cbr.agent.progress import heartbeat
 from dsagent_cbr.agent.record import Kind, Refit, Row, RunRecord
@@ -32,8 +33,9 @@ from dsagent_cbr.agent.report import write_report
 from dsagent_cbr.agent.rundir import IMPORTANCE, publish_outputs, step_dir
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress, Quiet
 from dsagent_cbr.bank.cases import Case
-from dsagent_cbr.errors import BudgetExceeded, InfrastructureError, Outcome, outcome_of
+from dsagent_cbr.errors import BudgetExceeded, Cancelled, InfrastructureError, Outcome, outcome_of
 from dsagent_cbr.files import write_text_atomic
+from dsagent_cbr.harness.baseline import prior_score
 from dsagent_cbr.harness.plan import hold_out
 from dsagent_cbr.harness.readers import read_refit_rounds
 from dsagent_cbr.harness.result import RunResult
@@ -48,22 +50,6 @@ T = TypeVar("T")
 # 21 of its 60 s (python -m cProfile -m dsagent_cbr.cli develop tasks/deliveries-time --budget 1m)
 REPORT_EVERY = 30.0
 FIRST_GRADED = "first graded run better than the starter"
-REFIT_NOTE = ("the submitted model also learned the selection rows, which stop being a fair judge of it: the "
-              "selection score judged the script before the refit")
-
-
-def stopping_note(rounds: list[list[int]] | None) -> str:
-    """What the refit's early stopping did: it kept the first fit's stopping point (it would otherwise
-    stop on rows it learns, which never stop improving)."""
-    if not rounds:
-        return ""
-    kept = ", ".join(f"{first} rounds (alone it ran {had})" if had > first else f"{had} rounds" for first, had in rounds)
-    return f"; its early-stopped models kept the first fit's stopping points: {kept}"
-
-
-def refitted(test: float | None, rounds: list[list[int]] | None) -> Refit:
-    """A refit that ran and was submitted: its test score (only reported) and what its early stopping kept."""
-    return Refit(status="ok", test_after_refit=test, rounds=rounds, why=REFIT_NOTE + stopping_note(rounds))
 
 
 class Run:
@@ -79,12 +65,15 @@ class Run:
                                 planned_iterations=planned, test_answers=task.has_answers, sandbox=sandbox or {})
         self.best: Row | None = None
         self.baseline: float | None = None  # the starter's score, when it ran
+        self.prior: float | None = None  # a constant's from the training rows (harness/baseline.py)
         self.starter_seconds: float | None = None
         self.reference = reference  # the hand-written reference's, for the report only
         self.ended: Outcome | None = None  # set when a failure of ours or the budget stopped the run
         self.lock = threading.RLock()  # a --parallel search's nodes consider their rows from their own threads
         self.reported = -REPORT_EVERY  # when the report was last written (time.monotonic)
         self.refit_blend: Callable[[Row], Refit] | None = None  # the search's --refit of a selected blend
+        self.halt = threading.Event()  # set when a stop begins: the steps in flight are cancelled, none begins
+        self.closed = threading.Event()  # set once the record is final: nothing is written after it
 
     @property
     def rows(self) -> list[Row]:
@@ -94,6 +83,7 @@ class Run:
     def ask(self, t: int, role: str, fn: Callable[[], T], attempt: int = 0) -> T | None:
         """A model step, once per (iteration, role, attempt) across resumes. A reply the model got wrong
         is journaled with its raw text and comes back as None; everything else propagates."""
+        self.open_for(t, halted=True)
         self.say(t, role, attempt)
 
         def guarded() -> dict[str, object]:
@@ -107,15 +97,22 @@ class Run:
         return out.get("value") if "error" not in out else None  # type: ignore[return-value]
 
     def execute(self, t: int, attempt: int, code: str, *, refit: bool = False, timeout: float | None = None,
-                folder: Path | None = None) -> RunResult:
+                folder: Path | None = None, cancel: threading.Event | None = None) -> RunResult:
         """Run `code` as step t's attempt (step-NN/, step-NN/debug-K/, or refit/ unless `folder` says
-        where), once across resumes."""
+        where), once across resumes; `cancel` set meanwhile kills it (errors.Cancelled)."""
+        self.open_for(t)
         self.say(t, "refit" if refit else "execute", attempt)
         folder = folder or (self.run_dir / "refit" if refit else step_dir(self.run_dir, t, attempt))
         write_text_atomic(folder / "script.py", code)
         with heartbeat(self.progress, iteration=t, role="refit" if refit else "execute"):
             return RunResult.from_dict(self.journal.step(t, "refit" if refit else "execute", lambda: self.executor.run(
-                code, folder / "exec", refit=refit, timeout=timeout).to_dict(), attempt=attempt))
+                code, folder / "exec", refit=refit, timeout=timeout, cancel=cancel).to_dict(), attempt=attempt))
+
+    def open_for(self, t: int, *, halted: bool = False) -> None:
+        """Step t may go on: the run's record is not closed and, with `halted`, no stop has begun (a node's
+        thread that outlived its run's stop must not change the run: it ends here, errors.Cancelled)."""
+        if self.closed.is_set() or (halted and self.halt.is_set()):
+            raise Cancelled(f"step {t} came after the run stopped")
 
     def say(self, t: int, role: str, attempt: int = 0) -> None:
         self.progress.update(iteration=t, total=self.record.planned_iterations, role=role, attempt=attempt,
@@ -129,6 +126,7 @@ class Run:
         self._judge(result)
         self.baseline = result.score if result.ok else None
         self.starter_seconds = result.wall_time
+        self.prior = prior_score(self.task, hold_out(self.task))
         return result
 
     def _judge(self, result: RunResult) -> None:
@@ -152,6 +150,7 @@ class Run:
             return self._consider(row, code, result, attempt, retain)
 
     def _consider(self, row: Row, code: str, result: RunResult, attempt: int, retain: str | None) -> bool:
+        self.open_for(row.iteration, halted=True)
         self._judge(result)
         row.status, row.error, row.valid, row.test = result.status, result.error, result.valid_metric, result.test_metric
         row.selection, row.score = result.selection_metric, result.score if result.ok else None
@@ -168,6 +167,7 @@ class Run:
         """Make `row` (its script `code`) the run's solution, its outputs (left in `workspace`) published:
         the best row so far, or the search's last choice, which is not always the best scored."""
         with self.lock:
+            self.open_for(row.iteration, halted=True)
             self.best = row
             publish_outputs(self.run_dir, self.task, code, workspace,
                             hold_out(self.task) if self.record.selection_rows else None)
@@ -209,16 +209,17 @@ class Run:
         return {"solution": solution.id, "insight": insight.id}
 
     def close(self) -> RunRecord:
-        """The run's last steps after its loop: the refit (a budget stop still gets it), then the record."""
+        """The run's last steps after its loop: the refit (a budget stop still gets it), then the record,
+        final: nothing is written after it."""
         with self.stopping():
             self.refit_best()
-        return self.finish()
+        return self.finish(final=True)
 
     def refit_best(self) -> None:
         """--refit: the selected script once more, given every labelled row (the selection rows too) and
-        told to learn from its validation rows; its predictions become the submission. The refit has no
-        selection score, and its printed validation means nothing: the record says the selection score
-        judged the script before the refit, not the model submitted."""
+        told to learn from its validation rows; its predictions become the submission unless its score on
+        the selection rows, which it learned, falls (agent/refit.py). The selection score stays the
+        record's estimate: it judged the script before the refit, not the model submitted."""
         if not (self.wants_refit and self.best and self.best.script):
             return
         if self.best.operator == "ensemble":
@@ -233,8 +234,18 @@ class Run:
         if not result.ok:
             self.record.refit = Refit(status=result.status, error=result.error, test_after_refit=result.test_metric)
             return
-        publish_outputs(self.run_dir, self.task, code, Path(result.workspace), None)  # given every row
-        self.record.refit = refitted(result.test_metric, read_refit_rounds(Path(result.workspace)))
+        self.record.refit = self.judged_refit(self.best.selection, result.selection_metric, result.test_metric,
+                                              read_refit_rounds(Path(result.workspace)))
+        if self.record.refit.status == "ok":
+            publish_outputs(self.run_dir, self.task, code, Path(result.workspace), hold_out(self.task))
+
+    def judged_refit(self, first: float | None, selection: float | None, test: float | None,
+                     rounds: list[list[int]] | None) -> Refit:
+        """The refit's record: submitted, or refused when it fell on the selection rows it learned."""
+        why = refit.fall(self.task.metric, first, selection, self.prior)
+        if why:
+            return Refit(status="refused", why=why, selection_after_refit=selection, test_after_refit=test)
+        return refit.refitted(test, rounds, selection)
 
     # -- how a run ends ----------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -250,18 +261,20 @@ class Run:
             outcome = outcome_of(exc) or Outcome.INFRASTRUCTURE
             self.stop(outcome, "interrupted" if outcome is Outcome.INTERRUPTED else f"infrastructure: {exc}")
             self.discard_in_flight()
-            self.finish()
+            self.finish(final=True)
             raise
 
     def stop(self, outcome: Outcome, why: str) -> None:
+        self.halt.set()
         self.ended, self.record.stopped = outcome, why
 
     def discard_in_flight(self) -> None:
         """The iterations in flight when the run stopped (a --parallel search has several) leave no row
         and no folder; resume redoes them."""
-        for row in [r for r in self.rows if r.status == "not run"]:
-            self.rows.remove(row)
-            clear_folder(step_dir(self.run_dir, row.iteration))
+        with self.lock:
+            for row in [r for r in self.rows if r.status == "not run"]:
+                self.rows.remove(row)
+                clear_folder(step_dir(self.run_dir, row.iteration))
 
     def end(self, row: Row) -> RunRecord:
         """An iteration is over: one progress line, the record saved, and the report written when the last
@@ -270,9 +283,15 @@ class Run:
                              best=self.best.score if self.best else None, metric=self.task.metric_name)
         return self.finish(report=time.monotonic() - self.reported >= REPORT_EVERY)
 
-    def finish(self, report: bool = True) -> RunRecord:
+    def finish(self, report: bool = True, *, final: bool = False) -> RunRecord:
+        """The record saved (and the report drawn); `final`: the last time, after which nothing is written."""
         with self.lock:
-            return self._finish(report)
+            self.open_for(-1)
+            record = self._finish(report)
+            if final:
+                self.closed.set()
+                self.journal.close()
+            return record
 
     def _finish(self, report: bool) -> RunRecord:
         record, best = self.record, self.best
@@ -280,10 +299,11 @@ class Run:
             usage = self.model.usage()
             record.tokens, record.cost_usd = usage["tokens"], usage["cost_usd"]
         record.outcome = self.ended or (Outcome.OK if best else Outcome.AGENT_FAILURE)
+        record.exit_code = record.outcome.exit_code
         record.best_iteration = best.iteration if best else None
         record.best_valid, record.best_test = (best.valid, best.test) if best else (None, None)
         record.best_selection, record.best_score = (best.selection, best.score) if best else (None, None)
-        record.baselines = {"starter": self.baseline, "reference": self.reference}
+        record.baselines = {"starter": self.baseline, "prior": self.prior, "reference": self.reference}
         record.model_errors = self.journal.errors()
         record.best_solution = str(self.run_dir / "best_solution.py") if best else None
         record.submission = str(self.run_dir / self.task.predictions) if best and self.task.predictions else None

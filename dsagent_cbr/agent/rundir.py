@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict, ValidationError
+
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 from dsagent_cbr.harness.plan import Held
@@ -28,11 +30,65 @@ def save_config(run_dir: Path, config: dict[str, Any]) -> None:
     write_json_atomic(run_dir / "config.json", config)
 
 
-def load_config(run_dir: Path) -> dict[str, Any]:
+class SavedSettings(BaseModel):
+    """The settings `cbr develop` writes into config.json. A resume takes back these and nothing else: a
+    key added to the file (base_url, say) would otherwise send the API key wherever it said."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str
+    store: str | None = None
+    bank_dir: str | None = None
+    chroma_url: str | None = None
+    runs_dir: str | None = None
+
+
+class SavedRun(BaseModel):
+    """A run's config.json: a run folder is just files that anyone may have edited, so its shape is checked
+    before anything is taken from it (a command checks its own section, such as `develop`)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    task_dir: str
+    settings: SavedSettings
+    develop: dict[str, Any] | None = None
+
+
+def load_config(run_dir: Path) -> SavedRun:
+    """A run folder's config.json, or one sentence naming it and what is wrong with it."""
     path = run_dir / "config.json"
     if not path.is_file():
         raise CbrError(f"{run_dir} is not a run folder (no config.json).")
-    return json.loads(path.read_text(encoding="utf-8"))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # a decoding error is a ValueError too
+        raise CbrError(f"{path} is not JSON cbr can read ({exc}).") from None
+    if not isinstance(data, dict):
+        kind = json_kind(data)
+        raise CbrError(f"{path} is not a run's config cbr can read (it holds a JSON {kind}, not an object).")
+    try:
+        return SavedRun.model_validate(data)
+    except ValidationError as exc:
+        raise shape_error(path, exc) from None
+
+
+def json_kind(value: object) -> str:
+    """What JSON calls a parsed value's type, for a sentence saying it is the wrong one."""
+    kinds = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object"}
+    return kinds.get(type(value), "null")
+
+
+def unreadable_config(path: Path, where: str, what: str) -> CbrError:
+    return CbrError(f"{path} is not a run's config cbr can read ({where}: {what}).")
+
+
+def shape_error(path: Path, exc: ValidationError, within: str = "") -> CbrError:
+    """The first thing pydantic found wrong with config.json (or its section `within`), as one sentence."""
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in (within, *first["loc"]) if part != "") or "the file"
+    # the value as JSON, cut short: whatever an edited file holds reaches the terminal escaped
+    got = "" if first["type"] == "missing" else f", not {json.dumps(first['input'], default=str)[:60]}"
+    return unreadable_config(path, where, first["msg"][:1].lower() + first["msg"][1:] + got)
 
 
 def step_path(run_dir: Path, iteration: int, attempt: int = 0) -> Path:

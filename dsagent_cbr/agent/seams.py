@@ -6,6 +6,7 @@ can be run in milliseconds."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -67,9 +68,11 @@ class Bank(Protocol):
 
 class Executor(Protocol):
     """Runs a script on the task in `folder` and grades it outside the script's reach; `timeout` (seconds)
-    shortens the run's own time limit (a search near the end of its budget)."""
+    shortens the run's own time limit (a search near the end of its budget). When `cancel` is set while
+    the script runs (its run stopped), the script is killed and errors.Cancelled raised."""
 
-    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None) -> RunResult: ...
+    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None,
+            cancel: threading.Event | None = None) -> RunResult: ...
 
 
 class Progress(Protocol):
@@ -86,7 +89,9 @@ class SandboxExecutor:
     task: Task
     policy: SandboxPolicy
 
-    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None) -> RunResult:
+    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None,
+            cancel: threading.Event | None = None) -> RunResult:
         clear_folder(folder)  # a run cut off mid-flight is redone from scratch
         limit = self.policy.timeout if timeout is None else min(timeout, self.policy.timeout)
-        return run_script(self.task, code, run_dir=folder, policy=self.policy, refit=refit, timeout=limit)
+        return run_script(self.task, code, run_dir=folder, policy=self.policy, refit=refit, timeout=limit,
+                          cancel=cancel)

@@ -31,12 +31,12 @@ from dsagent_cbr.adapter import Adapted, adapt_case
 from dsagent_cbr.agent.candidates import solution_candidates
 from dsagent_cbr.agent.develop import DevelopConfig, open_run
 from dsagent_cbr.agent.record import Refit, Row, RunRecord
-from dsagent_cbr.agent.run import REFIT_VARIABLE, Run, refitted
+from dsagent_cbr.agent.run import REFIT_VARIABLE, Run
 from dsagent_cbr.agent.rundir import publish_outputs, step_dir
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress
 from dsagent_cbr.agent.search_model import MIN_CALL_SECONDS, OUT_OF_TIME, ModelMoves
 from dsagent_cbr.bank.cases import Case
-from dsagent_cbr.errors import OutOfTime
+from dsagent_cbr.errors import Cancelled, OutOfTime
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.harness.plan import hold_out
 from dsagent_cbr.harness.readers import ArtefactError, read_refit_rounds
@@ -45,11 +45,12 @@ from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.search import ensemble, tuning
 from dsagent_cbr.search.clock import Clock
 from dsagent_cbr.search.drafts import general_cases
-from dsagent_cbr.search.parallel import Beside, node_executor, node_pool
+from dsagent_cbr.search.parallel import Beside, Pool, node_executor, node_pool
 from dsagent_cbr.search.policy import MODEL_OPERATORS, MODEL_SLACK, Family, Move, View, choose, model_share
 from dsagent_cbr.tasks.model import Task
 
 MAX_CASES = 20
+DRAIN_SECONDS = 10.0  # a stop waits this long for the nodes in flight to end, their scripts killed
 
 
 def develop_search(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, executor: Executor | None = None,
@@ -69,7 +70,8 @@ def develop_search(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank,
             search.grow()
         best = search.best_single() if search else None
         if best is not None:
-            run.retain(best, search.script(best), f"search node {best.iteration} ({best.step})")
+            with run.stopping():  # a bank server that died since is ours: the record says so, exit 3
+                run.retain(best, search.script(best), f"search node {best.iteration} ({best.step})")
         return run.close()
 
 
@@ -89,29 +91,46 @@ class Search:
 
     def grow(self) -> None:
         """Nodes until the cap, the budget or the policy says stop, --parallel of them at once; each node
-        journaled, so a resumed run replays the tree and goes on from its last node."""
+        journaled, so a resumed run replays the tree and goes on from its last node. A stop (the budget,
+        an interrupt, a failure of ours) cancels the nodes in flight before it goes up."""
         running: dict[Future[None], Row] = {}
-        t, why = 0, ""
         with node_pool(self.config.parallel, self.beside) as pool:
-            while True:
-                while (room := self.room(running)) is not None:
-                    move, why = self.next_move(t + 1, room)
-                    if move is None:  # nothing to start now; with nodes running, perhaps once they end
-                        break
-                    t += 1
-                    row = self.begin(t, move)
-                    by_model = move.operator in MODEL_OPERATORS
-                    submit = pool.beside if by_model and isinstance(pool, Beside) else pool.submit
-                    running[submit(self.node, row, self.model_until() if by_model else math.inf)] = row
-                if not running:
-                    break
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in sorted(done, key=lambda f: running[f].iteration):
-                    future.result()  # the budget, an interrupt or a failure of ours ends the run here
-                    self.ended(running.pop(future))
+            try:
+                t, why = self.nodes(pool, running)
+            except BaseException:
+                self.drain(running)
+                raise
         self.last_ensemble(t + 1)
         self.final_choice()
         self.run.record.stopped = f"{why} after {len(self.run.rows)} node(s)"
+
+    def nodes(self, pool: Pool, running: dict[Future[None], Row]) -> tuple[int, str]:
+        """The loop: start what the policy chooses while there is room, collect what ends. Returns the last
+        node's number and why no more were started."""
+        t, why = 0, ""
+        while True:
+            while (room := self.room(running)) is not None:
+                move, why = self.next_move(t + 1, room)
+                if move is None:  # nothing to start now; with nodes running, perhaps once they end
+                    break
+                t += 1
+                row = self.begin(t, move)
+                by_model = move.operator in MODEL_OPERATORS
+                submit = pool.beside if by_model and isinstance(pool, Beside) else pool.submit
+                running[submit(self.node, row, self.model_until() if by_model else math.inf)] = row
+            if not running:
+                return t, why
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=lambda f: running[f].iteration):
+                future.result()  # the budget, an interrupt or a failure of ours ends the run here
+                self.ended(running.pop(future))
+
+    def drain(self, running: dict[Future[None], Row]) -> None:
+        """A stop: the nodes in flight are cancelled (their scripts killed, Run.halt) and waited for, so that
+        none changes the run once it is recorded; one still waiting on a model after DRAIN_SECONDS can
+        change nothing either (Run.open_for)."""
+        self.run.halt.set()
+        wait(running, timeout=DRAIN_SECONDS)
 
     def room(self, running: dict[Future[None], Row]) -> str | None:
         """The kind of node that may start now (policy.View.room), None when none may: --parallel nodes at
@@ -262,9 +281,11 @@ class Search:
         return next(r for r in self.run.rows if r.iteration == iteration)
 
     def execute(self, t: int, code: str) -> RunResult:
-        """Node t's script, run within what is left of the budget."""
+        """Node t's script, run within what is left of the budget; killed if the run stops meanwhile."""
         with self.cores:  # the limit is worked out once the script has the cores
-            self.results[t] = result = self.run.execute(t, 0, code, timeout=self.clock.limit())
+            self.run.open_for(t, halted=True)
+            result = self.run.execute(t, 0, code, timeout=self.clock.limit(), cancel=self.run.halt)
+            self.results[t] = result
         return result
 
     def script(self, row: Row) -> str:
@@ -274,16 +295,19 @@ class Search:
         """Make node `row` with its operator and run it (in a thread of its own with --parallel); a model's
         node has its calls done by `until`."""
         t, operator = row.iteration, row.operator
-        if operator in MODEL_OPERATORS:
-            assert self.model is not None
-            try:
+        try:
+            if operator in MODEL_OPERATORS:
+                assert self.model is not None
                 self.model.move(operator, row, until)
-            except OutOfTime as exc:  # the budget or the model's share: the node ends, the policy goes on
-                row.status, row.error = OUT_OF_TIME, str(exc)
-        elif operator in ("tune", "ensemble"):
-            (self.tune if operator == "tune" else self.ensemble)(t, row)
-        else:  # the nth draft takes the nth general solution, the nth transplant the nth nearest case
-            self.transplant(t, row, (self.general if operator == "draft" else self.cases)[self.taken(operator, t) - 1])
+            elif operator in ("tune", "ensemble"):
+                (self.tune if operator == "tune" else self.ensemble)(t, row)
+            else:  # the nth draft takes the nth general solution, the nth transplant the nth nearest case
+                case = (self.general if operator == "draft" else self.cases)[self.taken(operator, t) - 1]
+                self.transplant(t, row, case)
+        except OutOfTime as exc:  # the budget or the model's share: the node ends, the policy goes on
+            row.status, row.error = OUT_OF_TIME, str(exc)
+        except Cancelled:  # the run stopped while the node ran: it leaves nothing (Run.discard_in_flight)
+            return
 
     def transplant(self, t: int, row: Row, case: Case) -> None:
         """Draft or transplant: a case fitted to the task by the structural adapter, then run."""
@@ -368,17 +392,18 @@ class Search:
     def refit_blend(self, row: Row) -> Refit:
         """--refit of the selected blend: each member once more on every labelled row (in the sandbox, its
         early-stopped models keeping their stopping points, as a single script's refit does), then their
-        test predictions blended with the weights the search chose."""
+        predictions blended with the weights the search chose, and judged on the selection rows as a
+        single script's refit is (agent/refit.py)."""
         run, held = self.run, self.held
         assert held is not None and row.members
-        ids, members, rounds = ensemble.row_ids(run.task, held)[: held.test_rows], [], []
+        ids, rows, members, rounds = ensemble.row_ids(run.task, held), held.test_rows + held.rows, [], []
         for node in (self.row(i) for i in row.members):
             code = self.script(node)
             if REFIT_VARIABLE not in code:
                 return Refit(status="skipped", why=f"member node {node.iteration} does not read {REFIT_VARIABLE}")
             result = run.execute(node.iteration, 0, code, refit=True, folder=run.run_dir / "refit" / f"node-{node.iteration:02d}")
             workspace = Path(result.workspace)
-            member = ensemble.load(run.task, ids, held.test_rows, node.iteration, workspace, code) if result.ok else None
+            member = ensemble.load(run.task, ids, rows, node.iteration, workspace, code) if result.ok else None
             if member is None:
                 return Refit(status=result.status if not result.ok else "failed", error=f"member node {node.iteration}'s "
                              f"refit: {result.error or 'its predictions could not be read back'}")
@@ -386,8 +411,10 @@ class Search:
             rounds += read_refit_rounds(workspace) or []
         workspace = run.run_dir / "refit" / "exec" / "workspace"
         try:
-            test = ensemble.refit(run.task, ids, members, row.members, workspace)
+            grades = ensemble.refit(run.task, held, ids, members, row.members, workspace)
         except ArtefactError as exc:
             return Refit(status="failed", error=f"the refit members' blend: {exc}")
-        publish_outputs(run.run_dir, run.task, self.script(row), workspace, None)  # given every row
-        return refitted(test, rounds or None)
+        judged = run.judged_refit(row.selection, grades.selection, grades.test, rounds or None)
+        if judged.status == "ok":
+            publish_outputs(run.run_dir, run.task, self.script(row), workspace, held)
+        return judged

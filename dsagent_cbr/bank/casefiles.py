@@ -35,7 +35,7 @@ FOLDER_MODALITIES = {
 class Loaded:
     cases: list[Case] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # one line per file that could not be used
-    skipped: list[str] = field(default_factory=list)  # one line per link met: never followed, never read
+    skipped: list[str] = field(default_factory=list)  # a line per link, pipe, socket or device: never read
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
@@ -98,6 +98,12 @@ def read_text_file(path: Path, follow_links: bool = True) -> str:
         if exc.errno == errno.ELOOP and not follow_links:
             raise ValueError("a symbolic link (import never follows links)") from exc
         raise ValueError(f"unreadable ({exc.strerror or exc})") from exc
+    return _text_of(fd)
+
+
+def _text_of(fd: int) -> str:
+    """The text of the open file `fd` (closed here), checked on the descriptor itself: a regular file,
+    within the size cap, UTF-8, not empty; or ValueError saying why not."""
     with os.fdopen(fd, "rb") as fh:
         try:
             info = os.fstat(fd)
@@ -134,28 +140,116 @@ def insight_from_text(text: str, *, stem: str, modality: str = "", competition: 
                 extra={"origin": origin} if origin else {})
 
 
-def import_files(root: Path) -> tuple[list[Path], list[str]]:
-    """The .txt/.md/.case regular files under `root`, and one line per link met on the way. `root` is the
-    user's own choice and may be a link; a link inside it may point anywhere (/etc/passwd, a key, another
-    user's notes), so it is never followed: neither a linked file nor a linked folder is read."""
+# Below the folder being imported nothing is followed, and what is listed is what is read: each folder is
+# opened without following a link and listed through its descriptor, and each entry opened relative to
+# that descriptor (dir_fd), checked on what was opened. A folder swapped for a link between the listing
+# and the read is refused, not entered: a link may point anywhere (/etc/passwd, a key, another user's notes).
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # NONBLOCK: a FIFO swapped in never hangs us
+MAX_DEPTH = 32  # folders inside the imported one; deeper ones are skipped with a line
+Found = dict[Path, str | ValueError]  # a case file's text, or why it cannot be used
+
+
+class _NotPlain(Exception):
+    """An entry that is a link, a pipe, a socket or a device (or became one after it was listed)."""
+
+    def __init__(self, mode: int) -> None:
+        super().__init__(mode)
+        self.mode = mode
+
+
+_KINDS = ((stat.S_ISFIFO, "a pipe (FIFO)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+          (stat.S_ISBLK, "a device"))
+
+
+def _skip_line(path: Path, mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return f"{path}: a symbolic link; import never follows links"
+    what = next((what for test, what in _KINDS if test(mode)), None)
+    if what is None:  # a file that became a folder, or the reverse, between the listing and the open
+        return f"{path}: changed while being imported; not read"
+    return f"{path}: {what}; import reads regular files only and never opens it"
+
+
+def _open_at(folder_fd: int, name: str, flags: int, wanted: Any) -> int:
+    """A descriptor of `name` in the open folder, if what was opened is of the `wanted` kind
+    (stat.S_ISDIR or stat.S_ISREG); a link is never followed."""
+    try:
+        fd = os.open(name, flags, dir_fd=folder_fd)
+    except OSError as exc:
+        # O_NOFOLLOW refuses a link with ELOOP, or with ENOTDIR beside O_DIRECTORY: say what it is now
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise _NotPlain(os.stat(name, dir_fd=folder_fd, follow_symlinks=False).st_mode) from exc
+        raise
+    mode = os.fstat(fd).st_mode
+    if not wanted(mode):
+        os.close(fd)
+        raise _NotPlain(mode)
+    return fd
+
+
+def import_texts(root: Path) -> tuple[Found, list[str]]:
+    """The text of each .txt/.md/.case regular file under `root` (or why it cannot be used), and one line
+    per entry skipped: a link, a pipe, a socket, a device, an unreadable folder. `root` is the user's own
+    choice and may be a link; nothing below it is followed."""
     if root.is_file():
-        return [root], []
-    files, links = [], []
-    for folder, dirs, names in os.walk(root):  # followlinks=False: a linked folder is listed, not entered
-        here = Path(folder)
-        for name in sorted(dirs + names):
-            path = here / name
-            if path.is_symlink():
-                links.append(f"{path}: a symbolic link; import never follows links")
-            elif name in names and path.suffix.lower() in IMPORT_SUFFIXES and path.is_file():
-                files.append(path)
-    return sorted(files), sorted(links)
+        try:
+            return {root: read_text_file(root)}, []
+        except ValueError as exc:
+            return {root: exc}, []
+    found: Found = {}
+    skipped: list[str] = []
+    try:
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK)  # followed: the user named it
+    except OSError as exc:
+        return found, [f"{root}: not a folder that can be read ({exc.strerror or exc})"]
+    try:
+        _read_folder(fd, root, 0, found, skipped)
+    finally:
+        os.close(fd)
+    return found, skipped
+
+
+def _read_folder(fd: int, here: Path, depth: int, found: Found, skipped: list[str]) -> None:
+    """Read the case files of the open folder `fd` (at `here`) and of the folders under it into `found`."""
+    for name in sorted(os.listdir(fd)):
+        path = here / name
+        try:
+            # lstat first: a pipe or a device is named without being opened at all
+            mode = os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
+            if stat.S_ISDIR(mode) and depth >= MAX_DEPTH:
+                skipped.append(f"{path}: more than {MAX_DEPTH} folders deep; not looked into")
+            elif stat.S_ISDIR(mode):
+                inner = _open_at(fd, name, _DIR_FLAGS, stat.S_ISDIR)
+                try:
+                    _read_folder(inner, path, depth + 1, found, skipped)
+                finally:
+                    os.close(inner)
+            elif not stat.S_ISREG(mode):
+                skipped.append(_skip_line(path, mode))
+            elif path.suffix.lower() in IMPORT_SUFFIXES:
+                found[path] = _read_at(fd, name)
+        except _NotPlain as odd:  # swapped since the listing
+            skipped.append(_skip_line(path, odd.mode))
+        except OSError as exc:  # gone or unreadable since the listing
+            skipped.append(f"{path}: unreadable ({exc.strerror or exc})")
+
+
+def _read_at(folder_fd: int, name: str) -> str | ValueError:
+    """The text of the regular file `name` in the open folder, or why it cannot be used."""
+    try:
+        return _text_of(_open_at(folder_fd, name, _FILE_FLAGS, stat.S_ISREG))
+    except ValueError as exc:
+        return exc
+    except OSError as exc:
+        return ValueError(f"unreadable ({exc.strerror or exc})")
 
 
 def load_import_folder(root: Path, modality: str = "", source_kind: str = "") -> Loaded:
     """Every .txt/.md/.case file under `root` (or `root` itself if it is a file) as an insight case."""
-    files, links = import_files(root)
-    loaded = Loaded(skipped=links)
+    found, skipped = import_texts(root)
+    loaded = Loaded(skipped=sorted(skipped))
+    files = sorted(found)
     if not files:
         loaded.problems.append(f"{root}: no .txt, .md or .case files found")
         return loaded
@@ -164,7 +258,9 @@ def load_import_folder(root: Path, modality: str = "", source_kind: str = "") ->
     for path in files:
         relative = PurePath(base.name) / path.relative_to(base)
         try:
-            text = read_text_file(path, follow_links=path == root)
+            text = found[path]
+            if isinstance(text, ValueError):
+                raise text
             comp = comps[path.stem]
             case = insight_from_text(
                 text, stem=path.stem, modality=modality or modality_from_folders(relative), competition=comp,

@@ -15,6 +15,7 @@ import contextlib
 import re
 import secrets
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -157,8 +158,21 @@ class ServerPlace:
     def where(self, slot: str) -> str:
         return f"{self.url} (collections {slot}-*)"
 
+    @contextlib.contextmanager
+    def _answering(self) -> Iterator[None]:
+        """A server that stops answering mid-run is ours to report (exit 3, the run's record saved), never a
+        traceback of the HTTP client's."""
+        from dsagent_cbr.errors import InfrastructureError
+
+        try:
+            yield
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+            raise InfrastructureError(f"The Chroma server at {self.url} stopped answering: {first}") from exc
+
     def _names(self) -> list[str]:
-        return [c if isinstance(c, str) else c.name for c in self.client.list_collections()]
+        with self._answering():
+            return [c if isinstance(c, str) else c.name for c in self.client.list_collections()]
 
     def slots(self) -> list[str]:
         found = {m.group(1) for n in self._names() if (m := self._pattern.match(n))}
@@ -172,7 +186,8 @@ class ServerPlace:
 
     def current(self) -> str | None:
         if self.POINTER in self._names():
-            meta = self.client.get_collection(self.POINTER).metadata or {}
+            with self._answering():
+                meta = self.client.get_collection(self.POINTER).metadata or {}
             if meta.get("current"):
                 return str(meta["current"])
         return "cbr" if "cbr" in self.slots() else None
@@ -197,8 +212,9 @@ class ServerPlace:
         store.set_meta({"complete": "1"})
 
     def point_to(self, slot: str) -> None:
-        col = self.client.get_or_create_collection(self.POINTER, embedding_function=None)
-        col.modify(metadata={"current": slot})
+        with self._answering():
+            col = self.client.get_or_create_collection(self.POINTER, embedding_function=None)
+            col.modify(metadata={"current": slot})
 
     def discard(self, slot: str) -> None:
         meta = "cbr-bank-meta" if slot == "cbr" else f"{slot}-meta"

@@ -15,7 +15,7 @@ from typing import Any
 
 from dsagent_cbr.tasks.model import Task
 
-TEMPLATE = Path(__file__).with_name("flaml_template.py")
+TEMPLATE = Path(__file__).parents[1] / "untrusted" / "flaml_anchor.py"
 SETTINGS_START, SETTINGS_END = "# --- settings (written by cbr bench) ---", "# --- end of settings ---"
 # our metric -> FLAML's metric searched on (medae has no FLAML name: mae is the nearest it offers)
 FLAML_METRIC = {"accuracy": "accuracy", "auroc": "roc_auc", "logloss": "log_loss", "rmse": "rmse", "mse": "mse",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import os
 import shlex
 import subprocess
@@ -14,6 +15,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from dsagent_cbr.agent.report import PLAIN_TEXT
 from dsagent_cbr.bench.measures import measure
 from dsagent_cbr.config import PROJECT_ROOT
 from dsagent_cbr.files import write_bytes_atomic, write_json_atomic, write_text_atomic
@@ -21,6 +23,8 @@ from dsagent_cbr.files import write_bytes_atomic, write_json_atomic, write_text_
 # What a trial's score depends on besides cbr's commit: an anchor measured again on other releases of these
 # (FLAML's timed search above all) is a different anchor, so the table names them.
 LEARNERS = ("flaml", "lightgbm", "xgboost", "xgboost-cpu", "scikit-learn", "pandas", "numpy", "optuna")
+
+log = logging.getLogger(__name__)
 
 
 def learner_versions() -> dict[str, str]:
@@ -167,16 +171,23 @@ def markdown(report: dict[str, Any], title: str) -> str:
 
 
 def plot(report: dict[str, Any], path: Path, title: str) -> None:
+    """The PNG of normalised score by task and agent. Task and agent names and the command are a user's
+    text: every label is drawn plain (agent/report.py's PLAIN_TEXT: no mathtext, no TeX)."""
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    with matplotlib.rc_context(PLAIN_TEXT):  # read when a text is made, and tick labels are made in savefig
+        write_bytes_atomic(path, _png(report, title))
+
+
+def _png(report: dict[str, Any], title: str) -> bytes:
     import numpy as np
+    from matplotlib.figure import Figure  # not pyplot: no global figure to close, whatever fails
 
     tasks, agents = report["tasks"], [a["agent"] for a in report["agents"]]
     cells = {(c["task"], c["agent"]): c["normalised"] for c in report["cells"] if c["runs"]}
     width = 0.8 / max(len(agents), 1)
-    fig, ax = plt.subplots(figsize=(max(7.0, 0.9 * len(tasks) + 3), 4.8))
+    fig = Figure(figsize=(max(7.0, 0.9 * len(tasks) + 3), 4.8))
+    ax = fig.add_subplot()
     x = np.arange(len(tasks))
     for i, agent in enumerate(agents):
         values = [cells.get((t, agent)) for t in tasks]
@@ -193,8 +204,7 @@ def plot(report: dict[str, Any], path: Path, title: str) -> None:
     fig.tight_layout(rect=(0, 0.03, 1, 1))
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=110)
-    plt.close(fig)
-    write_bytes_atomic(path, png.getvalue())
+    return png.getvalue()
 
 
 def write(report: dict[str, Any], name: str, out_dir: Path) -> list[Path]:
@@ -202,6 +212,14 @@ def write(report: dict[str, Any], name: str, out_dir: Path) -> list[Path]:
     title = f"cbr bench: {name}"
     paths = [out_dir / f"bench-{name}.json", out_dir / f"bench-{name}.md", out_dir / f"bench-{name}.png"]
     write_json_atomic(paths[0], report)
-    write_text_atomic(paths[1], markdown(report, title))
-    plot(report, paths[2], title)
+    text = markdown(report, title)
+    try:
+        plot(report, paths[2], title)
+    # Broad on purpose: matplotlib raises many types (ValueError, RuntimeError, OverflowError, KeyError,
+    # OSError, MemoryError...), and the tables are worth having without their picture.
+    except Exception as exc:
+        log.warning("cbr: the bench figure %s could not be drawn", paths[2], exc_info=True)
+        text += f"\nThe figure could not be drawn ({type(exc).__name__}); the log says why.\n"
+        paths.pop()
+    write_text_atomic(paths[1], text)
     return paths

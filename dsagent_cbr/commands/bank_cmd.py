@@ -1,9 +1,10 @@
-"""`cbr bank build|rebuild|search|add|import|list|show|stats|export|remove`."""
+"""`cbr bank build|rebuild|search|add|import|list|show|stats|export|remove|recheck`."""
 
 from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -287,6 +288,49 @@ def remove(ids: tuple[str, ...], **opts: Any) -> None:
     click.echo(f"removed {len(removed)} case(s)")
     if missing:
         raise CbrError(f"No case with id {', '.join(missing)} in the bank.")
+
+
+@bank.command("recheck")
+@click.argument("tasks", nargs=-1)
+@click.option("--dry-run", is_flag=True, help="Say what would be dropped; drop nothing.")
+@click.option("--tasks-dir", type=click.Path(path_type=Path), default=None,
+              help="Where task names are also looked up (default: the project's tasks/).")
+@store_options
+def recheck_cmd(tasks: tuple[str, ...], dry_run: bool, tasks_dir: Path | None, **opts: Any) -> None:
+    """Grade the retained solutions again and drop those whose selection score does not hold.
+
+    Before the harness gave a sample submission placeholders for the rows it holds back, a script could
+    read their labels there; a solution retained from such a task is run again in the sandbox on its task
+    (TASKS: folders or names, by default every task cbr finds), and dropped with its insight when its
+    score falls. One line per retained solution."""
+    from dsagent_cbr.agent.recheck import recheck
+    from dsagent_cbr.sandbox import SandboxPolicy, require_sandbox
+    from dsagent_cbr.tasks.finding import all_tasks, find_task
+    from dsagent_cbr.tasks.loader import load_task
+
+    recipes = tasks_dir or _settings(opts).tasks_dir
+    require_sandbox(True)
+    if tasks:
+        found = {t.name: t for t in (load_task(find_task(name, recipes), require_data=True) for name in tasks)}
+    else:  # every task cbr finds that can be run (a recipe not prepared cannot judge anything)
+        found = {t.name: t for t in map(_loaded, (f.path for f in all_tasks(recipes))) if t is not None}
+
+    def say(verdict: Any) -> None:
+        click.echo(f"{verdict.case.id}  {verdict.outcome:<11} {verdict.case.task_name}: {verdict.why}")
+
+    with tempfile.TemporaryDirectory(prefix="cbr-recheck-") as folder:
+        verdicts = recheck(_open(opts), found, SandboxPolicy(), Path(folder), dry_run=dry_run, say=say)
+    dropped = sum(v.outcome == "dropped" for v in verdicts)
+    click.echo(f"{len(verdicts)} retained solution(s): {dropped} {'would be ' if dry_run else ''}dropped")
+
+
+def _loaded(path: Path) -> Any:
+    from dsagent_cbr.tasks.loader import TaskError, load_task
+
+    try:
+        return load_task(path, require_data=True)
+    except TaskError:
+        return None
 
 
 def _print_counts(data: dict[str, Any]) -> None:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from dsagent_cbr.commands.options import (
     bank_options,
     budget_seconds,
-    interrupt_on_sigterm,
+    interrupt_once,
     json_option,
     mlflow_option,
     model_option,
+    policy_change,
     policy_from,
     refit_option,
     sandbox_options,
@@ -30,6 +32,7 @@ if TYPE_CHECKING:  # the agent's imports stay lazy: `cbr --help` is instant
     from dsagent_cbr.agent.develop import DevelopConfig
     from dsagent_cbr.agent.record import RunRecord
     from dsagent_cbr.config import Settings
+    from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
     from dsagent_cbr.tasks.model import Task
 
 
@@ -72,7 +75,7 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
             no_cache: bool, refit: bool, no_retain: bool, mlflow_uri: str | None, as_json: bool) -> None:
     """Develop a solution for TASK_DIR with the CBR loop (retrieve, rerank, plan, program, debug, log, retain)."""
     from dsagent_cbr.agent.develop import DevelopConfig
-    from dsagent_cbr.agent.rundir import load_config, new_run_dir, save_config
+    from dsagent_cbr.agent.rundir import new_run_dir, save_config
     from dsagent_cbr.llm.models import settings_model
     from dsagent_cbr.sandbox.bubblewrap import require_sandbox
     from dsagent_cbr.tasks.finding import find_task
@@ -80,20 +83,16 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
 
     flags = {"model": model, "store": store, "bank_dir": bank_dir, "chroma_url": chroma_url, "runs_dir": runs_dir,
              "max_cost": max_cost, "max_tokens": max_tokens, "use_cache": False if no_cache else None}
+    policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
     if resume_dir is not None:
-        saved = load_config(resume_dir)
-        settings = load_settings(**{**saved["settings"], **{k: v for k, v in flags.items() if v is not None}})
-        task = load_task(saved["task_dir"], require_data=True)
-        config = resumed_config(DevelopConfig.from_dict(saved["develop"]), allow_network, no_sandbox)
+        task, config, settings = _resume(resume_dir, flags, policy, address)
         run_dir = resume_dir
-        save_config(run_dir, {**saved, "develop": asdict(config)})  # config.json says what this leg used
     else:
         if task_dir is None:
             raise CbrError("Give a task folder, or --resume RUN_DIR.")
         settings = load_settings(**flags)
         task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
         settings_model(settings)  # a missing key or server stops here, before a run folder exists
-        policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
         seconds = None if budget is None else budget_seconds(budget)
         if (parallel > 1 or address) and budget is None and settings.model != "none":
             raise CbrError("--parallel and --address are the search's: give --budget (or --model none).")
@@ -107,7 +106,7 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
                                            "bank_dir": str(settings.bank_path), "chroma_url": settings.chroma_url,
                                            "runs_dir": str(settings.runs_dir)}})
     require_sandbox(config.sandbox.isolate)
-    interrupt_on_sigterm()
+    interrupt_once()
     try:
         record = run_develop(task, config, run_dir, settings)
     finally:
@@ -124,10 +123,60 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
 NO_CAP = 10_000  # -T with --budget: the budget ends the search
 
 
-def resumed_config(config: DevelopConfig, allow_network: bool, no_sandbox: bool) -> DevelopConfig:
-    """The saved config with the sandbox's weakenings taken from this command line only: a run folder
-    is just files, so its config.json must not be able to turn isolation off or the network on."""
-    config.policy = {**config.policy, "isolate": not no_sandbox, "allow_network": allow_network}
+def resumed_config(config: DevelopConfig, policy: SandboxPolicy, address: str | None = None) -> DevelopConfig:
+    """The saved config with the sandbox's policy taken whole from this command line (or its defaults), and
+    the Ray cluster the scripts run on too: a run folder is just files, so its config.json must not be
+    able to lift a limit, turn isolation off, the network on, or send the scripts to another machine."""
+    config.policy, config.address = asdict(policy), address
+    return config
+
+
+def _resume(run_dir: Path, flags: dict[str, Any], policy: SandboxPolicy,
+            address: str | None) -> tuple[Task, DevelopConfig, Settings]:
+    """An interrupted run's task, config and settings, read back from its folder (checked first: one
+    sentence, exit 2, when a file is not what cbr wrote), with this command's sandbox. config.json then
+    says what this leg uses, and a line on stderr says how that differs from what the run used so far."""
+    from dsagent_cbr.agent.journal import RunJournal
+    from dsagent_cbr.agent.rundir import load_config, save_config
+    from dsagent_cbr.tasks.loader import load_task
+
+    saved = load_config(run_dir)
+    RunJournal(run_dir)  # read once here too: a damaged journal is refused before config.json is rewritten
+    config = resumed_config(saved_develop(saved.develop, run_dir / "config.json"), policy, address)
+    if (saved.develop or {}).get("address") not in (None, address):
+        click.echo(f"resuming {'on --address ' + address if address else 'on this machine'} (the run so far ran "
+                   "its scripts on a Ray cluster: give --address again to keep it)", err=True)
+    given = {k: v for k, v in flags.items() if v is not None}
+    settings = load_settings(**{**saved.settings.model_dump(), **given})
+    task = load_task(saved.task_dir, require_data=True)
+    change = policy_change((saved.develop or {}).get("policy"), policy)
+    if change:
+        click.echo(change, err=True)
+    save_config(run_dir, {"task_dir": saved.task_dir, "develop": asdict(config),
+                          "settings": saved.settings.model_dump()})
+    return task, config, settings
+
+
+def saved_develop(develop: dict[str, Any] | None, path: Path) -> DevelopConfig:
+    """config.json's develop section, checked field by field against DevelopConfig. Its sandbox policy is
+    not read at all: a resume takes every limit from its own command line."""
+    from pydantic import TypeAdapter, ValidationError
+
+    from dsagent_cbr.agent.develop import DevelopConfig
+    from dsagent_cbr.agent.rundir import shape_error, unreadable_config
+
+    if develop is None:
+        raise CbrError(f"{path} is not a develop run's config (it has no develop section).")
+    fields = {k: v for k, v in develop.items() if k != "policy"}
+    try:
+        config = TypeAdapter(DevelopConfig).validate_python(fields)
+    except ValidationError as exc:
+        raise shape_error(path, exc, "develop") from None
+    # the bounds the command line itself keeps (--parallel, --budget), which any config cbr wrote keeps too
+    if config.parallel < 1:
+        raise unreadable_config(path, "develop.parallel", f"{config.parallel}, not at least 1")
+    if config.budget is not None and not (math.isfinite(config.budget) and config.budget > 0):
+        raise unreadable_config(path, "develop.budget", f"{config.budget} seconds, not more than zero")
     return config
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import os
 import secrets
 import signal
 import threading
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
 
@@ -76,19 +78,64 @@ def policy_from(timeout: float, memory: float, disk: float, allow_network: bool,
                          isolate=not no_sandbox)
 
 
+def _setting(name: str, value: Any) -> str:
+    """One limit of a policy as the command line spells it (a flag where there is one)."""
+    if isinstance(value, bool):  # before the numbers: a bool is an int
+        words = {"allow_network": ("--allow-network", "no network"),
+                 "isolate": ("the sandbox", "--no-sandbox"), "cgroups": ("cgroups on", "cgroups off")}
+        on, off = words.get(name, (f"{name} on", f"{name} off"))
+        return on if value else off
+    flag = {"timeout": "--timeout", "memory_mb": "--memory", "disk_mb": "--disk"}.get(name, name)
+    if isinstance(value, (int, float)):
+        return f"{flag} {int(value) if isinstance(value, float) and value.is_integer() else value}"
+    return f"{flag} {json.dumps(value, default=str)[:40]}"  # an edited file's value, escaped for the terminal
+
+
+def _differs(old: Any, new: Any) -> bool:
+    return old != new or isinstance(old, bool) != isinstance(new, bool)  # 1 == True, but not as a limit
+
+
+def policy_change(before: Any, now: SandboxPolicy) -> str | None:
+    """The one line a resume prints when its sandbox differs from the one the run used so far (`before`,
+    its config.json's policy: anything at all, since the file may have been edited), or None."""
+    before = before if isinstance(before, dict) else {}
+    changed = [(name, before[name], value) for name, value in asdict(now).items()
+               if name in before and _differs(before[name], value)]
+    if not changed:
+        return None
+    used = ", ".join(_setting(name, value) for name, _, value in changed)
+    was = ", ".join(_setting(name, old) for name, old, _ in changed)
+    keep = [_setting(name, old) for name, old, _ in changed
+            if isinstance(old, (bool, int, float)) and _setting(name, old).startswith("--")]
+    tail = f"; give {' '.join(keep)} to keep {'it' if len(keep) == 1 else 'them'}" if keep else ""
+    return f"resuming with {used} (the run so far used {was}{tail})"
+
+
 def trial_seed(seed: int | None) -> int:
     """A run's seed: the one given, else a fresh one, so that repeats are independent samples."""
     return seed if seed is not None else secrets.randbelow(2**31)
 
 
-def interrupt_on_sigterm() -> None:
-    """A SIGTERM (a scheduler, `kill`) ends a run the way Ctrl-C does: the summary says interrupted."""
+def interrupt_once() -> None:
+    """Ctrl-C (SIGINT) and SIGTERM (a scheduler, `kill`) end a run alike: the first raises KeyboardInterrupt
+    where cbr is, and the run stops cleanly (its nodes cancelled, its record saved: the summary says
+    interrupted, exit 130). One that comes while it stops is only noted: raised inside the stop's own
+    waits and locks it would break them and leave a record that says the run completed. A third quits at
+    once, the record as it is (the sandboxes die with cbr)."""
+    seen = [0]
 
     def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
+        seen[0] += 1
+        if seen[0] == 1:
+            raise KeyboardInterrupt
+        if seen[0] == 2:
+            os.write(2, b"cbr is stopping: the run's record is being saved (a third interrupt quits at once)\n")
+            return
+        os._exit(130)
 
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, handler)
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, handler)
 
 
 def budget_seconds(budget: str) -> float:

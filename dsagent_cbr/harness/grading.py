@@ -199,7 +199,8 @@ def _positive_indicator(task: Task, y: np.ndarray) -> np.ndarray:
 def _numeric(values: np.ndarray) -> np.ndarray:
     try:
         out = values.astype(float)
-    except (TypeError, ValueError) as exc:
+    # OverflowError: pandas keeps a column of -1 and 10**400 as Python ints, which no float holds
+    except (TypeError, ValueError, OverflowError) as exc:
         raise GradingError(f"predictions are not numeric ({exc})") from exc
     _check_finite(out, "predictions")
     return out

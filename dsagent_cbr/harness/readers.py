@@ -115,23 +115,33 @@ def harvest(source: Path, dest: Path, *, unchanged: dict[str, tuple[int, int]],
             continue
         seen += len(entries)
         if seen > MAX_ENTRIES:
-            left.append(f"{folder or '.'}: more than {MAX_ENTRIES} entries; the rest were not looked at")
+            left.append(f"{_shown(folder) or '.'}: more than {MAX_ENTRIES} entries; the rest were not "
+                        "looked at")
             break
         for entry in entries:
             relative = os.path.join(folder, entry.name)
-            info = entry.stat(follow_symlinks=False)
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:  # gone, or a name the filesystem will not look up
+                continue
             if stat.S_ISDIR(info.st_mode):
                 stack.append(relative)
             elif not stat.S_ISREG(info.st_mode):
-                left.append(f"{relative}: not a regular file")
+                left.append(f"{_shown(relative)}: not a regular file")
             elif unchanged.get(relative) != (info.st_size, info.st_mtime_ns):
                 files += 1
                 if files > MAX_FILES or budget <= 0:
-                    left.append(f"{relative}: past the harvest's bounds")
+                    left.append(f"{_shown(relative)}: past the harvest's bounds")
                     continue
                 with contextlib.suppress(OSError, ArtefactError):
                     budget -= _copy_file(source, relative, dest, budget)
     return left
+
+
+def _shown(relative: str) -> str:
+    """A file name as text that can be written out: a name that is not UTF-8 comes from os.scandir with
+    lone surrogates, which no UTF-8 file takes."""
+    return os.fsencode(relative).decode("utf-8", errors="replace")
 
 
 def read_text(path: Path, limit: int) -> str:
@@ -154,12 +164,19 @@ def read_text(path: Path, limit: int) -> str:
 
 
 def csv_columns(raw: bytes, name: str) -> list[str]:
-    """The header of a CSV, read by itself (a header line over HEADER_BYTES is an error)."""
+    """The header of a CSV, read by itself: its first line, up to the first \\n. A line over HEADER_BYTES is
+    an error, and so is one the csv module cannot split strictly (a bare \\r inside it, a quote left open
+    at its end, text after a closing quote): pandas may read another header from such a line."""
     end = raw.find(b"\n", 0, HEADER_BYTES + 1)
     if end < 0 and len(raw) > HEADER_BYTES:
         raise ArtefactError(f"{name}'s first line is over {HEADER_BYTES // 1024} kB: not a CSV header")
-    line = raw[: end if end >= 0 else len(raw)].decode("utf-8", errors="replace")
-    return next(csv.reader([line]), [])
+    # utf-8-sig: a leading byte-order mark is no part of the first column's name (pandas drops it too)
+    line = raw[: end if end >= 0 else len(raw)].decode("utf-8-sig", errors="replace")
+    try:
+        return next(csv.reader([line], strict=True), [])
+    except csv.Error as exc:  # the above, or a field over csv's size limit
+        why = "a bare \\r inside it: lines must end in \\n or \\r\\n" if "\r" in line else _first_line(exc)
+        raise ArtefactError(f"{name}'s header line cannot be read as CSV ({why})") from exc
 
 
 def read_csv(raw: bytes, name: str, *, wanted: list[str], max_rows: int, max_columns: int,
@@ -181,7 +198,9 @@ def read_csv(raw: bytes, name: str, *, wanted: list[str], max_rows: int, max_col
             chunks.append(chunk)
             if time.monotonic() > deadline:
                 raise ArtefactError(f"{name} took over {seconds:g} s to parse")
-    except (ValueError, pd.errors.ParserError, UnicodeDecodeError) as exc:
+    # ParserError and UnicodeDecodeError are ValueErrors, named for the reader; OverflowError: an integer
+    # column with a value past uint64 ("int too large to convert to float")
+    except (ValueError, pd.errors.ParserError, UnicodeDecodeError, OverflowError) as exc:
         raise ArtefactError(f"{name} is not a readable CSV ({_first_line(exc)})") from exc
     frame = pd.concat(chunks, ignore_index=True) if chunks else pd.DataFrame(columns=wanted)
     if len(frame) > max_rows:
@@ -189,9 +208,42 @@ def read_csv(raw: bytes, name: str, *, wanted: list[str], max_rows: int, max_col
     return frame
 
 
+NPY_KINDS = "biufSU"  # predictions are numbers or labels: no objects, records, raw bytes, dates or complex
+
+
 def read_npy(raw: bytes, name: str, *, max_items: int) -> np.ndarray:
-    """An .npy array whose header has been checked first: no objects, at most `max_items` values, and
-    exactly the bytes the header promises (so the array never costs more than the file)."""
+    """An .npy array whose header has been checked first: numbers or strings only, not a lone value, at
+    most `max_items` values, and exactly the bytes the header promises (so the array never costs more
+    than the file); its text, if any, is Unicode (else printing or writing it would raise)."""
+    import numpy as np
+
+    shape, fortran, dtype, offset = _npy_header(raw, name)
+    if dtype.kind not in NPY_KINDS or dtype.itemsize == 0:
+        raise ArtefactError(f"{name} holds Python objects, records or empty values, not numbers or strings")
+    if not shape or any(n < 0 for n in shape):
+        raise ArtefactError(f"{name} has shape {shape}: not an array of rows")
+    items = math.prod(shape)
+    if items > max_items:
+        raise ArtefactError(f"{name} claims {items} values; at most {max_items} are expected")
+    if len(raw) - offset != items * dtype.itemsize:
+        raise ArtefactError(f"{name}'s header claims {items} values of {dtype.itemsize} bytes, not what it "
+                            "holds")
+    flat = np.frombuffer(raw, dtype=dtype, count=items, offset=offset)
+    if dtype.kind == "U":
+        codes = flat.view(np.dtype("u4").newbyteorder(dtype.byteorder))
+        if ((codes > 0x10FFFF) | ((codes >= 0xD800) & (codes <= 0xDFFF))).any():
+            raise ArtefactError(f"{name} holds text with characters that are not Unicode")
+    try:
+        return flat.reshape(shape, order="F" if fortran else "C").copy()
+    except ValueError as exc:  # "maximum supported dimension": a zero-size array with an absurd shape
+        why = _first_line(exc)
+        raise ArtefactError(f"{name} has shape {shape}, which numpy cannot make ({why})") from exc
+
+
+def _npy_header(raw: bytes, name: str) -> tuple[tuple[int, ...], bool, np.dtype, int]:
+    """The shape, order and dtype an .npy header states, and where its data starts."""
+    import tokenize
+
     import numpy as np
 
     fp = io.BytesIO(raw)
@@ -203,17 +255,14 @@ def read_npy(raw: bytes, name: str, *, max_items: int) -> np.ndarray:
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
         else:
             raise ArtefactError(f"{name} is an .npy file of version {version}, which cbr does not read")
-    except (ValueError, OSError, EOFError, SyntaxError) as exc:
+    # numpy parses the header (at most 10 kB) with ast.literal_eval, then, for a Python 2 header, with
+    # tokenize, and builds a dtype from whatever the descr holds; each raises in its own way: TypeError for
+    # {[1]: 2}, IndexError for a 1-tuple descr, TokenError for "[[[", RecursionError for "1+1+...+1" and
+    # MemoryError (the parser's stack, not the host's memory) for 9000 unary minuses
+    except (ValueError, OSError, EOFError, SyntaxError, TypeError, IndexError, tokenize.TokenError,
+            RecursionError, MemoryError) as exc:
         raise ArtefactError(f"{name} is not a readable .npy array ({_first_line(exc)})") from exc
-    items = math.prod(shape)
-    if dtype.hasobject or dtype.itemsize == 0:
-        raise ArtefactError(f"{name} holds Python objects or empty values, not numbers or strings")
-    if items > max_items:
-        raise ArtefactError(f"{name} claims {items} values; at most {max_items} are expected")
-    if len(raw) - fp.tell() != items * dtype.itemsize:
-        raise ArtefactError(f"{name}'s header claims {items} values of {dtype.itemsize} bytes, not what it holds")
-    flat = np.frombuffer(raw, dtype=dtype, count=items, offset=fp.tell())
-    return flat.reshape(shape, order="F" if fortran else "C").copy()
+    return tuple(int(n) for n in shape), fortran, dtype, fp.tell()  # int(): numpy lets True be a length
 
 
 def read_json(raw: bytes, name: str, schema: Any) -> Any:

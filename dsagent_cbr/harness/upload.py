@@ -7,19 +7,33 @@ import io
 
 import numpy as np
 
+from dsagent_cbr.harness.grading import EXTRA_COLUMNS, prediction_columns
 from dsagent_cbr.harness.plan import Held, id_key
+from dsagent_cbr.harness.readers import ArtefactError, csv_columns, read_npy
 from dsagent_cbr.tasks.model import Task
 
 
 def test_rows_only(task: Task, held: Held, raw: bytes) -> bytes:
-    """The predictions file `raw` with the held rows' predictions taken out."""
+    """The predictions file `raw` with the held rows' predictions taken out. It was graded, but it is
+    parsed here as the untrusted file it is: one that does not parse is an ArtefactError."""
+    assert task.predictions
     if task.data_format == "npy":
         buffer = io.BytesIO()
-        np.save(buffer, np.load(io.BytesIO(raw), allow_pickle=False)[: held.test_rows], allow_pickle=False)
+        array = read_npy(raw, task.predictions, max_items=len(raw))
+        np.save(buffer, array[: held.test_rows], allow_pickle=False)
         return buffer.getvalue()
     import pandas as pd
 
     assert task.id_column
-    frame = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, na_filter=False)
+    columns, most = csv_columns(raw, task.predictions), len(prediction_columns(task)) + 1 + EXTRA_COLUMNS
+    if len(columns) > most:  # the grader's bound: a header of thousands of columns is not parsed
+        raise ArtefactError(f"{task.predictions} has {len(columns)} columns; at most {most} are expected")
+    try:  # the header's columns by position: cells past them are dropped, as the grader's reading drops them
+        frame = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, na_filter=False,
+                            usecols=list(range(len(columns))))
+    except ValueError as exc:  # ParserError, UnicodeDecodeError (all text: nothing overflows)
+        raise ArtefactError(f"{task.predictions} is not a readable CSV ({type(exc).__name__})") from exc
+    if task.id_column not in frame.columns:  # as pandas reads the header (it cuts a name at a NUL byte)
+        raise ArtefactError(f"{task.predictions} has no column {task.id_column}")
     chosen = frame[task.id_column].map(id_key).isin(set(held.ids))
     return frame[~chosen].to_csv(index=False).encode("utf-8")

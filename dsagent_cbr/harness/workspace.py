@@ -137,15 +137,31 @@ def _csv_files(task: Task, held: Held, refit: bool) -> dict[str, pd.DataFrame]:
     features = set(train.columns) - targets
     files = {task.train_file: training_rows(train, held, refit), task.test_file: then_held(test, rows, features)}
     originals = set(map(id_key, train[idc].iloc[list(held.positions)]))
-    for name in task.public_files:
-        if name in files or not name.lower().endswith(".csv") or idc not in _header(task.public_dir / name):
-            continue
+    lists = id_lists(task)
+    for name in _files_with_ids(task):
         frame = read_text_csv(task.public_dir / name)
-        if _lists(frame[idc], test[idc]):  # a sample submission: the held rows are listed, their values are not
+        if name in lists:  # a sample submission: the held rows are listed, their values are not
             files[name] = then_held(frame, rows, {idc})
         elif targets & set(frame.columns):  # it labels rows by id: the held rows' go
             files[name] = frame[~frame[idc].map(id_key).isin(originals)]
     return files
+
+
+def _files_with_ids(task: Task) -> list[str]:
+    """The public csv files, besides the training and test files, whose header holds the id column."""
+    skip = {task.train_file, task.test_file}
+    return [n for n in task.public_files if n not in skip and n.lower().endswith(".csv")
+            and task.id_column in _header(task.public_dir / n)]
+
+
+def id_lists(task: Task) -> list[str]:
+    """The public csv files that list the test rows' ids, each once, besides the test file: a sample
+    submission. The held rows are listed in them too, with the file's own placeholder values."""
+    if task.data_format != "csv" or not (task.test_file and task.id_column):
+        return []
+    test_ids = read_text_csv(task.public_dir / task.test_file)[task.id_column]
+    return [n for n in _files_with_ids(task)
+            if _lists(read_text_csv(task.public_dir / n)[task.id_column], test_ids)]
 
 
 def _header(path: Path) -> list[str]:

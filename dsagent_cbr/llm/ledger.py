@@ -3,13 +3,12 @@ run folder. The ledger also enforces the run's budget in dollars and tokens."""
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict
 
-from dsagent_cbr.errors import BudgetExceeded
+from dsagent_cbr.errors import BudgetExceeded, CbrError
 from dsagent_cbr.files import append_lines, json_line, whole_lines
 
 __all__ = ["BudgetExceeded", "CallRecord", "Ledger", "Usage"]
@@ -35,14 +34,27 @@ class CallRecord:
     time: float = 0.0
 
 
+def _call(path: Path, number: int, line: str) -> CallRecord:
+    """One ledger line as a CallRecord; a damaged one is refused in a sentence, not skipped: a budget in
+    dollars must not forget what was spent."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return TypeAdapter(CallRecord).validate_json(line)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the line"
+        raise CbrError(f"The ledger {path} is damaged at line {number} ({where}: {first['msg']}).") from None
+
+
 class Ledger:
     def __init__(self, path: Path | None = None, max_cost: float | None = None, max_tokens: int | None = None):
         self.path, self.max_cost, self.max_tokens = path, max_cost, max_tokens
         self.records: list[CallRecord] = []
         if path is not None and path.is_file():  # a resumed run keeps counting from where it was
-            for _, _, line in whole_lines(path):  # a line torn by a kill was never counted: skip it
+            for number, _, line in whole_lines(path):  # a line torn by a kill was never counted: skip it
                 if line.strip():
-                    self.records.append(CallRecord(**json.loads(line)))
+                    self.records.append(_call(path, number, line))
 
     @property
     def total_cost(self) -> float:

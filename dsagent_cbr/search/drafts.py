@@ -1,5 +1,5 @@
 """The search's *drafts* without a model: cbr's general solutions for the task's kind of data, as cases
-the structural adapter fits to the task like any other (solutions/general_*.py). Each kind of data gets
+the structural adapter fits to the task like any other (untrusted/general_*.py). Each kind of data gets
 two that learn differently, so that the search's ensemble has members that err differently, not only
 tuned copies of one model: a table the same features learnt by LightGBM and by XGBoost (whose binning, leaf
 sizes and regularisation differ); text a linear model over word and character n-grams, then for classes
@@ -78,7 +78,7 @@ def general_cases(task: Task) -> list[Case]:
     for kinds of data they do not cover."""
     if task.modality not in _MODALITIES:
         return []
-    base = resources.files("dsagent_cbr.search.solutions").joinpath(f"general_{task.modality}.py").read_text(
+    base = resources.files("dsagent_cbr.untrusted").joinpath(f"general_{task.modality}.py").read_text(
         encoding="utf-8")
     # a multi-label task is learnt one label at a time (the adapter fits one model per label column)
     task_type = "binary-classification" if task.task_type == "multilabel-classification" else task.task_type

@@ -6,7 +6,7 @@ two halves (seeded); on each half, greedy forward selection with replacement (Ca
 picks members and weights from the nodes best on that half; each half's rows are then predicted with
 the weights the *other* half chose. The ensemble's selection score is graded on these cross-fitted
 predictions, so no row judges weights it chose, and the score is on the same rows as a single node's.
-The test rows take the mean of the two halves' weights. The node's script (solutions/blend.py) runs
+The test rows take the mean of the two halves' weights. The node's script (untrusted/blend.py) runs
 its members and blends them with those weights: what a user re-runs is what was graded.
 
 Labels (accuracy) are blended by the members' class probabilities where every member wrote them (an
@@ -31,8 +31,8 @@ from dsagent_cbr.files import write_bytes_atomic
 from dsagent_cbr.harness.grading import EXTRA_COLUMNS, Grades, grade, prediction_columns, score_selection
 from dsagent_cbr.harness.plan import Held, id_key
 from dsagent_cbr.harness.readers import ArtefactError, csv_columns, read_bytes, read_csv, read_npy
-from dsagent_cbr.search.solutions.blend import blend
 from dsagent_cbr.tasks.model import Task
+from dsagent_cbr.untrusted.blend import blend
 
 ROUNDS = 10  # greedy steps: the weights are multiples of 1/ROUNDS
 POOL = 8  # candidates on each half: the nodes best on it
@@ -88,27 +88,30 @@ def load(task: Task, ids: list[str], rows: int, iteration: int, workspace: Path,
         return None
     values = frame.loc[order, columns].to_numpy()
     if task.metric.name != "accuracy":
-        return Member(iteration, code, values.astype(float))
+        try:
+            return Member(iteration, code, values.astype(float))
+        except (TypeError, ValueError, OverflowError):  # not numbers (as floats): the grader refuses them
+            return None
     scores, classes = class_scores(workspace, frame, columns)
     return Member(iteration, code, values, None if scores is None else scores[frame.index.get_indexer(order)], classes)
 
 
 def class_scores(workspace: Path, frame, columns: list[str]) -> tuple[np.ndarray | None, tuple[str, ...]]:
-    """The class probabilities an adapted node wrote beside its labels (adapter/shim.py), in the rows of
+    """The class probabilities an adapted node wrote beside its labels (untrusted/adapter_shim.py), in the rows of
     its predictions `frame`; none when it wrote none, they do not parse as probabilities, or their best
     classes disagree with its labels (then the rows may not be the submission's)."""
-    from dsagent_cbr.adapter.shim import CBR_CLASS_SCORES
+    from dsagent_cbr.untrusted.adapter_shim import CBR_CLASS_SCORES
 
     if len(columns) != 1:
         return None, ()
     try:
         raw = read_bytes(workspace, CBR_CLASS_SCORES)
         header = csv_columns(raw, CBR_CLASS_SCORES)
-        if not 2 <= len(header) <= MAX_CLASSES:
+        if not 2 <= len(header) <= MAX_CLASSES or len(set(header)) < len(header):  # a class named twice
             return None, ()
         scores = read_csv(raw, CBR_CLASS_SCORES, wanted=header, max_rows=len(frame),
                           max_columns=len(header)).to_numpy(dtype=float)
-    except (ArtefactError, ValueError):
+    except (ArtefactError, TypeError, ValueError, OverflowError):  # cells that are not numbers (as floats)
         return None, ()
     labels = frame[columns[0]].astype(str).to_numpy()
     if len(scores) != len(frame) or not np.isfinite(scores).all() or (scores < 0).any() or (scores.sum(axis=1) <= 0).any():
@@ -154,7 +157,7 @@ def _cross_fitted(members: list[Member], held: Held, halves: list[np.ndarray], w
 def combine(members: list[Member], weights: np.ndarray, rows: np.ndarray, vote: bool) -> np.ndarray:
     """The members' blend in `rows` (positions in their arrays). Labels are voted on, unless every member
     wrote class probabilities for the same classes: then the class with the highest weighted mean
-    probability, which also counts how sure each member is (solutions/blend.py's blend)."""
+    probability, which also counts how sure each member is (untrusted/blend.py's blend)."""
     used = np.flatnonzero(weights)
     members, weights = [members[i] for i in used], np.asarray(weights)[used]
     scores = [m.scores[rows] for m in members if m.scores is not None] if soft(members, vote) else None
@@ -211,13 +214,16 @@ def _rank(score: float | None, direction: str) -> float:
     return -score if direction == "maximize" else score
 
 
-def refit(task: Task, ids: list[str], members: list[Member], weights: dict[int, float], workspace: Path) -> float | None:
-    """--refit of a blend: its members refit on every labelled row predicted the test rows (`members`,
-    rows `ids`); their blend with the weights the search chose is written into `workspace` as the
-    task's predictions. Returns its test score (None for a task without answers): it is only reported."""
-    _write(task, ids, combine(members, np.array([weights[m.iteration] for m in members]), np.arange(len(ids)),
+def refit(task: Task, held: Held, ids: list[str], members: list[Member], weights: dict[int, float],
+          workspace: Path) -> Grades:
+    """--refit of a blend: its members, refit on every labelled row, predicted the test rows and the
+    selection rows (`members`, rows `ids`, or by position for npy); their blend with the weights the
+    search chose is written into `workspace` as the task's predictions and graded: its test score is only
+    reported, its selection score (on rows the members learned) only checks the refit."""
+    rows = np.arange(held.test_rows + held.rows)
+    _write(task, ids, combine(members, np.array([weights[m.iteration] for m in members]), rows,
                               task.metric.name == "accuracy"), workspace)
-    return grade(task, workspace).test
+    return grade(task, workspace, held)
 
 
 def _write(task: Task, ids: list[str], values: np.ndarray, workspace: Path) -> None:
@@ -239,14 +245,14 @@ def _write(task: Task, ids: list[str], values: np.ndarray, workspace: Path) -> N
 
 
 def script(task: Task, members: list[Member], weights: dict[int, float]) -> str:
-    """solutions/blend.py with its plan and members filled in."""
+    """untrusted/blend.py with its plan and members filled in."""
     used = [m for m in members if m.iteration in weights]
     vote = task.metric.name == "accuracy"
     plan = {"predictions": task.predictions, "id": task.id_column, "columns": prediction_columns(task)
             if task.data_format == "csv" else [], "vote": vote,
             "weights": [weights[m.iteration] for m in used],
             "classes": list(used[0].classes) if soft(used, vote) else None}
-    text = resources.files("dsagent_cbr.search.solutions").joinpath("blend.py").read_text(encoding="utf-8")
+    text = resources.files("dsagent_cbr.untrusted").joinpath("blend.py").read_text(encoding="utf-8")
     text = text.replace('PLAN = {"predictions": "submission.csv", "id": None, "columns": [], "vote": False, '
                         '"weights": [], "classes": None}', f"PLAN = {plan!r}", 1)
     return text.replace("MEMBERS = []", "MEMBERS = " + repr([m.code for m in used]), 1)

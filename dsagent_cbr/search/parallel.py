@@ -24,11 +24,14 @@ from typing import Any, Protocol, TypeVar
 
 from dsagent_cbr.agent.seams import Executor, SandboxExecutor
 from dsagent_cbr.cores import ENV as CORES_ENV
+from dsagent_cbr.errors import Cancelled
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.tasks.model import Task
 
 T = TypeVar("T")
+CANCEL_POLL = 0.2  # seconds between two looks at a Ray-run script and at its run's cancel event
+CANCEL_WAIT = 5.0  # seconds a cancelled script's worker is given to die
 
 
 class Pool(Protocol):
@@ -90,8 +93,19 @@ class RayExecutor:
     def __post_init__(self) -> None:
         self._remote = self.ray.remote(num_cpus=self.cores, max_retries=0)(_run_node)
 
-    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None) -> RunResult:
-        return self.ray.get(self._remote.remote(self.inner, code, str(folder), refit, timeout, self.cores))
+    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None,
+            cancel: threading.Event | None = None) -> RunResult:
+        """The script as a Ray task; when `cancel` is set meanwhile, the task's worker is killed (its sandbox
+        dies with it) and Cancelled raised."""
+        ref = self._remote.remote(self.inner, code, str(folder), refit, timeout, self.cores)
+        while not self.ray.wait([ref], timeout=CANCEL_POLL)[0]:
+            if cancel is not None and cancel.is_set():
+                self.ray.cancel(ref, force=True)
+                # until its worker is gone: what it mounted is then a dead process's, which the discard
+                # of the node's folder unmounts (sandbox/scratch.py)
+                self.ray.wait([ref], timeout=CANCEL_WAIT)
+                raise Cancelled("the run stopped while this script ran")
+        return self.ray.get(ref)
 
 
 @contextmanager

@@ -19,6 +19,7 @@ from dsagent_cbr.tasks.infer import (
     METRICS_FOR,
     NewTaskError,
     NewTaskReport,
+    check_finite_target,
     check_metric,
     check_unique,
     default_metric,
@@ -236,6 +237,7 @@ def _infer_columns(train: Any, test: Any, sample: Any, req: NewTaskRequest,
     for t in targets:
         if train[t].isna().all():
             raise NewTaskError(f"The target column {t!r} is missing in every row of train.csv.")
+    check_finite_target(train, targets, req.train.name)
     unlabelled = train[targets].isna().any(axis=1)
     if unlabelled.any():
         train = train[~unlabelled].reset_index(drop=True)

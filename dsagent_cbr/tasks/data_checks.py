@@ -4,11 +4,17 @@ rows, UTF-16 text, an array that needs pickle) becomes one problem line naming t
 
 Cheap for big files: the first MB of a CSV is checked for its encoding, and at most datacard.MAX_ROWS
 rows are parsed, the rows the data card parses itself (strictly, as UTF-8); arrays are opened
-memory-mapped, so only their headers are read."""
+memory-mapped, so only their headers are read.
+
+A public entry that is not a regular file or a folder of them (a link, a pipe, a socket, a device) is
+named too, as the workspace builder would refuse it mid-start: it is looked at with lstat only, never
+opened, since opening a pipe blocks."""
 
 from __future__ import annotations
 
 import codecs
+import os
+import stat
 from pathlib import Path
 
 from dsagent_cbr.tasks.datacard import MAX_ROWS
@@ -23,8 +29,10 @@ _AS_UTF8 = "save it as UTF-8"
 
 def data_problems(task: Task) -> list[str]:
     """One line per public file develop, deploy or run would trip on; empty when all is well."""
-    files = [f for f in task.public_files if (task.public_dir / f).is_file()]
-    problems: list[str] = []
+    odd = {name: why for name in task.public_files if (why := entry_problem(task.public_dir / name))}
+    problems = [f"{task.public_dir / name}: {why}" for name, why in odd.items()]
+    # Links are all in `odd`, so is_file() follows none here; a folder's own files are not parsed.
+    files = [f for f in task.public_files if f not in odd and (task.public_dir / f).is_file()]
     headers: dict[str, list[str]] = {}
     for name in (f for f in files if f.lower().endswith(".csv")):
         path = task.public_dir / name
@@ -37,6 +45,50 @@ def data_problems(task: Task) -> list[str]:
         problems += _column_problems(task, headers)
     problems += array_problems(task.public_dir, [f for f in files if f.lower().endswith(".npy")])
     return problems
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISLNK(mode):
+        return "a link"
+    if stat.S_ISFIFO(mode):
+        return "a pipe (FIFO)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a regular file"
+
+
+_REGULAR = "a task's public data must be regular files and folders of them"
+
+
+def entry_problem(path: Path) -> str | None:
+    """Why a public entry cannot be copied into a workspace, or None: it is a link (which could lead out
+    of the task), a pipe (which would block the run), a socket or a device, or a folder holding one."""
+    try:
+        mode = os.lstat(path).st_mode
+        if stat.S_ISDIR(mode):
+            inner = _odd_inside(path)
+            return f"a folder holding {_kind(inner[1])} ({inner[0]}); {_REGULAR}" if inner else None
+    except OSError as exc:
+        return f"cannot be looked at ({exc.strerror or exc})"
+    return None if stat.S_ISREG(mode) else f"{_kind(mode)}; {_REGULAR}"
+
+
+def _odd_inside(folder: Path) -> tuple[Path, int] | None:
+    """The first entry under `folder` that is neither a folder nor a regular file, with its mode."""
+    stack = [folder]
+    while stack:
+        here = stack.pop()
+        with os.scandir(here) as entries:
+            names = sorted(entry.name for entry in entries)
+        for name in names:
+            mode = os.lstat(here / name).st_mode
+            if stat.S_ISDIR(mode):
+                stack.append(here / name)
+            elif not stat.S_ISREG(mode):
+                return (here / name).relative_to(folder), mode
+    return None
 
 
 def _one_line(exc: BaseException, limit: int = 200) -> str:

@@ -59,6 +59,18 @@ def _integral(values: Any) -> bool:
     return bool(np.all(np.isfinite(v)) and np.all(v == np.round(v)))
 
 
+def check_finite_target(train: Any, targets: list[str], where: str) -> None:
+    """A numeric target holds no inf or -inf (pandas reads a number past float64's range, like 1e999, as
+    inf): no metric can score a prediction of it, and the task would be made only to fail its runs."""
+    import numpy as np
+
+    for t in (t for t in targets if is_number(train[t])):
+        infinite = int(np.isinf(train[t].to_numpy(dtype=float, na_value=np.nan)).sum())
+        if infinite:
+            raise NewTaskError(f"The target column {t!r} of {where} holds {infinite:,} infinite value(s) (inf, "
+                               "-inf, or a number too large for float64 such as 1e999); a target must be finite.")
+
+
 def _is_label_like(value: Any, labels: set[str]) -> bool:
     return str(value) in labels
 

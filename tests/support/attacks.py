@@ -18,6 +18,7 @@ SECRET = "sk-cbr-attack-canary-7f3a"
 MARKER = f"cbr-attack-marker-{os.getpid()}"
 SUCCESS = "ATTACK SUCCEEDED"
 MEMORY_MB, DISK_MB = 200, 200
+KAGGLE_TASK = "kaggle-sample-regression"  # a Kaggle folder made a task: its sample submission lists the test ids
 
 STEAL = f"""
 import os, shutil, sys
@@ -367,11 +368,47 @@ def limit_attacks() -> dict[str, Attack]:
     }
 
 
+def harness_attacks() -> dict[str, Attack]:
+    """The third round: what the harness builds for a script, reads from it and decides about it."""
+    return {
+        "sample-submission-labels": Attack(_d(f"""
+            import shutil
+            import pandas as pd
+            sample = pd.read_csv("sample_submission.csv")
+            if sample["price"].nunique() > 1:  # the task's own sample guesses one value: the rest are labels
+                print("{SUCCESS}: the sample submission holds the held rows' labels")
+            shutil.copy("sample_submission.csv", "submission.csv")
+        """), frozenset({"ok"}), task=KAGGLE_TASK, in_develop=False),
+        "bare-cr-in-submission-header": Attack(_d("""
+            import pandas as pd
+            test = pd.read_csv("test.csv")
+            frame = pd.DataFrame({"id": test["id"], "compressive_strength": 30.0})
+            frame.to_csv("submission.csv", index=False, lineterminator="\\r")
+            print("Validation rmse: 1.0")
+        """), frozenset({"grading_error"})),
+        "bare-cr-in-class-scores": Attack(ZEROS + _d("""
+            with open("cbr_class_scores.csv", "w", newline="") as fh:
+                fh.write("low\\rhigh,mid\\r0.5,0.5\\r")
+            print("Validation rmse: 9.5")
+        """), frozenset({"ok"}), in_develop=False),
+        "says-bwrap-failed": Attack(_d("""
+            import sys
+            sys.stderr.write("bwrap: Creating new namespace failed: Operation not permitted\\n")
+            sys.exit(1)
+        """), frozenset({"error"})),
+        "says-setpriv-failed": Attack(_d("""
+            import sys
+            sys.stderr.write("setpriv: setresuid failed: Operation not permitted\\n")
+            sys.exit(1)
+        """), frozenset({"error"})),
+    }
+
+
 def attacks(w: dict) -> dict[str, Attack]:
     """Every attack. `w` (the world) holds: answers, other (another task's answers), task_root, home,
     bank_dir, port (a listener's)."""
     return {**original_attacks(w), **host_attacks(), **package_attacks(w), **artefact_attacks(),
-            **limit_attacks()}
+            **limit_attacks(), **harness_attacks()}
 
 
 def honest() -> dict[str, Attack]:

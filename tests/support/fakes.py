@@ -4,6 +4,7 @@ them a whole develop, search or deploy run takes milliseconds; the real parts ar
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -70,7 +71,8 @@ class FakeExecutor:
     timeouts: list[float | None] = field(default_factory=list)
     predictions: Callable[[str, Path], None] | None = None  # writes a graded script's predictions file
 
-    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None) -> RunResult:
+    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None,
+            cancel: threading.Event | None = None) -> RunResult:
         self.runs.append((code, refit))
         self.timeouts.append(timeout)
         grade = next((g for marker, g in self.grades.items() if marker in code), Graded("error", error="NameError: x"))

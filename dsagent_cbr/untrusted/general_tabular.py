@@ -1,4 +1,5 @@
-"""cbr's general solution for a table: gradient boosting over every column, each in the form it holds
+"""Runs untrusted, inside the sandbox, adapted into a task's starter as the search's first draft.
+cbr's general solution for a table: gradient boosting over every column, each in the form it holds
 information in: numbers as they are, dates as their parts, categoricals as categories, free text as
 TF-IDF features beside the table. The search drafts it first so that it never ends below a default
 gradient-boosting model; the adapter fits it to the task like any case. `cbr` writes the classifier

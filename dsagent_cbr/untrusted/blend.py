@@ -1,4 +1,5 @@
-"""cbr's ensemble of search nodes, as a script a user can run again: each member script runs in turn in
+"""Runs untrusted, inside the sandbox, as a search node's script (and its blend function on the host too, so
+that what a user re-runs blends as the search graded). cbr's ensemble of search nodes, as a script a user can run again: each member script runs in turn in
 this folder, its predictions are set aside, and their blend (a weighted mean; where the metric takes
 labels, the class with the highest weighted mean probability when every member wrote its class
 probabilities, else a weighted vote) is written where the task expects its predictions.
@@ -13,7 +14,7 @@ import sys
 import numpy as np
 
 PLAN = {"predictions": "submission.csv", "id": None, "columns": [], "vote": False, "weights": [], "classes": None}
-CLASS_SCORES = "cbr_class_scores.csv"  # where an adapted member writes its class probabilities (adapter/shim.py)
+CLASS_SCORES = "cbr_class_scores.csv"  # where an adapted member writes its class probabilities (untrusted/adapter_shim.py)
 MEMBERS = []  # the member scripts' code, in PLAN["weights"] order
 
 

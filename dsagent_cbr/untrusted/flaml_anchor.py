@@ -1,4 +1,4 @@
-"""FLAML's train_model and predict, spliced by flaml_script.py into a task's starter in place of the
+"""Runs untrusted, inside the sandbox, as `cbr bench`'s AutoML anchor. FLAML's train_model and predict, spliced by flaml_script.py into a task's starter in place of the
 random guess; the settings block below is rewritten for each task. The rest of the starter (loading,
 the fixed validation split, scoring, writing predictions) stays as the task ships it."""
 

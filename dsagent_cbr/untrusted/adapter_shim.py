@@ -1,3 +1,4 @@
+# Runs untrusted, inside the sandbox: appended by the adapter (adapter/adapt.py) to every adapted script.
 # --- cbr structural adapter: fits the transplanted case model to this task's data and outputs ---
 # The case's own train_model/predict were renamed _case_train_model/_case_predict. These wrappers give
 # the case its inputs in the form its code was written for (a Series, DataFrame, list or array, as the

@@ -1,4 +1,5 @@
-"""cbr's general solution for text: word and character TF-IDF features and a linear model, the strong
+"""Runs untrusted, inside the sandbox, adapted into a task's starter as the search's first text draft.
+cbr's general solution for text: word and character TF-IDF features and a linear model, the strong
 default for short documents. `cbr` writes a logistic regression for a classification task."""
 
 from scipy import sparse
