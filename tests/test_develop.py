@@ -140,8 +140,8 @@ def test_sigkill_then_resume_repeats_no_completed_step(settings, tmp_path):
         assert [r["role"] for r in before][-1] == "program" and not any(r["role"] == "execute" and r["iteration"] == 2 for r in before)
 
         replies.replies["program"] = []  # a completed step asked again would find no reply and fail the run
-        resume = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "develop", "--resume",
-                                 str(journal_path.parent), "--json"], env=env, capture_output=True,
+        resume = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "develop", "--resume",  # limits: given again
+                                 str(journal_path.parent), "--json", "--timeout", "20"], env=env, capture_output=True,
                                 text=True, timeout=300)
         assert resume.returncode == 0, resume.stderr
         after = [json.loads(line) for line in journal_path.read_text().splitlines()]

@@ -41,7 +41,7 @@ def test_an_interrupted_parallel_search_stops_cleanly_and_says_so(tmp_path, sig)
     deadline = time.monotonic() + 120
     while not _started(runs) and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
-    time.sleep(2)  # the first nodes' scripts are running on Ray
+    time.sleep(1)  # the first nodes' scripts are running on Ray
     children = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
     proc.send_signal(sig)
     _, err = proc.communicate(timeout=120)
