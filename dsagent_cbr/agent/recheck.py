@@ -58,7 +58,8 @@ def _judge(case: Case, task: Task | None, policy: SandboxPolicy, folder: Path) -
     if task is None:
         return Verdict(case, "not checked", f"no task folder named {case.task_name!r} was given or found")
     if not id_lists(task) or case.selection_score is None:
-        return Verdict(case, "kept", "its task lists no test ids beside the test file: no label was ever shown")
+        why = "its task lists no test ids beside the test file: no label was ever shown"
+        return Verdict(case, "kept", why)
     result = run_script(task, case.script, run_dir=folder, policy=policy)
     if not result.ok:
         return Verdict(case, "dropped", f"it no longer runs ({result.status}: {result.error})")
@@ -67,8 +68,8 @@ def _judge(case: Case, task: Task | None, policy: SandboxPolicy, folder: Path) -
     lead = abs(before - prior) if prior is not None else abs(before)
     worse = (now - before) if task.direction == "minimize" else (before - now)
     if now is None or worse > FALL * lead:
-        return Verdict(case, "dropped", f"selection {task.metric_name} {_shown(now)} now against "
-                                        f"{before:.4g} when retained: the score came from labels it was shown")
+        return Verdict(case, "dropped", f"selection {task.metric_name} {_shown(now)} now against {before:.4g} "
+                                        "when retained: the score came from labels it was shown")
     return Verdict(case, "kept", f"selection {task.metric_name} {now:.4g} now, {before:.4g} when retained")
 
 

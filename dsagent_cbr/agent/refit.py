@@ -12,7 +12,7 @@ from dsagent_cbr.tasks.metrics import Metric
 
 REFIT_NOTE = ("the submitted model also learned the selection rows, which stop being a fair judge of it: the "
               "selection score judged the script before the refit")
-FALL = 0.1  # of the first fit's lead over the prior baseline: how much worse a refit may do on rows it learned
+FALL = 0.1  # of the first fit's lead over the prior baseline: how much worse a refit may do on its own rows
 
 
 def stopping_note(rounds: list[list[int]] | None) -> str:
@@ -20,7 +20,8 @@ def stopping_note(rounds: list[list[int]] | None) -> str:
     stop on rows it learns, which never stop improving)."""
     if not rounds:
         return ""
-    kept = ", ".join(f"{first} rounds (alone it ran {had})" if had > first else f"{had} rounds" for first, had in rounds)
+    kept = ", ".join(f"{first} rounds (alone it ran {had})" if had > first else f"{had} rounds"
+                     for first, had in rounds)
     return f"; its early-stopped models kept the first fit's stopping points: {kept}"
 
 
@@ -43,9 +44,10 @@ def fall(metric: Metric, first: float | None, refit: float | None, prior: float 
     worse = refit - first if metric.direction == "minimize" else first - refit
     if worse <= allowed:
         return None
-    return (f"on the selection rows, which it learned, the refit scored {metric.name} {refit:.4g} against the "
-            f"first fit's {first:.4g} (the prior baseline: {_shown(prior)}): a model rarely predicts rows it "
-            "learned worse, so the script behaved otherwise when refit; the first fit's predictions are submitted")
+    return (f"on the selection rows, which it learned, the refit scored {metric.name} {refit:.4g} against "
+            f"the first fit's {first:.4g} (the prior baseline: {_shown(prior)}): a model rarely predicts rows "
+            "it learned worse, so the script behaved otherwise when refit; the first fit's predictions are "
+            "submitted")
 
 
 def _shown(value: float | None) -> str:

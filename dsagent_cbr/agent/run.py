@@ -72,7 +72,7 @@ class Run:
         self.lock = threading.RLock()  # a --parallel search's nodes consider their rows from their own threads
         self.reported = -REPORT_EVERY  # when the report was last written (time.monotonic)
         self.refit_blend: Callable[[Row], Refit] | None = None  # the search's --refit of a selected blend
-        self.halt = threading.Event()  # set when a stop begins: the steps in flight are cancelled, none begins
+        self.halt = threading.Event()  # set as a stop begins: the steps in flight are cancelled, none begins
         self.closed = threading.Event()  # set once the record is final: nothing is written after it
 
     @property
@@ -234,8 +234,9 @@ class Run:
         if not result.ok:
             self.record.refit = Refit(status=result.status, error=result.error, test_after_refit=result.test_metric)
             return
+        rounds = read_refit_rounds(Path(result.workspace))
         self.record.refit = self.judged_refit(self.best.selection, result.selection_metric, result.test_metric,
-                                              read_refit_rounds(Path(result.workspace)))
+                                              rounds)
         if self.record.refit.status == "ok":
             publish_outputs(self.run_dir, self.task, code, Path(result.workspace), hold_out(self.task))
 

@@ -311,7 +311,8 @@ def recheck_cmd(tasks: tuple[str, ...], dry_run: bool, tasks_dir: Path | None, *
     recipes = tasks_dir or _settings(opts).tasks_dir
     require_sandbox(True)
     if tasks:
-        found = {t.name: t for t in (load_task(find_task(name, recipes), require_data=True) for name in tasks)}
+        given = (load_task(find_task(name, recipes), require_data=True) for name in tasks)
+        found = {t.name: t for t in given}
     else:  # every task cbr finds that can be run (a recipe not prepared cannot judge anything)
         found = {t.name: t for t in map(_loaded, (f.path for f in all_tasks(recipes))) if t is not None}
 

@@ -129,7 +129,7 @@ def interrupt_once() -> None:
         if seen[0] == 1:
             raise KeyboardInterrupt
         if seen[0] == 2:
-            os.write(2, b"cbr is stopping: the run's record is being saved (a third interrupt quits at once)\n")
+            os.write(2, b"cbr is stopping: its record is being saved (a third interrupt quits at once)\n")
             return
         os._exit(130)
 

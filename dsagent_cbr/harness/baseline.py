@@ -25,7 +25,8 @@ def prior_score(task: Task, held: Held | None) -> float | None:
         labels = _training_labels(task, held)
         guess = np.tile(_constant(task, labels), (held.rows, 1))
         if isinstance(held.answers, np.ndarray):
-            return score_npy(task, held.answers, guess.reshape((held.rows, *held.answers.shape[1:])), "selection")
+            shaped = guess.reshape((held.rows, *held.answers.shape[1:]))
+            return score_npy(task, held.answers, shaped, "selection")
         if task.dsagent is not None:
             truth = held.answers[list(task.dsagent.label_columns)].to_numpy()
             return task.metric.fn(*(_one_column(a) for a in _typed(task, truth, guess)))

@@ -29,7 +29,8 @@ SELECTION_FILE = "cbr_selection_rows.csv"
 SELECTION_MARK = "=== cbr: selection rows ==="
 
 
-def grade_dsagent(task: Task, workspace: Path, run_dir: Path, policy: SandboxPolicy, held: Held | None) -> Grades:
+def grade_dsagent(task: Task, workspace: Path, run_dir: Path, policy: SandboxPolicy,
+                  held: Held | None) -> Grades:
     """The test score and the selection score, as the folder's own submission.py prints them."""
     predictions = read_bytes(workspace, PREDICTIONS)
     saved = read_npy(predictions, PREDICTIONS, max_items=len(predictions))
@@ -42,8 +43,9 @@ def grade_dsagent(task: Task, workspace: Path, run_dir: Path, policy: SandboxPol
     test_part, _, selection_part = printed.partition(SELECTION_MARK)
     if held is None:
         return Grades(_printed_score(task, test_part), None)
-    if isinstance(held.answers, np.ndarray):  # X_test.npy's selection windows: our metric, as for our npy tasks
-        return Grades(_printed_score(task, test_part), score_npy(task, held.answers, saved[held.test_rows:], "selection"))
+    if isinstance(held.answers, np.ndarray):  # X_test.npy's selection windows: our metric, as for npy tasks
+        selection = score_npy(task, held.answers, saved[held.test_rows:], "selection")
+        return Grades(_printed_score(task, test_part), selection)
     return Grades(_printed_score(task, test_part), _printed_score(task, selection_part))
 
 
