@@ -6,7 +6,7 @@ labels (harness/workspace.py): a script that read the sample submission and merg
 perfectly on rows it never learned, and such a script was retained like an honest one. Only tasks with a
 file that lists the test ids (a sample submission) were open to it, so only their retained solutions are
 run again: each in the sandbox, on its task as it is now. A solution whose selection score falls by more
-than a tenth of its lead over the prior baseline, or that no longer runs, is dropped from the bank with
+than a tenth of its lead over the prior baseline (agent/refit.py's rule), or that no longer runs, is dropped from the bank with
 the insight retained beside it; the others are kept."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from dsagent_cbr.agent.refit import fell
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.harness.baseline import prior_score
 from dsagent_cbr.harness.plan import hold_out
@@ -23,8 +24,6 @@ from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.harness.workspace import id_lists
 from dsagent_cbr.sandbox import SandboxPolicy
 from dsagent_cbr.tasks.model import Task
-
-FALL = 0.1  # of the recorded score's lead over the prior baseline: a fall past it is not noise
 
 
 class RetainedBank(Protocol):
@@ -64,10 +63,7 @@ def _judge(case: Case, task: Task | None, policy: SandboxPolicy, folder: Path) -
     if not result.ok:
         return Verdict(case, "dropped", f"it no longer runs ({result.status}: {result.error})")
     now, before = result.selection_metric, case.selection_score
-    prior = prior_score(task, hold_out(task))
-    lead = abs(before - prior) if prior is not None else abs(before)
-    worse = (now - before) if task.direction == "minimize" else (before - now)
-    if now is None or worse > FALL * lead:
+    if now is None or fell(task.direction, before, now, prior_score(task, hold_out(task))):
         return Verdict(case, "dropped", f"selection {task.metric_name} {_shown(now)} now against {before:.4g} "
                                         "when retained: the score came from labels it was shown")
     return Verdict(case, "kept", f"selection {task.metric_name} {now:.4g} now, {before:.4g} when retained")

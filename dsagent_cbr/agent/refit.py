@@ -12,7 +12,7 @@ from dsagent_cbr.tasks.metrics import Metric
 
 REFIT_NOTE = ("the submitted model also learned the selection rows, which stop being a fair judge of it: the "
               "selection score judged the script before the refit")
-FALL = 0.1  # of the first fit's lead over the prior baseline: how much worse a refit may do on its own rows
+FALL = 0.1  # of a score's lead over the prior baseline: how much worse it may come out again
 
 
 def stopping_note(rounds: list[list[int]] | None) -> str:
@@ -39,15 +39,20 @@ def fall(metric: Metric, first: float | None, refit: float | None, prior: float 
         return None  # no selection rows: nothing to check the refit on
     if refit is None:
         return "the refit's predictions of the selection rows could not be graded"
-    lead = abs(first - prior) if prior is not None else abs(first) * 0.5
-    allowed = FALL * lead
-    worse = refit - first if metric.direction == "minimize" else first - refit
-    if worse <= allowed:
+    if not fell(metric.direction, first, refit, prior):
         return None
     return (f"on the selection rows, which it learned, the refit scored {metric.name} {refit:.4g} against "
             f"the first fit's {first:.4g} (the prior baseline: {_shown(prior)}): a model rarely predicts rows "
             "it learned worse, so the script behaved otherwise when refit; the first fit's predictions are "
             "submitted")
+
+
+def fell(direction: str, before: float, now: float, prior: float | None) -> bool:
+    """Whether a score went from `before` to `now` worse by more than FALL of its lead over the prior
+    baseline (of half its size where no prior is known): further than noise moves it."""
+    lead = abs(before - prior) if prior is not None else abs(before) * 0.5
+    worse = now - before if direction == "minimize" else before - now
+    return worse > FALL * lead
 
 
 def _shown(value: float | None) -> str:

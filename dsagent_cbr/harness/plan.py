@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -126,7 +126,7 @@ def _file_stamp(path: Path) -> tuple[int, int]:
     return info.st_mtime_ns, info.st_size
 
 
-@cache
+@lru_cache(maxsize=8)  # the files a task's runs read again and again; a bench of many tasks keeps few at once
 def _read_text_csv(path: str, _mtime: int, _size: int) -> pd.DataFrame:
     import pandas as pd
 

@@ -66,10 +66,11 @@ def run_script(task: Task, script: str | Path, *, run_dir: Path | None = None, t
     held = hold_out(task)
     ran = _sandboxed(task, held, code, run_dir, policy, refit, cancel)
     status, error = _status(ran, policy)
-    grades, status, error = _graded(task, held, run_dir, policy, ran, status, error)
+    valid = parse_validation_metric(ran.stdout, task.metric_name)
+    grades, status, error = _graded(task, held, run_dir, policy, valid, status, error)
     result = RunResult(
         task=task.name, status=status, exit_code=ran.outcome.exit_code, metric=task.metric_name,
-        direction=task.direction, valid_metric=parse_validation_metric(ran.stdout, task.metric_name),
+        direction=task.direction, valid_metric=valid,
         test_metric=grades.test, selection_metric=grades.selection, selection_rows=held.rows if held else 0,
         error=error, stdout=head_tail(ran.stdout), stderr=head_tail(ran.stderr),
         wall_time=round(ran.outcome.wall_time, 3), peak_memory_mb=round(ran.outcome.peak_memory_mb, 1),
@@ -131,8 +132,8 @@ def _status(ran: Ran, policy: SandboxPolicy) -> tuple[str, str | None]:
     return "ok", None
 
 
-def _graded(task: Task, held: Held | None, run_dir: Path, policy: SandboxPolicy, ran: Ran, status: str,
-            error: str | None) -> tuple[Grades, str, str | None]:
+def _graded(task: Task, held: Held | None, run_dir: Path, policy: SandboxPolicy, valid: float | None,
+            status: str, error: str | None) -> tuple[Grades, str, str | None]:
     """The grades of a run that ended well, and its status: a malformed artefact, or a printed
     validation score the metric cannot take, is the script's failure like a crash."""
     if status != "ok":
@@ -143,7 +144,6 @@ def _graded(task: Task, held: Held | None, run_dir: Path, policy: SandboxPolicy,
         grades = grade_dsagent(task, folder, run_dir, policy, held) if task.dsagent else grade(task, folder, held)
     except ArtefactError as exc:
         return Grades(None, None), "grading_error", str(exc)
-    valid = parse_validation_metric(ran.stdout, task.metric_name)
     if valid is not None and not task.metric.possible(valid):  # what it says of itself cannot be believed
         return grades, "impossible_score", (f"the script printed validation {task.metric_name} {valid:g}, which "
                                             f"{task.metric_name} cannot be (it lies in {task.metric.range})")

@@ -19,7 +19,6 @@ could lead outside or block the run."""
 from __future__ import annotations
 
 import ast
-import csv
 import os
 import shutil
 import stat
@@ -32,6 +31,7 @@ import numpy as np
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.harness.plan import NPY, Held, id_key, read_text_csv
 from dsagent_cbr.tasks.dsagent_layout import SUBMIT
+from dsagent_cbr.tasks.headers import csv_header
 from dsagent_cbr.tasks.model import Task
 
 if TYPE_CHECKING:
@@ -137,8 +137,9 @@ def _csv_files(task: Task, held: Held, refit: bool) -> dict[str, pd.DataFrame]:
     features = set(train.columns) - targets
     files = {task.train_file: training_rows(train, held, refit), task.test_file: then_held(test, rows, features)}
     originals = set(map(id_key, train[idc].iloc[list(held.positions)]))
-    lists = id_lists(task)
-    for name in _files_with_ids(task):
+    with_ids = _files_with_ids(task)
+    lists = _listing(task, test[idc], with_ids)
+    for name in with_ids:
         frame = read_text_csv(task.public_dir / name)
         if name in lists:  # a sample submission: the held rows are listed, their values are not
             files[name] = then_held(frame, rows, {idc})
@@ -160,19 +161,18 @@ def id_lists(task: Task) -> list[str]:
     if task.data_format != "csv" or not (task.test_file and task.id_column):
         return []
     test_ids = read_text_csv(task.public_dir / task.test_file)[task.id_column]
-    return [n for n in _files_with_ids(task)
-            if _lists(read_text_csv(task.public_dir / n)[task.id_column], test_ids)]
+    return _listing(task, test_ids, _files_with_ids(task))
+
+
+def _listing(task: Task, test_ids: pd.Series, names: list[str]) -> list[str]:
+    """Those of `names` whose ids are exactly the test rows', one each."""
+    assert task.id_column
+    return [n for n in names if _lists(read_text_csv(task.public_dir / n)[task.id_column], test_ids)]
 
 
 def _header(path: Path) -> list[str]:
-    """A csv's column names (none for anything that is not a regular file)."""
-    if not path.is_file() or path.is_symlink():
-        return []
-    with path.open(newline="", encoding="utf-8", errors="replace") as fh:
-        try:
-            return next(csv.reader(fh), [])
-        except csv.Error:
-            return []
+    """A csv's column names; none for anything that is not a regular file (a pipe would block)."""
+    return csv_header(path) if path.is_file() and not path.is_symlink() else []
 
 
 def _lists(ids: pd.Series, test_ids: pd.Series) -> bool:
@@ -203,10 +203,12 @@ def _dsagent_files(task: Task, held: Held | None, refit: bool) -> dict[str, pd.D
     test = read_text_csv(task.public_dir / grading.label_file)
     train_name = held.source if held is not None else dsagent_train_file(task)
     files: dict[str, pd.DataFrame] = {}
-    if train_name is not None:
+    constants: dict[str, str] = {}
+    if train_name is not None:  # the constants come from the rows the script trains on
         train = read_text_csv(task.public_dir / train_name)
-        files[train_name] = training_rows(train, held, refit) if held is not None else train
-    constants = label_constants(files[train_name], grading.label_columns) if train_name else {}
+        if held is not None:  # without held rows the training file is copied as it is
+            train = files[train_name] = training_rows(train, held, refit)
+        constants = label_constants(train, grading.label_columns)
     if held is not None:
         test = then_held(test, held.answers, set(test.columns) - set(grading.label_columns))
     files[grading.label_file] = test.assign(**{c: constants.get(c, "0") for c in grading.label_columns})

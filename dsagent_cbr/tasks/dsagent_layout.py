@@ -14,13 +14,10 @@ folder's own submission.py outside the script's reach (harness/dsagent_grader.py
 from __future__ import annotations
 
 import ast
-import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    pass
+from dsagent_cbr.tasks.headers import csv_header
 
 SUBMIT = "submit_predictions_for_test_set"
 
@@ -36,7 +33,7 @@ class DsagentGrading:
 def training_csv(env: Path, label_file: str | None, label_columns: tuple[str, ...]) -> Path | None:
     """The csv the starter trains on: named for training, not the test file, holding the label columns."""
     for path in sorted(env.glob("*.csv")):
-        if path.name != label_file and "train" in path.name.lower() and set(label_columns) <= set(_header(path)):
+        if path.name != label_file and "train" in path.name.lower() and set(label_columns) <= set(csv_header(path)):
             return path
     return None
 
@@ -74,11 +71,6 @@ def _subscripted(tree: ast.AST, constants: dict[str, set[str]] | None = None) ->
 
 def _file_name(text: str) -> str:
     return text[2:] if text.startswith("./") else text
-
-
-def _header(path: Path) -> list[str]:
-    with path.open(newline="", encoding="utf-8", errors="replace") as fh:
-        return next(csv.reader(fh), [])
 
 
 def _submit_def(tree: ast.Module) -> ast.FunctionDef | None:
@@ -124,7 +116,7 @@ def analyse(env: Path, problems: list[str]) -> DsagentGrading | None:
         shared = sorted(f for f in starter_reads if f.endswith(".csv") and "test" in f.lower())
     label_file, columns = None, ()
     for name in shared:
-        cols = tuple(c for c in _header(env / name) if c in mentioned)
+        cols = tuple(c for c in csv_header(env / name) if c in mentioned)
         if cols:
             label_file, columns = name, cols
             break
