@@ -65,7 +65,7 @@ class BudgetExceeded(CbrError):
 
 class OutOfTime(Exception):
     """A model call the search's wall clock cut short: its node ends, and the search with it. Neither the
-    model's failure nor ours, and it never leaves the search (agent/search.py)."""
+    model's failure nor ours, and it never leaves the search (search/loop.py)."""
 
 
 class Cancelled(Exception):

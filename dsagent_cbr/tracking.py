@@ -124,7 +124,7 @@ def _log(client: Any, uri: str, run_dir: Path, summary: dict[str, Any], rows: li
          config: dict[str, Any]) -> str:
     from mlflow.entities import Metric, Param, RunTag
 
-    from dsagent_cbr.agent.report import ranked
+    from dsagent_cbr.report.run_report import ranked
 
     name = f"cbr/{summary.get('task', run_dir.parent.name)}"
     experiment = client.get_experiment_by_name(name)

@@ -46,7 +46,7 @@ def run_folder(root: Path, n: int) -> tuple[list[dict], dict]:
 @click.option("--rows", "n", default=10, show_default=True)
 @click.option("--repeat", default=7, show_default=True)
 def main(n: int, repeat: int) -> None:
-    from dsagent_cbr.agent import report
+    from dsagent_cbr.report import run_report as report
 
     plotting: list[float] = []
 

@@ -18,11 +18,12 @@ from support.scripted_llm import ByRole as Script
 from support.scripted_llm import ScriptedLLM
 
 from dsagent_cbr.agent.develop import DevelopConfig, develop_with_model
-from dsagent_cbr.agent.search import develop_search
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.llm import open_llm
+from dsagent_cbr.report.observer import ReportWriter
 from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
+from dsagent_cbr.search.loop import develop_search
 
 HEAD = "import os\nimport numpy as np\nimport pandas as pd\nfrom sklearn.metrics import mean_squared_error\nfrom sklearn.model_selection import train_test_split\n"
 MAIN = REPO.joinpath("tasks", "concrete-strength", "train.py").read_text().split('if __name__ == "__main__":')[1]
@@ -75,7 +76,8 @@ def test_rerank_debug_retain_and_retrieval(settings, tmp_path):
 
         with open_llm(replace(settings, base_url=server.url), run_dir=tmp_path / "run") as client:
             (tmp_path / "run").mkdir(exist_ok=True)
-            summary = develop_with_model(task, DevelopConfig(iterations=2, n_debug=2), tmp_path / "run", bank, client)
+            summary = develop_with_model(task, DevelopConfig(iterations=2, n_debug=2), tmp_path / "run", bank, client,
+                                         observers=(ReportWriter(tmp_path / "run"),))
         prompts = [r["messages"][-1]["content"] for r in server.requests]
     assert replies.roles == ["rerank", "plan", "program", "debug", "log", "rerank", "plan", "program", "log"]
     journal = [json.loads(line) for line in (tmp_path / "run" / "journal.jsonl").read_text().splitlines()]
@@ -345,7 +347,8 @@ def test_the_selection_score_picks_and_no_test_score_reaches_a_prompt(settings, 
         from dataclasses import replace
 
         with open_llm(replace(settings, base_url=server.url), run_dir=tmp_path / "run", seed=11) as client:
-            summary = develop_with_model(task, config, tmp_path / "run", bank, client)
+            summary = develop_with_model(task, config, tmp_path / "run", bank, client,
+                                         observers=(ReportWriter(tmp_path / "run"),))
         prompts = "\n".join(m["content"] for r in server.requests for m in r["messages"])
     journal = [json.loads(line) for line in (tmp_path / "run" / "journal.jsonl").read_text().splitlines()]
     runs = {(r["iteration"], r["attempt"]): r["output"] for r in journal if r["role"] == "execute"}

@@ -12,16 +12,16 @@ from conftest import prepared
 from support.fakes import FakeBank, FakeExecutor, FakeModel, Graded
 
 from dsagent_cbr.agent import deploy as deploy_module
-from dsagent_cbr.agent import search as search_module
 from dsagent_cbr.agent.deploy import DeployConfig, deploy
 from dsagent_cbr.agent.develop import DevelopConfig, develop_with_model
 from dsagent_cbr.agent.record import RunRecord, load_record
 from dsagent_cbr.agent.roles import opening
 from dsagent_cbr.agent.run import FIRST_GRADED
-from dsagent_cbr.agent.search import develop_search
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.bench import trial
 from dsagent_cbr.errors import BudgetExceeded, InfrastructureError, Outcome
+from dsagent_cbr.search import operators as search_module
+from dsagent_cbr.search.loop import develop_search
 
 PLAN = "Reflection: r\nReasoning: r\nThought: t\nCheck: c\nDecision: {}"
 STARTER = Graded(valid=15.0, selection=16.0, test=704.125)

@@ -18,13 +18,13 @@ from conftest import prepared
 from dsagent_cbr.adapter import adapt_case
 from dsagent_cbr.agent.deploy import DeployConfig, deploy
 from dsagent_cbr.agent.develop import DevelopConfig
-from dsagent_cbr.agent.search import develop_search
 from dsagent_cbr.bank import open_bank
 from dsagent_cbr.bank.casefiles import solution_from_folder
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
+from dsagent_cbr.search.loop import develop_search
 from dsagent_cbr.tasks.loader import load_task
 from dsagent_cbr.tasks.recipes.kaggle_folders import carriers
 

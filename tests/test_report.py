@@ -13,8 +13,8 @@ import pytest
 from support.records import as_record
 
 from dsagent_cbr.agent.model_family import describe_model
-from dsagent_cbr.agent.progress import LiveProgress, heartbeat
-from dsagent_cbr.agent.report import build_metrics_figure, leaderboard, progress_line, write_report
+from dsagent_cbr.agent.progress import LiveProgress, heartbeat, progress_line
+from dsagent_cbr.report.run_report import build_metrics_figure, leaderboard, write_report
 
 REPO = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -206,8 +206,8 @@ def test_a_search_report_draws_its_tree_and_says_what_each_operator_gained(tmp_p
 
 
 def test_a_bench_draws_flaml_s_score_as_a_line_in_an_agent_trial_s_pictures(tmp_path):
-    from dsagent_cbr.agent.search_report import build_tree_figure
     from dsagent_cbr.bench.anchor_lines import draw_anchors
+    from dsagent_cbr.report.tree_figure import build_tree_figure
 
     rows = [{"iteration": 1, "operator": "draft", "status": "ok", "score": 5.0, "selection": 5.0, "started": 1.0,
              "wall_time": 5.0}]
@@ -320,7 +320,7 @@ def test_feature_and_column_names_that_are_invalid_mathtext_are_drawn_as_plain_t
 
 
 def test_plain_text_labels_are_not_parsed_as_mathtext():
-    from dsagent_cbr.agent.report import PLAIN_TEXT, build_importance_figure, plain_png
+    from dsagent_cbr.report.run_report import PLAIN_TEXT, build_importance_figure, plain_png
 
     made = []
 
@@ -338,7 +338,7 @@ def test_plain_text_labels_are_not_parsed_as_mathtext():
 @pytest.mark.parametrize("figure", ["build_importance_figure", "build_metrics_figure", "build_tree_figure"])
 def test_a_figure_that_fails_is_logged_and_named_in_the_report_and_the_run_goes_on(
         tmp_path, monkeypatch, caplog, figure):
-    from dsagent_cbr.agent import report
+    from dsagent_cbr.report import run_report as report
 
     def broken(*args, **kwargs):
         raise RuntimeError("matplotlib gave up")

@@ -303,6 +303,7 @@ def test_a_script_replacing_itself_cannot_reach_the_report(world, tmp_path, repl
     /dev/zero (a reader would never finish) or a link to a host file (its text would land in report.md).
     The report reads the script cbr kept before the run, never the workspace's copy."""
     from dsagent_cbr.agent.deploy import DeployConfig, deploy
+    from dsagent_cbr.report.observer import ReportWriter
 
     canary = tmp_path / "host-model.py"  # what a report would show of it: the model and its parameters
     canary.write_text("from sklearn.ensemble import RandomForestRegressor\nmodel = RandomForestRegressor(n_estimators=4242)\n")
@@ -315,7 +316,8 @@ def test_a_script_replacing_itself_cannot_reach_the_report(world, tmp_path, repl
             replace(settings, base_url=server.url), run_dir=tmp_path / "run") as client:
         result = deploy(world["task"], DeployConfig(strategy="zero-shot", fallback=False,
                                                     policy=SandboxPolicy(timeout=120)),
-                        tmp_path / "run", open_bank(settings), client, settings.tasks_dir)
+                        tmp_path / "run", open_bank(settings), client, settings.tasks_dir,
+                        observers=(ReportWriter(tmp_path / "run"),))
     assert result.deploy.one_pass and result.solved
     report = (tmp_path / "run" / "report.md").read_text()
     assert "4242" not in report and "RandomForest" not in report

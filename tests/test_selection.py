@@ -17,6 +17,7 @@ from dsagent_cbr.agent.seams import SandboxExecutor
 from dsagent_cbr.harness import workspace
 from dsagent_cbr.harness.plan import hold_out, step_pairs
 from dsagent_cbr.harness.run import run_script
+from dsagent_cbr.report.observer import ReportWriter
 from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.tasks.loader import load_task
 
@@ -60,7 +61,8 @@ def develop_two(scripts: tuple[str, str], tmp_path) -> tuple:
                        "program": [fenced(s) for s in scripts], "log": ["entry one", "entry two"]})
     bank = FakeBank()
     executor = SandboxExecutor(task, SandboxPolicy(timeout=120))
-    record = develop_with_model(task, DevelopConfig(iterations=2, cbr=False), tmp_path, bank, model, executor)
+    record = develop_with_model(task, DevelopConfig(iterations=2, cbr=False), tmp_path, bank, model, executor,
+                                observers=(ReportWriter(tmp_path),))
     return record, bank, model
 
 

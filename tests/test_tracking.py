@@ -11,9 +11,9 @@ from conftest import prepared
 from mlflow.tracking import MlflowClient
 from support.records import as_record
 
-from dsagent_cbr.agent.report import write_report
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.llm.local_server import free_port
+from dsagent_cbr.report.run_report import write_report
 from dsagent_cbr.tracking import log_run_to_mlflow, resolve_tracking_uri
 
 
@@ -115,15 +115,16 @@ def test_default_uri_and_errors_in_one_sentence(tmp_path, monkeypatch):
 def test_real_develop_run_logged_and_read_back(tmp_path, store):
     """A real run (no model, 2 iterations of the case-based model search on concrete-strength)."""
     from dsagent_cbr.agent.develop import DevelopConfig
-    from dsagent_cbr.agent.search import develop_search
     from dsagent_cbr.bank import open_bank
     from dsagent_cbr.config import load_settings
+    from dsagent_cbr.report.observer import ReportWriter
+    from dsagent_cbr.search.loop import develop_search
 
     settings = load_settings(home=tmp_path / "home", store="faiss")
     run_dir = tmp_path / "runs" / "real-run"
     run_dir.mkdir(parents=True)
     summary = develop_search(prepared("concrete-strength"), DevelopConfig(iterations=2), run_dir,
-                                    open_bank(settings))
+                             open_bank(settings), observers=(ReportWriter(run_dir),))
     rows = json.loads((run_dir / "rows.json").read_text())
     scored = [(r["iteration"], r["valid"]) for r in rows if r["status"] == "ok" and r["valid"] is not None]
     assert scored, "the seed bank's nearest regression solution runs on concrete-strength"

@@ -13,6 +13,7 @@ failure of ours (the model server never reached, the budget spent): that is no r
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,9 +21,9 @@ from dsagent_cbr.adapter import adapt_case
 from dsagent_cbr.agent import roles
 from dsagent_cbr.agent.candidates import solution_candidates
 from dsagent_cbr.agent.context import Context
-from dsagent_cbr.agent.record import DeployFacts, Row, RunRecord
+from dsagent_cbr.agent.record import DeployFacts, Row, RunRecord, Status
 from dsagent_cbr.agent.run import FIRST_GRADED, Run
-from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress, SandboxExecutor
+from dsagent_cbr.agent.seams import Bank, Executor, Model, Observer, Progress, SandboxExecutor
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.harness.result import RunResult
@@ -46,12 +47,12 @@ class DeployConfig:
 
 def deploy(task: Task, config: DeployConfig, run_dir: Path, bank: Bank, model: Model | None, tasks_dir: Path,
            executor: Executor | None = None, progress: Progress | None = None,
-           reference: float | None = None) -> RunRecord:
+           reference: float | None = None, observers: Sequence[Observer] = ()) -> RunRecord:
     """Algorithm 2: one call adapts the nearest examples to the task and its script is run once; the
     structural adapter takes over when that gives no graded result. Returns the run's record."""
     run = Run("deploy", task, run_dir, bank, executor or SandboxExecutor(task, config.policy), model=model,
               progress=progress, seed=config.seed, sandbox=config.policy.describe(), refit=config.refit,
-              reference=reference)
+              reference=reference, observers=observers)
     run.record.selected_by = FIRST_GRADED
     facts = run.record.deploy = DeployFacts(strategy=config.strategy)
     with run.stopping():
@@ -121,7 +122,7 @@ def not_taken(run: Run, row: Row, result: RunResult) -> str:
     guess is marked a failure in its row."""
     if not result.ok:
         return f"{result.status}: {result.error}"
-    row.status = "worse than the starter"
+    row.status = Status.WORSE_THAN_STARTER
     row.error = (f"graded {run.task.metric_name} {result.score:.6g}, no better than the starter's random guess "
                  f"({run.baseline:.6g})")
     return row.error

@@ -19,20 +19,21 @@ end the run as errors.py says, keeping everything done so far."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from dsagent_cbr.agent import roles
 from dsagent_cbr.agent.context import Context
-from dsagent_cbr.agent.record import Kind, Row, RunRecord
+from dsagent_cbr.agent.record import Kind, Row, RunRecord, Status
 from dsagent_cbr.agent.run import Run
 from dsagent_cbr.agent.rundir import step_dir
-from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress, SandboxExecutor
+from dsagent_cbr.agent.seams import Bank, Executor, Model, Observer, Progress, SandboxExecutor
 from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.clock import Clock
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
-from dsagent_cbr.search.clock import Clock
 from dsagent_cbr.tasks.model import Task
 
 INITIAL_LOG = "(no experiments yet)"
@@ -66,11 +67,13 @@ class DevelopConfig:
 
 
 def open_run(kind: Kind, task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, executor: Executor | None,
-             progress: Progress | None, model: Model | None = None, reference: float | None = None) -> Run:
+             progress: Progress | None, model: Model | None = None, reference: float | None = None,
+             observers: Sequence[Observer] = ()) -> Run:
     """The run of develop or the search, with the sandbox as its executor unless a test gives one."""
     return Run(kind, task, run_dir, bank, executor or SandboxExecutor(task, config.sandbox),
                model=model, progress=progress, planned=None if config.budget else config.iterations,
-               seed=config.seed, sandbox=config.policy, refit=config.refit, reference=reference, retain=config.retain)
+               seed=config.seed, sandbox=config.policy, refit=config.refit, reference=reference, retain=config.retain,
+               observers=observers)
 
 
 @dataclass
@@ -109,11 +112,11 @@ def timings_text(run: Run) -> str:
 
 def develop_with_model(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, model: Model,
                        executor: Executor | None = None, progress: Progress | None = None,
-                       reference: float | None = None) -> RunRecord:
+                       reference: float | None = None, observers: Sequence[Observer] = ()) -> RunRecord:
     """Algorithm 1. Returns the run's record (also written to summary.json)."""
     from dsagent_cbr.bank.doctext import task_query
 
-    run = open_run("develop", task, config, run_dir, bank, executor, progress, model, reference)
+    run = open_run("develop", task, config, run_dir, bank, executor, progress, model, reference, observers)
     ctx = Context.of(task, config.sandbox)
     memory = Memory(script=task.starter.read_text(encoding="utf-8"))
     query = task_query(task.description, task.modality)
@@ -162,21 +165,22 @@ def case_name(case: Case | None) -> str:
 
 
 def plan_and_program(run: Run, row: Row, model: Model, ctx: Context, cfg: DevelopConfig, log: str, script: str,
-                     case: Case | None, simpler: bool = False) -> tuple[str, str] | None:
+                     case: Case | None, simpler: bool = False, *, draft: bool = False) -> tuple[str, str] | None:
     """One step planned from the case for `script` and programmed: (the plan's text, the new script).
-    None when the model gave no usable plan or script (the row says which)."""
+    `draft`: a new solution in the frame of `script`, the starter. None when the model gave no usable plan
+    or script (the row says which)."""
     t = row.iteration
     plan = run.ask(t, "plan", lambda: roles.plan(model, ctx, log, best_text(run), script, case, simpler,
-                                                  cfg.temperature, timings_text(run)))
+                                                  cfg.temperature, timings_text(run), draft=draft))
     if plan is None:
-        row.status = "no plan"
+        row.status = Status.NO_PLAN
         return None
     row.step = plan["decision"]
     write_text_atomic(step_dir(run.run_dir, t) / "plan.md", plan["raw"])
     code = run.ask(t, "program", lambda: roles.program(model, ctx, script, row.step, cfg.temperature,
-                                                        cfg.program_retries))
+                                                        cfg.program_retries, draft=draft))
     if code is None:
-        row.status = "no script"
+        row.status = Status.NO_SCRIPT
         return None
     return plan["raw"], code
 
@@ -188,7 +192,8 @@ def develop_iteration(run: Run, memory: Memory, ctx: Context, model: Model, cfg:
     case = best_case(run, model, ctx, cfg, t, query, log)
     row.case = case_name(case)
     before = memory.script
-    planned = plan_and_program(run, row, model, ctx, cfg, log, before, case, memory.simpler)
+    draft = before == run.task.starter.read_text(encoding="utf-8")  # nothing graded yet: a new solution
+    planned = plan_and_program(run, row, model, ctx, cfg, log, before, case, memory.simpler, draft=draft)
     if planned is None:
         if row.status == "no script":
             memory.log.append(f"Iteration {t}: the programmer returned no usable script.")

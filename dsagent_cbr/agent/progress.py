@@ -68,8 +68,6 @@ class LiveProgress:
                 print(f"iteration {f.get('iteration', 0)} ({f.get('role', '')}): still running after "
                       f"{fields['elapsed']:.0f} s", file=self.stream or sys.stderr, flush=True)
             if fields.get("status") is not None:
-                from dsagent_cbr.agent.report import progress_line
-
                 line = progress_line(f.get("iteration", 0), f.get("total"), f.get("role"), fields["status"],
                                      fields.get("score"), best, str(f.get("metric", "")))
                 print(line, file=self.stream or sys.stderr, flush=True)
@@ -84,3 +82,15 @@ class LiveProgress:
         if "tokens" in f:
             parts.append(f"{f['tokens']} tokens, ${f.get('cost', 0.0):.4f}")
         self._status.update(" · ".join(parts))
+
+
+def fmt(value: float | None) -> str:
+    return "—" if value is None else f"{value:.5g}"
+
+
+def progress_line(iteration: int, total: int | None, role: str | None, status: str | None,
+                  score: float | None, best: float | None, metric: str) -> str:
+    """One plain line for a finished iteration, e.g.
+    'iteration 3/8 (execute): ok, rmse 5.1234, best 4.9876' (the scores the rows are judged by)."""
+    head = f"iteration {iteration}" + (f"/{total}" if total else "") + (f" ({role})" if role else "")
+    return f"{head}: {status or 'done'}, {metric} {fmt(score)}, best {fmt(best)}"

@@ -8,6 +8,7 @@ it as a diagnostic, and the test score is only carried along to be reported."""
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
@@ -20,16 +21,57 @@ SUMMARY = "summary.json"
 Kind = Literal["develop", "search", "deploy"]
 
 
+class Operator(StrEnum):
+    """How a search node was made: search/policy.py chooses, search/operators.py and model_moves.py make."""
+
+    DRAFT = "draft"  # one of cbr's general solutions, adapted to the task
+    TRANSPLANT = "transplant"  # a past solution from the bank, adapted
+    TUNE = "tune"  # a family root's script with new values for its model literals
+    ENSEMBLE = "ensemble"  # a blend of graded nodes' predictions
+    PLAN = "plan"  # the model's draft: a new solution from a retrieved case
+    IMPROVE = "improve"  # the model's change to a graded node's script
+    DEBUG = "debug"  # the model's fix of a broken node
+
+
+
+MODEL_OPERATORS = (Operator.PLAN, Operator.IMPROVE, Operator.DEBUG)
+
+
+def asks_model(operator: str) -> bool:
+    """The node's script was written by the model (a row loaded from summary.json holds plain strings)."""
+    return operator in MODEL_OPERATORS
+
+
+class Status(StrEnum):
+    """How a row ended: graded (ok), a script's own failure as the harness found it, or no script to run."""
+
+    NOT_RUN = "not run"  # still running, or cut off by a stop
+    OK = "ok"
+    ERROR = "error"
+    TIMEOUT = "timeout"
+    MEMORY_LIMIT = "memory_limit"
+    DISK_LIMIT = "disk_limit"
+    OUTPUT_LIMIT = "output_limit"
+    PROCESS_LIMIT = "process_limit"
+    GRADING_ERROR = "grading_error"
+    NO_PLAN = "no plan"  # the model's reply held no usable plan
+    NO_SCRIPT = "no script"  # nor a script
+    NOT_ADAPTABLE = "not adaptable"  # the structural adapter had no rule for the pair
+    NOT_BLENDED = "not blended"
+    OUT_OF_TIME = "out of time"  # the budget ended during one of the node's model calls
+    WORSE_THAN_STARTER = "worse than the starter"  # deploy: graded, but not better than the starter's guess
+
+
 class Row(BaseModel):
     """One script run the loop chose to record: an iteration of develop or the search, or a deploy candidate."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", use_enum_values=True)  # a loaded row holds plain strings
 
     iteration: int
     candidate: str | None = None  # deploy: who wrote the script ("llm", "adapter")
     case: str = ""  # the case it was built from
     step: str = ""  # the plan's decision, or what was adapted
-    status: str = "not run"  # ok, or a run's failure (error, timeout, memory_limit, ...), or "no plan"/"no script"
+    status: Status = Status.NOT_RUN
     error: str | None = None
     debug_attempts: int = 0
     valid: float | None = None  # what the script printed of itself: its own diagnostic
@@ -39,11 +81,12 @@ class Row(BaseModel):
     wall_time: float | None = None
     retained: bool = False
     script: str | None = None  # the row's final script, relative to the run folder
-    operator: str = ""  # the search: draft | transplant | tune | ensemble
+    operator: Operator | Literal[""] = ""  # the search's nodes only
     parent: int | None = None  # the search: the node it was grown from (tune: its family's root)
     tuned: dict[str, float] | None = None  # tune: the model literals it set
     members: dict[int, float] | None = None  # ensemble: its members' iterations and weights
     started: float | None = None  # the search: seconds into the run when the node began
+    ended: float | None = None  # and when it ended (its model calls and its script: the node's own time)
     log: str = ""  # what the logger wrote of it (develop)
 
 

@@ -15,6 +15,7 @@ from typing import TypeVar
 from dsagent_cbr.agent.context import Context
 from dsagent_cbr.agent.seams import Model, Reply
 from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.harness.run import REFIT_VARIABLE
 from dsagent_cbr.llm import parsing
 from dsagent_cbr.llm.prompts import render
 
@@ -24,7 +25,8 @@ PLAN_CHARS = 3000  # the plan the logger is told was carried out
 OUTPUT_CHARS = 2000  # the end of what a script printed, for the logger (per-model scores, warnings)
 # Replies longer than these are rambling (small models run on to the end of their context); scripts
 # are bounded by the client's default.
-MAX_REPLY_TOKENS = {"rerank": 64, "plan": 600, "log": 300}
+# The plan prompt asks for under 300 words (about 400 tokens): 900 leaves room for a model that runs over.
+MAX_REPLY_TOKENS = {"rerank": 64, "plan": 900, "log": 300}
 T = TypeVar("T")
 NO_CODE_NUDGE = "Your reply had no Python code. Return the full script in one ```python block."
 
@@ -63,21 +65,22 @@ def rerank(model: Model, ctx: Context, log: str, cases: list[Case], temperature:
 
 
 def plan(model: Model, ctx: Context, log: str, best: str, script: str, case: Case | None, simpler: bool,
-         temperature: float, timings: str = "") -> dict[str, str]:
+         temperature: float, timings: str = "", *, draft: bool = False) -> dict[str, str]:
+    """The next step; `draft`: a new solution in the frame of `script` (the starter), not an edit of it."""
     case_text = case.text[:CASE_CHARS] if case else "(no case: plan from your own knowledge)"
     reply = _ask(model, "plan", temperature, parsing.parse_plan, task=ctx.description,
                  data_card=ctx.data_card, metric=ctx.metric, best=best, log=log, script=script, case=case_text,
-                 simpler=simpler, budget=ctx.budget, timings=timings or "none yet")
+                 simpler=simpler, budget=ctx.budget, timings=timings or "none yet", draft=draft)
     return {"decision": reply.parsed["decision"], "raw": reply.text}
 
 
 def program(model: Model, ctx: Context, script: str, instruction: str, temperature: float,
-            retries: int = 2) -> str:
-    """The edited script; a reply with no code is answered with a nudge, up to `retries` times."""
-    messages = [{"role": "user", "content": render("program", data_card=ctx.data_card, budget=ctx.budget,
-                                                   instruction=instruction, script=script,
-                                                   validation_line=ctx.validation_line,
-                                                   prediction=ctx.prediction)}]
+            retries: int = 2, *, draft: bool = False) -> str:
+    """The new or edited script; a reply with no code is answered with a nudge, up to `retries` times."""
+    content = render("program", data_card=ctx.data_card, budget=ctx.budget, instruction=instruction, script=script,
+                     validation_line=ctx.validation_line, prediction=ctx.prediction, draft=draft,
+                     refit=REFIT_VARIABLE in script)
+    messages = [{"role": "user", "content": content}]
     for attempt in range(retries + 1):
         try:
             return model.complete("program", messages, temperature=temperature,

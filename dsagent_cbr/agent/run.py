@@ -8,7 +8,7 @@ the effects every loop shares. The loops (develop.py, search.py, deploy.py) are 
     refit     --refit: the selected script once more on every labelled row, selection rows included
     stopping  how a run ends early (errors.py): the budget is a clean stop; an interrupt or a failure of
               ours saves the record and goes up to the CLI
-    finish    summary.json and the report, written after every iteration
+    finish    summary.json, written after every iteration; observers (the report) told of it
 
 Nothing here chooses by a number a script reports of itself or by a test score: the best row is the
 best by selection score (harness/run.py grades it on rows the harness held back; only a task without
@@ -20,18 +20,16 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from dsagent_cbr.agent import refit
 from dsagent_cbr.agent.journal import RunJournal
 from dsagent_cbr.agent.progress import heartbeat
-from dsagent_cbr.agent.record import Kind, Refit, Row, RunRecord
-from dsagent_cbr.agent.report import write_report
+from dsagent_cbr.agent.record import Kind, Operator, Refit, Row, RunRecord, Status
 from dsagent_cbr.agent.rundir import IMPORTANCE, publish_outputs, step_dir
-from dsagent_cbr.agent.seams import Bank, Executor, Model, Progress, Quiet
+from dsagent_cbr.agent.seams import Bank, Executor, Model, Observer, Progress, Quiet
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.errors import BudgetExceeded, Cancelled, InfrastructureError, Outcome, outcome_of
 from dsagent_cbr.files import write_text_atomic
@@ -45,10 +43,6 @@ from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.tasks.model import Task
 
 T = TypeVar("T")
-# seconds between two drawings of the report's charts while a run goes on (the record is saved after every
-# iteration): they take ~2 s, and after every node of a search on deliveries-time at --budget 1m they took
-# 21 of its 60 s (python -m cProfile -m dsagent_cbr.cli develop tasks/deliveries-time --budget 1m)
-REPORT_EVERY = 30.0
 FIRST_GRADED = "first graded run better than the starter"
 
 
@@ -56,7 +50,7 @@ class Run:
     def __init__(self, kind: Kind, task: Task, run_dir: Path, bank: Bank, executor: Executor, *,
                  model: Model | None = None, progress: Progress | None = None, planned: int | None = None,
                  seed: int = 0, sandbox: dict[str, object] | None = None, refit: bool = False,
-                 reference: float | None = None, retain: bool = True) -> None:
+                 reference: float | None = None, retain: bool = True, observers: Sequence[Observer] = ()) -> None:
         self.task, self.run_dir, self.bank, self.executor, self.model = task, run_dir, bank, executor, model
         self.progress, self.wants_refit, self.retains = progress or Quiet(), refit, retain
         self.journal = RunJournal(run_dir)
@@ -70,7 +64,7 @@ class Run:
         self.reference = reference  # the hand-written reference's, for the report only
         self.ended: Outcome | None = None  # set when a failure of ours or the budget stopped the run
         self.lock = threading.RLock()  # a --parallel search's nodes consider their rows from their own threads
-        self.reported = -REPORT_EVERY  # when the report was last written (time.monotonic)
+        self.observers = tuple(observers)  # told of every save of the record (the report's drawer)
         self.refit_blend: Callable[[Row], Refit] | None = None  # the search's --refit of a selected blend
         self.halt = threading.Event()  # set as a stop begins: the steps in flight are cancelled, none begins
         self.closed = threading.Event()  # set once the record is final: nothing is written after it
@@ -222,7 +216,7 @@ class Run:
         record's estimate: it judged the script before the refit, not the model submitted."""
         if not (self.wants_refit and self.best and self.best.script):
             return
-        if self.best.operator == "ensemble":
+        if self.best.operator == Operator.ENSEMBLE:
             self.record.refit = self.refit_blend(self.best) if self.refit_blend else Refit(
                 status="skipped", why="the selected node is a blend, and this run cannot refit its members")
             return
@@ -273,28 +267,29 @@ class Run:
         """The iterations in flight when the run stopped (a --parallel search has several) leave no row
         and no folder; resume redoes them."""
         with self.lock:
-            for row in [r for r in self.rows if r.status == "not run"]:
+            for row in [r for r in self.rows if r.status == Status.NOT_RUN]:
                 self.rows.remove(row)
                 clear_folder(step_dir(self.run_dir, row.iteration))
 
     def end(self, row: Row) -> RunRecord:
-        """An iteration is over: one progress line, the record saved, and the report written when the last
-        one is REPORT_EVERY seconds old."""
+        """An iteration is over: one progress line, and the record saved."""
         self.progress.update(iteration=row.iteration, status=row.status, score=row.score,
                              best=self.best.score if self.best else None, metric=self.task.metric_name)
-        return self.finish(report=time.monotonic() - self.reported >= REPORT_EVERY)
+        return self.finish()
 
-    def finish(self, report: bool = True, *, final: bool = False) -> RunRecord:
-        """The record saved (and the report drawn); `final`: the last time, after which nothing is written."""
+    def finish(self, *, final: bool = False) -> RunRecord:
+        """The record saved and the observers told; `final`: the last time, after which nothing is written."""
         with self.lock:
             self.open_for(-1)
-            record = self._finish(report)
+            record = self._finish()
+            for observer in self.observers:
+                observer.saved(record, final=final)
             if final:
                 self.closed.set()
                 self.journal.close()
             return record
 
-    def _finish(self, report: bool) -> RunRecord:
+    def _finish(self) -> RunRecord:
         record, best = self.record, self.best
         if self.model is not None:
             usage = self.model.usage()
@@ -311,7 +306,4 @@ class Run:
         importance = self.run_dir / IMPORTANCE
         record.feature_importance = str(importance) if importance.is_file() else None
         record.save(self.run_dir)
-        if report:
-            write_report(self.run_dir, record)
-            self.reported = time.monotonic()
         return record

@@ -20,6 +20,7 @@ from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.tasks.model import Task
 
 if TYPE_CHECKING:
+    from dsagent_cbr.agent.record import RunRecord
     from dsagent_cbr.bank.cases import Case
 
 T = TypeVar("T")
@@ -82,6 +83,13 @@ class Progress(Protocol):
 class Quiet:
     def update(self, **fields: object) -> None:
         pass
+
+
+class Observer(Protocol):
+    """Told each time a run's record is saved (`final`: the last time), outside the loop's concerns: the
+    report (report/observer.py) is drawn by one, so the loops and their tests never wait on matplotlib."""
+
+    def saved(self, record: RunRecord, *, final: bool) -> None: ...
 
 
 @dataclass

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from dsagent_cbr.agent.record import load_record
-from dsagent_cbr.agent.report import write_report
 from dsagent_cbr.bench.trial import AGENT_KINDS
+from dsagent_cbr.report.run_report import write_report
 
 
 def anchors(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:

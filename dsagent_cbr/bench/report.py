@@ -15,10 +15,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from dsagent_cbr.agent.report import PLAIN_TEXT
 from dsagent_cbr.bench.measures import measure
 from dsagent_cbr.config import PROJECT_ROOT
 from dsagent_cbr.files import write_bytes_atomic, write_json_atomic, write_text_atomic
+from dsagent_cbr.report.run_report import PLAIN_TEXT
 
 # What a trial's score depends on besides cbr's commit: an anchor measured again on other releases of these
 # (FLAML's timed search above all) is a different anchor, so the table names them.
@@ -172,7 +172,7 @@ def markdown(report: dict[str, Any], title: str) -> str:
 
 def plot(report: dict[str, Any], path: Path, title: str) -> None:
     """The PNG of normalised score by task and agent. Task and agent names and the command are a user's
-    text: every label is drawn plain (agent/report.py's PLAIN_TEXT: no mathtext, no TeX)."""
+    text: every label is drawn plain (report/run_report.py's PLAIN_TEXT: no mathtext, no TeX)."""
     import matplotlib
 
     with matplotlib.rc_context(PLAIN_TEXT):  # read when a text is made, and tick labels are made in savefig

@@ -56,6 +56,7 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     from dsagent_cbr.agent.rundir import new_run_dir, save_config
     from dsagent_cbr.bank import open_bank
     from dsagent_cbr.llm.models import settings_model
+    from dsagent_cbr.report.observer import ReportWriter
     from dsagent_cbr.sandbox.bubblewrap import require_sandbox
     from dsagent_cbr.tasks.finding import find_task
     from dsagent_cbr.tasks.loader import load_task
@@ -73,14 +74,17 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     save_config(run_dir, {"task_dir": str(task.root), "deploy": {**asdict(config), "policy": policy.describe()},
                           "settings": {"model": settings.model, "store": settings.store}})
     reference = reference_valid(task, settings.casebank_dir, settings.tasks_dir)
+    drawn = (ReportWriter(run_dir),)
     try:
         if settings.model == "none":
-            record = run_deploy(task, config, run_dir, bank, None, settings.tasks_dir, reference=reference)
+            record = run_deploy(task, config, run_dir, bank, None, settings.tasks_dir, reference=reference,
+                                observers=drawn)
         else:
             from dsagent_cbr.llm import open_llm
 
             with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
-                record = run_deploy(task, config, run_dir, bank, client, settings.tasks_dir, reference=reference)
+                record = run_deploy(task, config, run_dir, bank, client, settings.tasks_dir, reference=reference,
+                                observers=drawn)
     finally:
         if (run_dir / "summary.json").is_file():
             track(run_dir, mlflow_uri)

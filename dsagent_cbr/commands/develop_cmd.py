@@ -197,18 +197,20 @@ def run_develop(task: Task, config: DevelopConfig, run_dir: Path, settings: Sett
     from dsagent_cbr.agent.context import reference_valid
     from dsagent_cbr.agent.develop import develop_with_model
     from dsagent_cbr.agent.progress import LiveProgress
-    from dsagent_cbr.agent.search import develop_search
     from dsagent_cbr.bank import open_bank
+    from dsagent_cbr.report.observer import ReportWriter
+    from dsagent_cbr.search.loop import develop_search
 
     bank = open_bank(settings)
     reference = reference_valid(task, settings.casebank_dir, settings.tasks_dir)
+    seen = {"reference": reference, "observers": (ReportWriter(run_dir),)}
     with LiveProgress(f"developing {task.name}", total=None if config.budget else config.iterations) as progress:
         if settings.model == "none":
-            return develop_search(task, config, run_dir, bank, progress=progress, reference=reference)
+            return develop_search(task, config, run_dir, bank, progress=progress, **seen)
         from dsagent_cbr.llm import open_llm
 
         with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
             if config.budget is not None:  # a budget: the search, with the model's operators among its own
-                return develop_search(task, config, run_dir, bank, progress=progress, reference=reference,
+                return develop_search(task, config, run_dir, bank, progress=progress, **seen,
                                       model=client)
-            return develop_with_model(task, config, run_dir, bank, client, progress=progress, reference=reference)
+            return develop_with_model(task, config, run_dir, bank, client, progress=progress, **seen)

@@ -140,7 +140,7 @@ def interrupt_once() -> None:
 
 def budget_seconds(budget: str) -> float:
     """--budget as seconds ('15m', '90s', '300'), or one sentence on what is wrong with it."""
-    from dsagent_cbr.search.clock import parse_duration
+    from dsagent_cbr.clock import parse_duration
 
     try:
         return parse_duration(budget)

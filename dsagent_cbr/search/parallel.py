@@ -9,7 +9,7 @@ the project at the same path and the run folder on a shared filesystem).
 With --parallel 1 and no --address a node runs in the loop's own thread, as it always did: Ctrl-C reaches
 its script at once, and no Ray starts. A model's node (unless --in-turn) then runs beside it (`Beside`):
 its calls wait on the model, not on our cores, so the plain nodes go on meanwhile; the scripts still take
-turns (agent/search.py's lock)."""
+turns (search/loop.py's lock)."""
 
 from __future__ import annotations
 

@@ -1,29 +1,45 @@
-"""Which operator the search applies next, from what the tree holds. Pure: tested with plain values.
+"""The search's policy, all of it: which operator comes next and whether a node may start now. Pure: it
+sees the tree as plain values (View) and is tested with them.
 
     draft      cbr's general solutions, first: the search never ends below a default boosted model
     ensemble   a blend of the best nodes' predictions, each time ENSEMBLE_EVERY more nodes have graded
-               (and once more when the search ends: search.py)
-then a move that asks the model and one that does not take turns while the model has time (model_share):
-until one of its nodes has graded, its nodes may take MODEL_SHARE of the budget beyond its first
-PLAIN_FIRST seconds, in all (a model too slow to write a script in that time is cut off there, and costs
-the search no more); after, MODEL_SLACK seconds more than the other nodes have taken (a poor model costs at
-most about half the time). Without a model (or after GIVE_UP model nodes in a row came to nothing) only
-the second kind:
-    debug      (model) fix the newest broken node, a chain of debug nodes at most --n-debug deep
-    plan       (model) DS-Agent's step from a retrieved and reranked case, for the starter: PLANS of them
-    improve    (model) the same step for one of the best nodes, with its log and what it printed
-    transplant the next compatible past solution (nearest first), alternating with
-    tune       new values for the model literals of one of the best families (Optuna)
-    stop       when nothing is left to try (the budget and the node cap are the loop's)
+               (and once more when the search ends: loop.py)
+then one of two arms, each a kind of move:
+    plain      the next compatible past solution (transplant, nearest first), alternating with new values
+               for the model literals of one of the best families (tune, Optuna)
+    model      fix the newest broken node (debug, a chain at most --n-debug deep); a new solution from a
+               retrieved case (plan, PLANS of them); a change to one of the best nodes (improve)
+chosen by gain per second: each arm's improvements of the best score so far, over the seconds its nodes
+took, both with a prior (PRIOR_SECONDS, and the mean improvement seen) so that an arm not tried yet is
+tried. A model that is fast and good gets more of the budget; one that is slow or writes nothing that
+grades gets less, and none once its nodes no longer fit in what is left. On a tie the arms take turns.
+
+Time: no node starts with less of the budget left than a node of its arm needs: MIN_NODE_SECONDS, or the
+median time its arm's nodes took when that is longer; a model's first node is assumed to need
+FIRST_MODEL_NODE. Each node is charged its own time, from its start to its end (loop.py stamps both).
+
 With --parallel 1 a model node is written beside the plain nodes (it waits on the model, not on our
-cores; its script waits for theirs): while it is, only plain moves start, and while a plain node runs,
-only a model move may start beside it (`View.room`).
-"""
+cores): while it is, only plain moves start, and while a plain node runs, only a model move may start
+beside it, when its arm is not behind (`View.room`)."""
 
 from __future__ import annotations
 
+import math
 import random
+import statistics
 from dataclasses import dataclass, field
+
+from dsagent_cbr.agent.record import Operator
+
+ENSEMBLE_EVERY = 4
+TUNE_THE_BEST = 0.7  # otherwise one of the next two, so that one lucky family or node does not take all
+PLANS = 2  # plan nodes before the model improves nodes
+MIN_NODE_SECONDS = 20.0  # no node starts with less of the budget left than this
+# a model node's time before one has ended: a capable model's plan and program calls take tens of seconds,
+# and SmolLM2 on this machine took 40-140 s; a one-minute search has no room for one after its drafts
+FIRST_MODEL_NODE = 60.0
+PRIOR_SECONDS = 60.0  # each arm's rate starts as if it had spent this long for one typical gain
+TIE = 0.02  # rates this close are a tie: a few milliseconds either way decide nothing
 
 
 @dataclass(frozen=True)
@@ -36,83 +52,104 @@ class Family:
 
 
 @dataclass(frozen=True)
+class Arm:
+    """What one kind of move has done so far (drafts and ensembles are in neither arm)."""
+
+    seconds: float = 0.0  # its nodes' time, those in flight so far
+    gain: float = 0.0  # the improvements of the best score so far its nodes made (positive is better)
+    times: tuple[float, ...] = ()  # its ended nodes' times
+    last: bool = False  # the last node of either arm was this arm's
+
+    def rate(self, prior_gain: float) -> float:
+        return (self.gain + prior_gain) / (self.seconds + PRIOR_SECONDS)
+
+
+@dataclass(frozen=True)
 class View:
     """What the policy sees of the tree."""
 
     drafts_left: int  # general solutions for this kind of data not drafted yet
     cases_left: int
     families: list[Family]  # best first (graded ones before the rest)
-    last: str  # the operator of the last node that did not ask the model, "" at the start
+    last: str  # the operator of the last plain node, "" at the start
     can_ensemble: bool = False  # the task's predictions can be blended on the host, and 2+ nodes graded
     fresh: int = 0  # nodes graded since the last ensemble
-    model: bool = False  # the model's operators are on: there is a model and it has not been given up
+    model: bool = False  # there is a model
     plans: int = 0  # plan nodes so far
     graded: list[int] = field(default_factory=list)  # single-script nodes with a score, best first
     broken: list[int] = field(default_factory=list)  # nodes a debug node may fix, newest first
-    last_by_model: bool = False  # the last node (ensembles aside) asked the model
-    model_due: bool = True  # the model has time left (MODEL_SHARE, MODEL_SLACK)
+    plain: Arm = Arm()
+    by_model: Arm = Arm()
+    left: float = math.inf  # seconds of the budget left
     # the kind of node that may start now: any; plain (a model node is being written beside the plain ones);
     # model (the plain nodes' places are taken, one beside them is free)
     room: str = "any"
 
+    def prior_gain(self) -> float:
+        """The typical improvement: what an arm is credited with before it has shown its own."""
+        gains = [a.gain for a in (self.plain, self.by_model) if a.gain > 0]
+        return statistics.mean(gains) if gains else 1.0
+
 
 @dataclass(frozen=True)
 class Move:
-    operator: str  # draft | transplant | tune | ensemble | plan | improve | debug | stop
+    operator: str  # an Operator, or "stop"
     parent: int | None = None  # tune: the family's root; improve, debug: the node it changes
 
 
-ENSEMBLE_EVERY = 4
-TUNE_THE_BEST = 0.7  # otherwise one of the next two, so that one lucky family or node does not take all
-MODEL_OPERATORS = ("plan", "improve", "debug")
-PLANS = 2  # plan nodes before the model improves nodes
-GIVE_UP = 3  # model nodes in a row without a graded script: the search goes on without the model
-MODEL_SHARE = 0.25  # of the budget beyond PLAIN_FIRST: the model's nodes in all, until one of them has graded
-# seconds of any budget that are the plain moves' alone: a model's step (retrieve, rerank, plan, program) takes
-# tens of seconds, which in a one-minute search cost more nodes than it can give (SmolLM2 on this
-# machine with a quarter of a 1m budget: its plan node graded nothing on 7 of 7 deployment tasks, and
-# took the place of 1 to 4 plain nodes)
-PLAIN_FIRST = 60.0
-MODEL_SLACK = 60.0  # seconds the model's nodes may run ahead of the others' once one has graded
+def needs(arm: Arm, by_model: bool = False) -> float:
+    """The seconds of the budget a node of this arm needs left to start."""
+    if not arm.times:
+        return FIRST_MODEL_NODE if by_model else MIN_NODE_SECONDS
+    return max(MIN_NODE_SECONDS, statistics.median(arm.times))
+
+
+def out_of_time(view: View) -> bool:
+    """No node of any arm fits in what is left (the loop then stops with the budget spent)."""
+    return view.left < min(needs(view.plain), needs(view.by_model, True) if view.model else math.inf)
 
 
 def choose(view: View, rng: random.Random) -> Move:
-    if view.room != "model":
-        if view.drafts_left:
-            return Move("draft")
-        if view.can_ensemble and view.fresh >= ENSEMBLE_EVERY:
-            return Move("ensemble")
-    if view.room == "model" and not view.model_due:  # beside the plain nodes only while the model has time
-        return Move("stop")
-    moves = [model_move(view, rng) if view.room != "plain" else None,
-             plain_move(view, rng) if view.room != "model" else None]
-    if view.last_by_model or not view.model_due:
-        moves.reverse()
-    return next((m for m in moves if m is not None), Move("stop"))
+    plain_fits = view.room != "model" and view.left >= needs(view.plain)
+    if plain_fits and view.drafts_left:
+        return Move(Operator.DRAFT)
+    if view.room != "model" and view.can_ensemble and view.fresh >= ENSEMBLE_EVERY:
+        return Move(Operator.ENSEMBLE)  # seconds on the host: no script, no time asked
+    model = model_move(view, rng) if view.room != "plain" and view.left >= needs(view.by_model, True) else None
+    plain = plain_move(view, rng) if plain_fits else None
+    if model is not None and plain is not None:
+        return model if model_first(view) else plain
+    if model is not None and view.room == "model" and not model_first(view):
+        return Move("stop")  # beside the plain nodes only while the model's arm is not behind
+    return model or plain or Move("stop")
+
+
+def model_first(view: View) -> bool:
+    """The model's arm has the better gain per second; on a tie, the arm that did not move last."""
+    prior = view.prior_gain()
+    model, plain = view.by_model.rate(prior), view.plain.rate(prior)
+    if math.isclose(model, plain, rel_tol=TIE):
+        return not view.by_model.last
+    return model > plain
 
 
 def model_move(view: View, rng: random.Random) -> Move | None:
     if not view.model:
         return None
     if view.broken:
-        return Move("debug", parent=view.broken[0])
+        return Move(Operator.DEBUG, parent=view.broken[0])
     if view.plans < PLANS or not view.graded:
-        return Move("plan")
-    return Move("improve", parent=one_of_the_best(view.graded, rng))
+        return Move(Operator.PLAN)
+    return Move(Operator.IMPROVE, parent=one_of_the_best(view.graded, rng))
 
 
 def plain_move(view: View, rng: random.Random) -> Move | None:
     tunable = [f.root for f in view.families if f.tunable and f.best is not None]
-    if view.cases_left and (view.last != "transplant" or not tunable):
-        return Move("transplant")
+    if view.cases_left and (view.last != Operator.TRANSPLANT or not tunable):
+        return Move(Operator.TRANSPLANT)
     if tunable:
-        return Move("tune", parent=one_of_the_best(tunable, rng))
+        return Move(Operator.TUNE, parent=one_of_the_best(tunable, rng))
     return None
-
-
-def model_share(budget: float) -> float:
-    """Seconds the model's nodes may take in all before one of them has graded."""
-    return MODEL_SHARE * max(0.0, budget - PLAIN_FIRST)
 
 
 def one_of_the_best(ranked: list[int], rng: random.Random) -> int:

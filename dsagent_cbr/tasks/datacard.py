@@ -3,7 +3,12 @@
 
 It reads only the public files (our layout's data.public, DS-Agent's env/), never private answers; at
 most MAX_ROWS rows of a CSV are read (the row count itself is exact), at most MAX_COLUMNS columns are
-described, and the summary of each file is cached by its path, size and modification time."""
+described one by one, and the summary of each file is cached by its path, size and modification time.
+
+A wide file (more than WIDE_COLUMNS columns) has its numbered columns (`pixel0`…`pixel783`, `f_00`…,
+`sensor_1_mean`, `sensor_2_mean`…) of one dtype summarised a group per line, so that hundreds of look-alike
+columns cost a few lines and every column is still accounted for, by name or inside a named group.
+A text column of at most MAX_LEVELS values has every value shown, with its share of the rows."""
 
 from __future__ import annotations
 
@@ -11,6 +16,7 @@ import csv
 import functools
 import json
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +28,10 @@ MAX_COLUMNS = 60
 EXAMPLE_CHARS = 60
 MAX_CLASSES = 20
 MORE_NAMES_CHARS = 1500
+MAX_LEVELS = 12  # a text column with at most this many values has every value (and its share) shown
+WIDE_COLUMNS = 40  # beyond this many columns, numbered look-alike columns are grouped
+MIN_GROUP = 3  # two numbered columns (`BsmtFinSF1`, `BsmtFinSF2`) read better one by one
+MAX_RUNS = 8  # runs of numbers named in a group whose numbers have gaps
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,20 @@ class Column:
     missing: float  # share of the rows read
     distinct: int
     examples: tuple[str, ...]
+    # Every level of a low-cardinality text or bool column, most frequent first: (as shown, share of rows).
+    levels: tuple[tuple[str, float], ...] = ()
+    low: float | None = None  # smallest and largest value of a numeric column, for its group's range
+    high: float | None = None
+
+
+@dataclass(frozen=True)
+class ColumnGroup:
+    """Columns of one dtype named alike but for their numbers: `pieces[0]`, a number, `pieces[1]`, …"""
+
+    pieces: tuple[str, ...]
+    dtype: str
+    columns: tuple[Column, ...]
+    numbers: tuple[tuple[str, ...], ...]  # each column's numbers as written (`00` in `f_00`), in file order
 
 
 @dataclass(frozen=True)
@@ -67,14 +91,32 @@ def _summarise_csv(path: str, mtime_ns: int, size: int, max_rows: int, hidden: t
     frame = pd.read_csv(path, nrows=max_rows, low_memory=False)
     frame = frame.drop(columns=[c for c in hidden if c in frame.columns])
     rows = len(frame) if len(frame) < max_rows else _count_rows(Path(path))
-    columns = []
-    for name in frame.columns:
-        values = frame[name]
-        present = values.dropna()
-        examples = tuple(_example(v.item() if hasattr(v, "item") else v) for v in present.drop_duplicates()[:2])
-        missing = float(values.isna().mean()) if len(values) else 0.0
-        columns.append(Column(str(name), str(values.dtype), missing, int(present.nunique()), examples))
-    return CsvSummary(rows, len(frame), tuple(columns), frame)
+    columns = tuple(_column(str(name), frame[name]) for name in frame.columns)
+    return CsvSummary(rows, len(frame), columns, frame)
+
+
+def _plain(value: Any) -> Any:
+    return value.item() if hasattr(value, "item") else value
+
+
+def _column(name: str, values: Any) -> Column:
+    """One column as read. A text column of few levels lists them all: two examples of five levels left a
+    model guessing at the other three."""
+    present = values.dropna()
+    examples = tuple(_example(_plain(v)) for v in present.drop_duplicates()[:2])
+    missing = float(values.isna().mean()) if len(values) else 0.0
+    distinct = int(present.nunique())
+    levels: tuple[tuple[str, float], ...] = ()
+    low = high = None
+    if _is_numeric(values):
+        if len(present):
+            low, high = float(present.min()), float(present.max())
+    elif 0 < distinct <= MAX_LEVELS:
+        counts = present.value_counts(sort=False).items()
+        shares = [(_example(_plain(v)), n / len(values)) for v, n in counts]
+        # Most frequent first, ties by their text, so that the card is the same on every run.
+        levels = tuple(sorted(shares, key=lambda level: (-level[1], level[0])))
+    return Column(name, str(values.dtype), missing, distinct, examples, levels, low, high)
 
 
 def summarise_csv(path: Path, max_rows: int = MAX_ROWS, hidden: tuple[str, ...] = ()) -> CsvSummary:
@@ -95,19 +137,51 @@ def _number(value: float) -> str:
     return f"{value:.4g}"
 
 
+def _share(share: float) -> str:
+    """A level's share of rows in whole percent; never `0%` or `100%` for a share that is neither."""
+    if 0 < share < 0.01:
+        return "<1%"
+    return ">99%" if 0.99 < share < 1 else f"{100 * share:.0f}%"
+
+
+def _examples(column: Column) -> str:
+    if column.levels:
+        return ", ".join(f"{text} {_share(share)}" for text, share in column.levels)
+    return ", ".join(column.examples)
+
+
 def _column_table(summary: CsvSummary, keep: set[str]) -> list[str]:
-    """One row per column (the id and targets always among them), at most MAX_COLUMNS, then the rest by name."""
+    """The columns of a file: one table row each (the id and targets always among them), at most
+    MAX_COLUMNS, the rest by name; in a wide file, its groups of numbered look-alike columns a line each."""
     columns = list(summary.columns)
+    groups = _groups(columns, keep) if len(columns) > WIDE_COLUMNS else []
+    grouped = {c.name for g in groups for c in g.columns}
+    single = [c for c in columns if c.name not in grouped]
+    if not groups:
+        return _rows_table(single, keep)
+    # The count up front, so that a model can check that the table and the groups hold every column.
+    plural = "s" if len(groups) > 1 else ""
+    lead = (f"{len(columns):,} columns: {len(single):,} listed one by one, {len(grouped):,} in "
+            f"{len(groups):,} group{plural} of one name pattern and dtype after them.")
+    lines = [lead, ""] + (_rows_table(single, keep) if single else [])
+    return lines + ["", "Column groups:"] + [_group_line(g) for g in groups]
+
+
+def _rows_table(columns: list[Column], keep: set[str]) -> list[str]:
+    others = [c for c in columns if c.name not in keep]
     shown = columns if len(columns) <= MAX_COLUMNS else (
-        [c for c in columns if c.name in keep] + [c for c in columns if c.name not in keep][: MAX_COLUMNS - len(keep)])
+        [c for c in columns if c.name in keep] + others[: MAX_COLUMNS - len(keep)])
     shown_names = {c.name for c in shown}
-    # A column of 0% in every row says nothing and costs tokens in every prompt: only when something is missing.
+    # A column of 0% in every row says nothing and costs tokens in every prompt: only when one is missing.
     gaps = any(c.missing for c in shown)
-    lines = ["| column | dtype |" + (" missing |" if gaps else "") + " distinct | examples |",
+    # The header says when a cell holds every level, so that a model does not look for more of them.
+    levels = any(c.levels for c in shown)
+    heading = "examples, or every level and its share of rows" if levels else "examples"
+    lines = ["| column | dtype |" + (" missing |" if gaps else "") + f" distinct | {heading} |",
              "|---|---|" + ("---:|" if gaps else "") + "---:|---|"]
     for c in [c for c in columns if c.name in shown_names]:
-        examples = ", ".join(c.examples).replace("|", "\\|")
         missing = f" {_percent(c.missing)} |" if gaps else ""
+        examples = _examples(c).replace("|", "\\|")
         lines.append(f"| `{c.name}` | {c.dtype} |{missing} {c.distinct:,} | {examples} |")
     rest = [c.name for c in columns if c.name not in shown_names]
     if rest:
@@ -120,6 +194,107 @@ def _column_table(summary: CsvSummary, keep: set[str]) -> list[str]:
         more = f" (and {len(rest) - len(names):,} more)" if len(names) < len(rest) else ""
         lines.append(f"\n{len(rest):,} more columns, not described: {', '.join(names)}{more}.")
     return lines
+
+
+_NUMBER = re.compile(r"\d+")
+
+
+def _name_parts(name: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The pieces of a name around its numbers, and those numbers, counting only a number that ends the name
+    or one of its parts (`pixel12`, `f_00`, `sensor_3_mean`, `1/22/20`): one inside a word (`v2x`) names
+    a different thing."""
+    pieces, numbers, start = [], [], 0
+    for found in _NUMBER.finditer(name):
+        if found.end() == len(name) or not name[found.end()].isalnum():
+            pieces.append(name[start : found.start()])
+            numbers.append(found.group())
+            start = found.end()
+    return (tuple(pieces) + (name[start:],), tuple(numbers)) if numbers else None
+
+
+def _groups(columns: list[Column], keep: set[str]) -> list[ColumnGroup]:
+    """Groups of at least MIN_GROUP columns of one dtype named alike, in the order of their first column;
+    the `keep` columns (id, targets) are never grouped."""
+    found: dict[tuple[tuple[str, ...], str], list[tuple[tuple[str, ...], Column]]] = {}
+    for column in columns:
+        parts = None if column.name in keep else _name_parts(column.name)
+        if parts is not None:
+            found.setdefault((parts[0], column.dtype), []).append((parts[1], column))
+    return [ColumnGroup(pieces, dtype, tuple(c for _, c in members), tuple(n for n, _ in members))
+            for (pieces, dtype), members in found.items() if len(members) >= MIN_GROUP]
+
+
+def _pattern(group: ColumnGroup, varying: list[int]) -> str:
+    """The names with each varying number as `{n}` and the others as written (`sensor_{n}_reading_3`)."""
+    fixed = group.numbers[0]
+    inner = [piece + ("{n}" if i in varying else fixed[i]) for i, piece in enumerate(group.pieces[:-1])]
+    return "".join(inner) + group.pieces[-1]
+
+
+def _runs(texts: list[str], numbers: list[int]) -> str:
+    """Sorted numbers as runs, `1–3, 5, 7–9`, at most MAX_RUNS of them."""
+    runs: list[list[str]] = []
+    for i, text in enumerate(texts):
+        if i and numbers[i] == numbers[i - 1] + 1:
+            runs[-1][1] = text
+        else:
+            runs.append([text, text])
+    parts = [first if first == last else f"{first}–{last}" for first, last in runs]
+    return ", ".join(parts[:MAX_RUNS]) + (", …" if len(parts) > MAX_RUNS else "")
+
+
+def _group_name(group: ColumnGroup) -> str:
+    """First and last name when one number varies without a gap (`pixel0` … `pixel783`); the pattern and
+    its runs of numbers when it has gaps; the pattern, first and last name when several numbers vary."""
+    varying = [i for i in range(len(group.pieces) - 1) if len({n[i] for n in group.numbers}) > 1]
+    if len(varying) != 1:  # a grid or dates (`1/22/20`): the file's order is the one that means something
+        first, last = group.columns[0].name, group.columns[-1].name
+        return f"`{_pattern(group, varying)}`, from `{first}` to `{last}` in the file's order"
+    at = varying[0]
+    ordered = sorted(zip(group.numbers, group.columns, strict=True), key=lambda m: (int(m[0][at]), m[0][at]))
+    numbers = [int(n[at]) for n, _ in ordered]
+    if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
+        return f"`{ordered[0][1].name}` … `{ordered[-1][1].name}`"
+    return f"`{_pattern(group, varying)}` for n in {_runs([n[at] for n, _ in ordered], numbers)}"
+
+
+def _group_line(group: ColumnGroup) -> str:
+    """The group's name, size, dtype, range of missing shares and its values: their range for numbers,
+    else the levels of all its columns when few, else how many distinct values a column has."""
+    columns = group.columns
+    low, high = min(c.missing for c in columns), max(c.missing for c in columns)
+    missing = _percent(low) if low == high else f"{_percent(low)} to {_percent(high)}"
+    gaps = [f"`{c.name}`" for c in columns if c.missing]
+    if low != high:  # which columns have gaps, when few enough to name: a model may want to impute them
+        missing += f" ({', '.join(gaps)} only)" if len(gaps) <= MIN_GROUP else f" (in {len(gaps):,} columns)"
+    lows = [c.low for c in columns if c.low is not None]
+    highs = [c.high for c in columns if c.high is not None]
+    levels = sorted({text for c in columns for text, _ in c.levels})
+    distinct = sorted({c.distinct for c in columns})
+    if lows:
+        values = f"values {_number(min(lows))} to {_number(max(highs))}"
+    elif all(c.levels for c in columns) and len(levels) <= MAX_LEVELS:
+        values = f"levels {', '.join(levels)}"
+    elif distinct == [0]:
+        values = "no values"
+    else:
+        spread = f"{distinct[0]:,}" if len(distinct) == 1 else f"{distinct[0]:,} to {distinct[-1]:,}"
+        values = f"{spread} distinct values per column"
+    return f"- {_group_name(group)} ({len(columns):,} columns): {group.dtype}, missing {missing}, {values}"
+
+
+def _name_items(columns: tuple[Column, ...]) -> list[str]:
+    """A file's column names for a sentence, a wide file's groups named as one item each."""
+    groups = _groups(list(columns), set()) if len(columns) > WIDE_COLUMNS else []
+    first = {g.columns[0].name: g for g in groups}
+    grouped = {c.name for g in groups for c in g.columns}
+    items = []
+    for c in columns:
+        if c.name in first:
+            items.append(f"{_group_name(first[c.name])} ({len(first[c.name].columns):,} columns)")
+        elif c.name not in grouped:
+            items.append(f"`{c.name}`")
+    return items
 
 
 def target_distribution(values: Any, task_type: str) -> str:
@@ -188,8 +363,9 @@ def csv_card(public_dir: Path, files: list[str], *, target: list[str], id_column
             lack = f" without {', '.join(f'`{c}`' for c in missing)}" if missing else ""
             lines.append(f"\n`{name}` has the columns of `{train_name}`{lack}, {same}.")
         else:
-            lines.append(f"\n`{name}` columns: {', '.join(f'`{c}`' for c in names[:MAX_COLUMNS])}"
-                         + (f" and {len(names) - MAX_COLUMNS:,} more" if len(names) > MAX_COLUMNS else "") + ".")
+            items = _name_items(s.columns)
+            more = f" and {len(items) - MAX_COLUMNS:,} more" if len(items) > MAX_COLUMNS else ""
+            lines.append(f"\n`{name}` columns: {', '.join(items[:MAX_COLUMNS])}{more}.")
     return "\n".join(lines) + "\n"
 
 

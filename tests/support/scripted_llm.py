@@ -85,7 +85,8 @@ class ByRole:
     `roles` records the role of every request, in order."""
 
     OPENINGS = {"You are helping a data scientist choose": "rerank", "You are a data scientist planning": "plan",
-                "Edit the script below": "program", "Your reply had no Python code": "program",
+                "Edit the script below": "program", "Write a new solution script": "program",
+                "Your reply had no Python code": "program",
                 "A script written for this task fails": "debug", "Summarise one experiment": "log",
                 "Here are solved machine-learning tasks": "adapt"}
 

@@ -14,10 +14,7 @@ Only rows with status "ok" and a score are ranked, by the score they were judged
 score; the printed validation only for a task without selection rows) in the metric's direction; the
 printed validation is shown beside it, flagged where it claims much more, and the test score is shown,
 never used to rank. A row without a script path shows the last script found
-in its step-NN/ folder.
-
-`progress_line(iteration, total, role, status, score, best, metric)` is the one plain line printed
-per finished iteration when stdout is not a terminal (see progress.py)."""
+in its step-NN/ folder."""
 
 from __future__ import annotations
 
@@ -35,8 +32,8 @@ from typing import TYPE_CHECKING, Any
 from dsagent_cbr.agent.model_family import UNKNOWN, describe_model
 from dsagent_cbr.agent.record import Row, RunRecord, overclaims
 from dsagent_cbr.agent.rundir import step_path
-from dsagent_cbr.agent.search_report import build_tree_figure, operator_gains
 from dsagent_cbr.files import write_bytes_atomic, write_text_atomic
+from dsagent_cbr.report.tree_figure import build_tree_figure, operator_gains
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -259,7 +256,7 @@ def _templates(markdown: bool = False) -> Any:
     `{{ }}` it prints, so that no untrusted string depends on a filter someone must remember."""
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-    env = Environment(loader=PackageLoader("dsagent_cbr.agent", "templates"), undefined=StrictUndefined,
+    env = Environment(loader=PackageLoader("dsagent_cbr.report", "templates"), undefined=StrictUndefined,
                       autoescape=False if markdown else select_autoescape(["html"]),
                       finalize=md_text if markdown else None, trim_blocks=True, lstrip_blocks=True,
                       keep_trailing_newline=True)
@@ -372,11 +369,3 @@ def write_report(run_dir: Path, record: RunRecord) -> None:
     for name in ("report.md", "report.html"):
         page = _templates(markdown=name.endswith(".md")).get_template(name)
         write_text_atomic(run_dir / name, page.render(**view))
-
-
-def progress_line(iteration: int, total: int | None, role: str | None, status: str | None,
-                  score: float | None, best: float | None, metric: str) -> str:
-    """One plain line for a finished iteration, e.g.
-    'iteration 3/8 (execute): ok, rmse 5.1234, best 4.9876' (the scores the rows are judged by)."""
-    head = f"iteration {iteration}" + (f"/{total}" if total else "") + (f" ({role})" if role else "")
-    return f"{head}: {status or 'done'}, {metric} {fmt(score)}, best {fmt(best)}"

@@ -1,40 +1,30 @@
-"""The search's wall-clock budget, kept across resumes: the time at which each node ended is journaled,
-and a resumed run continues from the last one it replays."""
+"""A run's wall-clock budget, kept across resumes: the time at which each node started and ended is
+journaled, and a resumed run continues from the last one it replays. When a node may start is the search
+policy's (search/policy.py); this only keeps time."""
 
 from __future__ import annotations
 
 import math
-import statistics
+import threading
 import time
 
 MIN_NODE_SECONDS = 20.0  # less budget than this left: no node (or develop iteration) starts
-ROOM = 1.5  # once nodes have run: the room a next node needs, as a share of their median time
 
 
 class Clock:
     def __init__(self, budget: float | None) -> None:
         self.budget = budget  # seconds; None: no wall-clock budget (the node cap ends the search)
         self._start, self._offset = time.monotonic(), 0.0
-        self._took: list[float] = []  # how long the nodes so far ran
-
-    def took(self, seconds: float | None) -> None:
-        """A node ran this long: a short budget need not stop 20 s early when nodes take 3 s."""
-        if seconds is not None:
-            self._took.append(seconds)
-
-    def room(self) -> float:
-        """What a next node needs left to start: 20 s, or less once the nodes have shown their time."""
-        if not self._took:
-            return MIN_NODE_SECONDS
-        return min(MIN_NODE_SECONDS, ROOM * statistics.median(self._took))
+        self._lock = threading.Lock()  # nodes stamp their replayed times from their own threads
 
     def now(self) -> float:
         """Seconds the run has spent, earlier legs included."""
         return self._offset + time.monotonic() - self._start
 
     def at_least(self, spent: float) -> None:
-        """A replayed node ended `spent` seconds into the run: the clock goes on from there."""
-        self._offset += max(0.0, spent - self.now())
+        """A replayed step ended `spent` seconds into the run: the clock goes on from there."""
+        with self._lock:
+            self._offset += max(0.0, spent - self.now())
 
     def left(self) -> float:
         return math.inf if self.budget is None else self.budget - self.now()
@@ -44,8 +34,8 @@ class Clock:
         return None if self.budget is None else max(self.left(), 1.0)  # a node that started gets a second
 
     def exhausted(self) -> bool:
-        """Too little left for another node (or develop iteration) to start."""
-        return self.left() < self.room()
+        """Too little left for a develop iteration to start (the search's nodes: search/policy.py)."""
+        return self.left() < MIN_NODE_SECONDS
 
     def spent(self) -> str:
         return f"the budget of {say_duration(self.budget or 0)} spent"

@@ -14,6 +14,9 @@ COLOURS = {"draft": "#1f77b4", "transplant": "#2ca02c", "tune": "#9467bd", "ense
 
 
 def _ended(row: dict[str, Any]) -> float:
+    """When the node ended, as it stamped it (a record from before nodes did: its start and script's time)."""
+    if row.get("ended") is not None:
+        return float(row["ended"])
     return float(row.get("started") or 0.0) + float(row.get("wall_time") or 0.0)
 
 
@@ -28,7 +31,7 @@ def build_tree_figure(rows: list[dict[str, Any]], metric: str, direction: str, b
                       baselines: dict[str, float | None] | None = None) -> Figure:
     from matplotlib.figure import Figure
 
-    from dsagent_cbr.agent.report import baseline_lines, ranked
+    from dsagent_cbr.report.run_report import baseline_lines, ranked
 
     fig = Figure(figsize=(10, 4.5), dpi=100)
     ax = fig.add_subplot()

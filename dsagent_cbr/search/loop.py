@@ -1,0 +1,199 @@
+"""`cbr develop --budget` (and `--model none`): a search over solution nodes within a budget. A node is a
+script with its parent, the operator that made it, and its selection score; policy.py chooses the
+operator and whether a node may start, the harness grades every node on rows its script never saw
+labelled.
+
+    l0 = the starter's result
+    cases = compatible past solutions, retained first, nearest first
+    while nodes < T:
+        move = choose(tree)      draft | transplant | tune | ensemble (operators.py)
+                                 plan | improve | debug (the model's, model_moves.py) | stop
+        start the node, --parallel of them at once; each stamps its own start and end
+    ensemble once more when the tree grew since the last one (a blend on the host: seconds)
+    select the last blend, or the best single node when taking it did better on the same cross-fitted rows
+    retain (task, best single script) once, when its selection score beats the starter's
+
+The loop is a scheduler: choose, begin, submit, collect. A stop (the budget, --max-cost, an interrupt, a
+failure of ours) cancels the nodes in flight and waits for them before it goes up."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, wait
+from dataclasses import asdict
+from pathlib import Path
+
+from dsagent_cbr.agent.candidates import solution_candidates
+from dsagent_cbr.agent.develop import DevelopConfig, open_run
+from dsagent_cbr.agent.record import Operator, Row, RunRecord, Status, asks_model
+from dsagent_cbr.agent.run import Run
+from dsagent_cbr.agent.seams import Bank, Executor, Model, Observer, Progress
+from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.clock import Clock
+from dsagent_cbr.errors import Cancelled, OutOfTime
+from dsagent_cbr.search.model_moves import ModelMoves
+from dsagent_cbr.search.operators import Operators
+from dsagent_cbr.search.parallel import Beside, Pool, node_executor, node_pool
+from dsagent_cbr.search.policy import Move, View, choose, out_of_time
+from dsagent_cbr.search.tree import Tree
+from dsagent_cbr.tasks.model import Task
+
+MAX_CASES = 20
+DRAIN_SECONDS = 10.0  # a stop waits this long for the nodes in flight to end, their scripts killed
+
+
+def develop_search(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, executor: Executor | None = None,
+                   progress: Progress | None = None, reference: float | None = None, *,
+                   model: Model | None = None, observers: Sequence[Observer] = ()) -> RunRecord:
+    with node_executor(executor, task, config.sandbox, config.parallel, config.address) as (runs, cores):
+        run = open_run("search", task, config, run_dir, bank, runs, progress, model, reference, observers)
+        if cores is not None:  # what the record's sandbox says: each node's share, and how many ran at once
+            run.record.sandbox = {**run.record.sandbox, "cores": cores, "parallel": config.parallel}
+        search = None  # no search when the starter's run stopped the run
+        with run.stopping():
+            run.baseline_run()
+            found = run.journal.step(0, "retrieve", lambda: [{**c.to_dict(), "score": s} for c, s in
+                                                             solution_candidates(bank, task, min(config.iterations, MAX_CASES))])
+            search = Search(run, [Case.from_dict(c) for c in found], Clock(config.budget), config, model)
+            run.refit_blend = search.operators.refit_blend
+            search.grow()
+        best = search.tree.best_single() if search else None
+        if best is not None:
+            with run.stopping():  # a bank server that died since is ours: the record says so, exit 3
+                run.retain(best, search.tree.script(best), f"search node {best.iteration} ({best.step})")
+        return run.close()
+
+
+class Search:
+    def __init__(self, run: Run, cases: list[Case], clock: Clock, config: DevelopConfig,
+                 model: Model | None = None) -> None:
+        self.run, self.clock, self.config, self.tree = run, clock, config, Tree(run)
+        # with --parallel 1 a model node is written beside the plain ones (parallel.py's Beside); the scripts
+        # take turns on all the cores
+        self.beside = model is not None and config.parallel <= 1 and not config.address and not config.in_turn
+        self.operators = Operators(self.tree, cases, clock, config, scripts_take_turns=self.beside)
+        self.model = ModelMoves(self.tree, self.operators.execute, clock, config, model) if model else None
+
+    def grow(self) -> None:
+        """Nodes until the cap, the budget or the policy says stop; each node journaled, so a resumed run
+        replays the tree and goes on from its last node."""
+        running: dict[Future[None], Row] = {}
+        with node_pool(self.config.parallel, self.beside) as pool:
+            try:
+                t, why = self.nodes(pool, running)
+            except BaseException:
+                self.drain(running)
+                raise
+        self.last_ensemble(t + 1)
+        self.final_choice()
+        self.run.record.stopped = f"{why} after {len(self.run.rows)} node(s)"
+
+    def nodes(self, pool: Pool, running: dict[Future[None], Row]) -> tuple[int, str]:
+        """Start what the policy chooses while there is room, collect what ends. Returns the last node's
+        number and why no more were started."""
+        t, why = 0, ""
+        while True:
+            while (room := self.room(running)) is not None:
+                move, why = self.next_move(t + 1, room)
+                if move is None:  # nothing to start now; with nodes running, perhaps once they end
+                    break
+                t += 1
+                row = self.run.begin(t, operator=move.operator, parent=move.parent)
+                beside = asks_model(move.operator) and isinstance(pool, Beside)
+                running[(pool.beside if beside else pool.submit)(self.node, row)] = row  # type: ignore[union-attr]
+            if not running:
+                return t, why
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in sorted(done, key=lambda f: running[f].iteration):
+                future.result()  # the budget, an interrupt or a failure of ours ends the run here
+                self.run.end(running.pop(future))
+
+    def drain(self, running: dict[Future[None], Row]) -> None:
+        """A stop: the nodes in flight are cancelled (their scripts killed, Run.halt) and waited for, so that
+        none changes the run once it is recorded; one still waiting on a model after DRAIN_SECONDS can
+        change nothing either (Run.open_for)."""
+        self.run.halt.set()
+        wait(running, timeout=DRAIN_SECONDS)
+
+    def room(self, running: dict[Future[None], Row]) -> str | None:
+        """The kind of node that may start now (policy.View.room), None when none may: --parallel nodes at
+        once, and one model node beside them when it is written beside them."""
+        if not self.beside:
+            return "any" if len(running) < self.config.parallel else None
+        by_model = sum(asks_model(r.operator) for r in running.values())
+        plain, model = len(running) - by_model < self.config.parallel, by_model < 1
+        return "any" if plain and model else "plain" if plain else "model" if model else None
+
+    def next_move(self, t: int, room: str) -> tuple[Move | None, str]:
+        """Node t's move, or None and why there is none (no reason when the move it replays waits for room
+        of its kind). The policy's move is journaled, so that a resumed run grows the same tree; a stop is
+        not: with nodes still running, the next to end may give the policy something to do."""
+        if t > self.config.iterations:
+            return None, f"the cap of {self.config.iterations} nodes reached"
+        recorded = self.run.journal.recorded(t, "choose")
+        if isinstance(recorded, dict):
+            move = Move(**recorded)
+            if room != "any" and asks_model(move.operator) != (room == "model"):
+                return None, ""
+            return move, ""
+        view = self.view(room)
+        move = choose(view, random.Random(f"{self.config.seed}-{t}"))  # per node: a replay draws the same
+        if move.operator == "stop":
+            return None, self.clock.spent() if out_of_time(view) else "nothing left to try"
+        return Move(**self.run.journal.step(t, "choose", lambda: asdict(move))), ""
+
+    def node(self, row: Row) -> None:
+        """Make node `row` with its operator and run it (in a thread of its own with --parallel, or beside);
+        it stamps its own start and end, as journaled, so that its time is its own."""
+        t = row.iteration
+        row.started = self.stamp(t, "started")
+        try:
+            (self.model if asks_model(row.operator) else self.operators).make(row)  # type: ignore[union-attr]
+        except OutOfTime as exc:  # the budget ended during one of its model calls: the node ends
+            row.status, row.error = Status.OUT_OF_TIME, str(exc)
+        except Cancelled:  # the run stopped while the node ran: it leaves nothing (Run.discard_in_flight)
+            return
+        row.ended = self.stamp(t, "clock")
+
+    def stamp(self, t: int, role: str) -> float:
+        """Seconds into the run, journaled: a replayed node's clock goes on from when it ran."""
+        spent = self.run.journal.step(t, role, lambda: round(self.clock.now(), 1))
+        self.clock.at_least(spent)
+        return spent
+
+    def last_ensemble(self, t: int) -> None:
+        """The search ends with a blend of what it found, when nodes graded since the last one: it costs
+        seconds on the host, so it comes after the budget and the node cap."""
+        if self.operators.held is not None and len(self.tree.singles()) >= 2 and self.tree.fresh():
+            move = self.run.journal.step(t, "choose", lambda: asdict(Move(Operator.ENSEMBLE)))  # replayed as node t
+            row = self.run.begin(t, **move)
+            self.node(row)
+            self.run.end(row)
+
+    def final_choice(self) -> None:
+        """The run's solution: the last blend, unless taking the best single node did better on the same
+        cross-fitted halves of the selection rows (a single node's own selection score is the best of
+        many on the rows that chose it, so it cannot be set against a blend's: ensemble.py)."""
+        blends = [r for r in self.run.rows if r.operator == Operator.ENSEMBLE and r.score is not None]
+        single = self.tree.best_single()
+        if not blends or single is None:
+            return
+        made = self.run.journal.recorded(blends[-1].iteration, "ensemble")
+        alone = made.get("single") if isinstance(made, dict) else None
+        pick = single if self.run.task.metric.better(alone, blends[-1].score) else blends[-1]
+        if pick is not self.run.best:
+            self.run.select(pick, self.tree.script(pick), self.tree.workspace(pick))
+
+    def view(self, room: str) -> View:
+        tree = self.tree
+        plain, by_model = tree.arms(self.clock.now())
+        singles = tree.singles()
+        return View(drafts_left=len(self.operators.general) - tree.taken(Operator.DRAFT),
+                    cases_left=len(self.operators.cases) - tree.taken(Operator.TRANSPLANT),
+                    families=tree.families(), last=next((r.operator for r in reversed(self.run.rows)
+                                                         if r.operator in (Operator.TRANSPLANT, Operator.TUNE)), ""),
+                    can_ensemble=self.operators.held is not None and len(singles) >= 2, fresh=tree.fresh(),
+                    model=self.model is not None, plans=tree.taken(Operator.PLAN), graded=tree.graded(),
+                    broken=tree.broken(self.config.n_debug), plain=plain, by_model=by_model,
+                    left=self.clock.left(), room=room)

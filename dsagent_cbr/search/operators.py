@@ -1,0 +1,171 @@
+"""The search's operators that need no model, each making one node on the tree (tree.py) and running its
+script in the sandbox within what is left of the budget:
+
+    draft       the nth of cbr's general solutions, fitted to the task by the structural adapter
+    transplant  the nth nearest compatible past solution, adapted the same way
+    tune        a family root's script with Optuna's next values for its model literals
+    ensemble    a blend of the graded nodes' predictions, judged on rows that did not choose it
+                (ensemble.py); on the host, in seconds
+
+and the refit of a selected blend (each member once more on every labelled row)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import AbstractContextManager, nullcontext
+from pathlib import Path
+
+from dsagent_cbr.adapter import Adapted, adapt_case
+from dsagent_cbr.agent.develop import DevelopConfig
+from dsagent_cbr.agent.record import Operator, Refit, Row, Status
+from dsagent_cbr.agent.rundir import publish_outputs, step_dir
+from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.clock import Clock
+from dsagent_cbr.files import write_text_atomic
+from dsagent_cbr.harness.plan import hold_out
+from dsagent_cbr.harness.readers import ArtefactError, read_refit_rounds
+from dsagent_cbr.harness.result import RunResult
+from dsagent_cbr.harness.run import REFIT_VARIABLE
+from dsagent_cbr.sandbox.scratch import clear_folder
+from dsagent_cbr.search import ensemble, tuning
+from dsagent_cbr.search.drafts import general_cases
+from dsagent_cbr.search.tree import Tree, tuned_from
+
+
+class Operators:
+    def __init__(self, tree: Tree, cases: list[Case], clock: Clock, config: DevelopConfig, *,
+                 scripts_take_turns: bool = False) -> None:
+        self.tree, self.run, self.cases, self.clock, self.config = tree, tree.run, cases, clock, config
+        self.general = general_cases(self.run.task)  # drafted first, in this order
+        held = hold_out(self.run.task)
+        self.held = held if ensemble.possible(self.run.task, held) else None
+        # a model node written beside the plain ones (--parallel 1) runs its script in turn with theirs
+        self.cores: AbstractContextManager[object] = threading.Lock() if scripts_take_turns else nullcontext()
+
+    def execute(self, t: int, code: str) -> RunResult:
+        """Node t's script, run within what is left of the budget; killed if the run stops meanwhile."""
+        with self.cores:  # the limit is worked out once the script has the cores
+            self.run.open_for(t, halted=True)
+            result = self.run.execute(t, 0, code, timeout=self.clock.limit(), cancel=self.run.halt)
+            self.tree.results[t] = result
+        return result
+
+    def make(self, row: Row) -> None:
+        """Node `row` by its plain operator: the nth draft takes the nth general solution, the nth
+        transplant the nth nearest case."""
+        if row.operator == Operator.TUNE:
+            self.tune(row)
+        elif row.operator == Operator.ENSEMBLE:
+            self.ensemble(row)
+        else:
+            cases = self.general if row.operator == Operator.DRAFT else self.cases
+            self.transplant(row, cases[self.tree.taken(row.operator, row.iteration) - 1])
+
+    def transplant(self, row: Row, case: Case) -> None:
+        """Draft or transplant: a case fitted to the task by the structural adapter, then run."""
+        run, t = self.run, row.iteration
+        row.case = case.task_name or case.id
+        row.step = f"{row.operator} {row.case}"
+        run.say(t, "adapt")
+        adapted: Adapted = run.journal.step(t, "adapt", lambda: adapt_case(case, run.task))
+        if "error" in adapted:
+            row.status, row.error = Status.NOT_ADAPTABLE, adapted["error"]
+            return
+        result = self.execute(t, adapted["code"])
+        notes = "; ".join(adapted["notes"]) or "same task type"
+        row.log = f"Adapted {row.case} ({notes}): {result.feedback().splitlines()[0]}"
+        run.consider(row, adapted["code"], result)
+
+    def tune(self, row: Row) -> None:
+        """The family root's script with Optuna's next values for its model literals."""
+        run, t = self.run, row.iteration
+        root = self.tree.row(row.parent)
+        row.case = root.case
+        code = self.tree.script(root)
+        found = tuning.knobs(code)
+        tried = [({k.name: k.value for k in found}, root.score)]
+        tried += [(r.tuned or {}, r.score) for r in run.rows if tuned_from(r, root) and r.tuned is not None
+                  and r.status != Status.NOT_RUN]  # a tune still running has no score yet, nor a failure
+        run.say(t, "tune")
+        warm = tuning.warm_values(found, [c.script for c in self.cases])
+        row.tuned = run.journal.step(t, "tune", lambda: tuning.propose(found, tried, warm, run.task.direction,
+                                                                         self.config.seed + t))
+        row.step = "tune " + ", ".join(f"{k}={v:.3g}" for k, v in row.tuned.items())
+        code = tuning.with_values(code, found, row.tuned)
+        result = self.execute(t, code)
+        row.log = f"Tuned node {root.iteration}'s model: {result.feedback().splitlines()[0]}"
+        run.consider(row, code, result)
+
+    def ensemble(self, row: Row) -> None:
+        """A blend of the graded single-script nodes (ensemble.py says how it is judged)."""
+        run, t = self.run, row.iteration
+        run.say(t, "ensemble")
+        folder = step_dir(run.run_dir, t)
+        made = run.journal.step(t, "ensemble", lambda: self.blend(folder))
+        if "error" in made:
+            row.status, row.error = Status.NOT_BLENDED, str(made["error"])
+            return
+        mean, one, other = ({int(k): v for k, v in w.items()} for w in (made["weights"], *made["halves"]))
+        row.members = mean
+        row.step = "ensemble of " + ", ".join(f"node {k} ({w:g})" for k, w in mean.items())
+        row.log = (f"Blended {len(mean)} node(s): weights chosen on one half of the selection rows ({one}) and "
+                   f"on the other ({other}), each half graded with the other's weights; the best single node "
+                   f"of each half, graded on the other, scores {made.get('single')}")
+        result = RunResult.from_dict(made["result"])
+        run.consider(row, (folder / "script.py").read_text(encoding="utf-8"), result)
+
+    def blend(self, folder: Path) -> dict[str, object]:
+        """The single-script nodes' predictions, read back and blended (once across resumes)."""
+        task, held, started = self.run.task, self.held, time.monotonic()
+        assert held is not None
+        workspace = folder / "exec" / "workspace"
+        clear_folder(folder / "exec")
+        ids, rows = ensemble.row_ids(task, held), held.test_rows + held.rows
+        members = [m for r in self.tree.singles()
+                   if (m := ensemble.load(task, ids, rows, r.iteration, self.tree.workspace(r), self.tree.script(r)))]
+        if len(members) < 2:
+            return {"error": "fewer than two nodes' predictions could be read back as they were graded"}
+        try:
+            made = ensemble.make(task, held, ids, members, self.config.seed, workspace)
+        except ArtefactError as exc:  # the blend is graded like a script's predictions
+            return {"error": str(exc)}
+        write_text_atomic(folder / "script.py", ensemble.script(task, members, made.weights))
+        result = RunResult(task=task.name, status="ok", exit_code=0, metric=task.metric_name,
+                           direction=task.direction, valid_metric=None, test_metric=made.grades.test,
+                           selection_metric=made.grades.selection, selection_rows=held.rows, error=None,
+                           stdout="", stderr="", wall_time=round(time.monotonic() - started, 3), peak_memory_mb=0.0,
+                           workspace=str(workspace), isolated=False, test_answers=task.has_answers)
+        return {"weights": made.weights, "halves": made.halves, "single": made.single, "result": result.to_dict()}
+
+    def refit_blend(self, row: Row) -> Refit:
+        """--refit of the selected blend: each member once more on every labelled row (in the sandbox, its
+        early-stopped models keeping their stopping points, as a single script's refit does), then their
+        predictions blended with the weights the search chose, and judged on the selection rows as a
+        single script's refit is (agent/refit.py)."""
+        run, held = self.run, self.held
+        assert held is not None and row.members
+        ids, rows, members, rounds = ensemble.row_ids(run.task, held), held.test_rows + held.rows, [], []
+        for node in (self.tree.row(i) for i in row.members):
+            code = self.tree.script(node)
+            if REFIT_VARIABLE not in code:
+                return Refit(status="skipped", why=f"member node {node.iteration} does not read {REFIT_VARIABLE}")
+            folder = run.run_dir / "refit" / f"node-{node.iteration:02d}"
+            result = run.execute(node.iteration, 0, code, refit=True, folder=folder)
+            workspace = Path(result.workspace)
+            member = ensemble.load(run.task, ids, rows, node.iteration, workspace, code) if result.ok else None
+            if member is None:
+                why = result.error or "its predictions could not be read back"
+                return Refit(status=result.status if not result.ok else "failed",
+                             error=f"member node {node.iteration}'s refit: {why}")
+            members.append(member)
+            rounds += read_refit_rounds(workspace) or []
+        workspace = run.run_dir / "refit" / "exec" / "workspace"
+        try:
+            grades = ensemble.refit(run.task, held, ids, members, row.members, workspace)
+        except ArtefactError as exc:
+            return Refit(status="failed", error=f"the refit members' blend: {exc}")
+        judged = run.judged_refit(row.selection, grades.selection, grades.test, rounds or None)
+        if judged.status == "ok":
+            publish_outputs(run.run_dir, run.task, self.tree.script(row), workspace, held)
+        return judged

@@ -1,0 +1,125 @@
+"""The search's tree as its operators, the model's moves and the policy's view read it: the nodes (the
+run's rows), each node's script, what its run printed and left, and the questions asked of them. It runs
+nothing and changes no row."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dsagent_cbr.agent.record import MODEL_OPERATORS, Operator, Row, asks_model
+from dsagent_cbr.agent.run import Run
+from dsagent_cbr.harness.result import RunResult
+from dsagent_cbr.search import tuning
+from dsagent_cbr.search.policy import Arm, Family
+
+
+class Tree:
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.results: dict[int, RunResult] = {}  # each node's run, for the model's improve and debug
+
+    @property
+    def rows(self) -> list[Row]:
+        return self.run.rows
+
+    def row(self, iteration: int | None) -> Row:
+        return next(r for r in self.rows if r.iteration == iteration)
+
+    def script(self, row: Row) -> str:
+        return (self.run.run_dir / row.script).read_text(encoding="utf-8") if row.script else ""
+
+    def workspace(self, row: Row) -> Path:
+        """What a node's script left, as the harness harvested it."""
+        return self.run.run_dir / Path(row.script or "").parent / "exec" / "workspace"
+
+    def maximize(self) -> bool:
+        return self.run.task.direction == "maximize"
+
+    def singles(self) -> list[Row]:
+        """The graded nodes that are one script each (an ensemble's script only runs others)."""
+        return [r for r in self.rows if r.operator != Operator.ENSEMBLE and r.score is not None and r.script]
+
+    def best_single(self) -> Row | None:
+        """The best single-script node: what the bank retains."""
+        best = max if self.maximize() else min
+        return best(self.singles(), key=lambda r: r.score, default=None)  # singles are graded
+
+    def graded(self) -> list[int]:
+        """The single-script nodes with a score, best first."""
+        ranked = sorted(self.singles(), key=lambda r: r.score, reverse=self.maximize())  # type: ignore[arg-type,return-value]
+        return [r.iteration for r in ranked]
+
+    def taken(self, operator: str, up_to: int | None = None) -> int:
+        """How many drafts or transplants the search has made (the next takes the next general solution or
+        the next nearest case), by node `up_to` when given."""
+        return sum(r.operator == operator for r in self.rows if up_to is None or r.iteration <= up_to)
+
+    def fresh(self) -> int:
+        """Nodes graded since the last ensemble."""
+        rows = self.rows
+        since = next((i for i in range(len(rows) - 1, -1, -1) if rows[i].operator == Operator.ENSEMBLE), -1)
+        return sum(r.score is not None for r in rows[since + 1:])
+
+    def families(self) -> list[Family]:
+        """Each node that is not a tune, with the tuned nodes grown from it: best first, ungraded last."""
+        rows, maximize = self.rows, self.maximize()
+        found = []
+        for root in (r for r in rows if r.operator not in (Operator.TUNE, Operator.ENSEMBLE) and r.script):
+            scores = [r.score for r in rows if r.score is not None and (r is root or tuned_from(r, root))]
+            best = (max if maximize else min)(scores, default=None)
+            found.append(Family(root.iteration, best, bool(tuning.knobs(self.script(root)))))
+        graded = sorted((f for f in found if f.best is not None), key=lambda f: f.best, reverse=maximize)
+        return graded + [f for f in found if f.best is None]
+
+    def broken(self, depth: int) -> list[int]:
+        """Nodes whose script ran and failed, not debugged yet, at the end of a chain of fewer than `depth`
+        debug nodes: newest first."""
+        rows = {r.iteration: r for r in self.rows}
+        debugged = {r.parent for r in rows.values() if r.operator == Operator.DEBUG}
+
+        def chain(row: Row) -> int:
+            return 1 + chain(rows[row.parent]) if row.operator == Operator.DEBUG and row.parent in rows else 0
+
+        return [r.iteration for r in reversed(rows.values())
+                if r.iteration in self.results and not self.results[r.iteration].ok and r.operator != Operator.TUNE
+                and r.iteration not in debugged and chain(r) < depth]
+
+    def arms(self, now: float) -> tuple[Arm, Arm]:
+        """(the plain moves' arm, the model's), for the policy: each node's own time (so far, while it
+        runs), and the improvements of the best score so far it made, in the order the nodes ended."""
+        sign = 1.0 if self.maximize() else -1.0
+        plain, model, best = Tally(), Tally(), None
+        for r in sorted(self.rows, key=lambda r: r.ended if r.ended is not None else now):
+            tally = model if asks_model(r.operator) else plain if r.operator in ARMED else None
+            if tally is not None and r.started is not None:
+                tally.took((r.ended if r.ended is not None else now) - r.started, r.ended is not None)
+            if r.score is not None and (best is None or sign * (r.score - best) > 0):
+                if tally is not None and best is not None:
+                    tally.gain += sign * (r.score - best)
+                best = r.score
+        last = next((asks_model(r.operator) for r in reversed(self.rows) if r.operator in (*ARMED, *MODEL_OPERATORS)),
+                    None)
+        return plain.arm(last is False), model.arm(last is True)
+
+
+@dataclass
+class Tally:
+    seconds: float = 0.0
+    gain: float = 0.0
+    times: list[float] = field(default_factory=list)
+
+    def took(self, seconds: float, ended: bool) -> None:
+        self.seconds += seconds
+        if ended:
+            self.times.append(seconds)
+
+    def arm(self, last: bool) -> Arm:
+        return Arm(self.seconds, self.gain, tuple(self.times), last)
+
+
+ARMED = (Operator.TRANSPLANT, Operator.TUNE)  # the plain arm's operators; drafts and ensembles are in neither
+
+
+def tuned_from(row: Row, root: Row) -> bool:
+    return row.operator == Operator.TUNE and row.parent == root.iteration
