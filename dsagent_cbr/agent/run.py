@@ -27,7 +27,7 @@ from typing import TypeVar
 from dsagent_cbr.agent import refit
 from dsagent_cbr.agent.journal import RunJournal
 from dsagent_cbr.agent.progress import heartbeat
-from dsagent_cbr.agent.record import Kind, Operator, Refit, Row, RunRecord, Status
+from dsagent_cbr.agent.record import Kind, Refit, Row, RunRecord, Status
 from dsagent_cbr.agent.rundir import IMPORTANCE, publish_outputs, step_dir
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Observer, Progress, Quiet
 from dsagent_cbr.bank.cases import Case
@@ -65,7 +65,6 @@ class Run:
         self.ended: Outcome | None = None  # set when a failure of ours or the budget stopped the run
         self.lock = threading.RLock()  # a --parallel search's nodes consider their rows from their own threads
         self.observers = tuple(observers)  # told of every save of the record (the report's drawer)
-        self.refit_blend: Callable[[Row], Refit] | None = None  # the search's --refit of a selected blend
         self.halt = threading.Event()  # set as a stop begins: the steps in flight are cancelled, none begins
         self.closed = threading.Event()  # set once the record is final: nothing is written after it
 
@@ -202,23 +201,23 @@ class Run:
         self.bank.add([solution, insight])
         return {"solution": solution.id, "insight": insight.id}
 
-    def close(self) -> RunRecord:
+    def close(self, refit_other: Callable[[Row], Refit | None] | None = None) -> RunRecord:
         """The run's last steps after its loop: the refit (a budget stop still gets it), then the record,
-        final: nothing is written after it."""
+        final: nothing is written after it. `refit_other`: the loop's own refit of a selected row whose
+        script it alone can refit (the search's blends); None from it where the row is one script."""
         with self.stopping():
-            self.refit_best()
+            self.refit_best(refit_other)
         return self.finish(final=True)
 
-    def refit_best(self) -> None:
+    def refit_best(self, refit_other: Callable[[Row], Refit | None] | None = None) -> None:
         """--refit: the selected script once more, given every labelled row (the selection rows too) and
         told to learn from its validation rows; its predictions become the submission unless its score on
         the selection rows, which it learned, falls (agent/refit.py). The selection score stays the
         record's estimate: it judged the script before the refit, not the model submitted."""
         if not (self.wants_refit and self.best and self.best.script):
             return
-        if self.best.operator == Operator.ENSEMBLE:
-            self.record.refit = self.refit_blend(self.best) if self.refit_blend else Refit(
-                status="skipped", why="the selected node is a blend, and this run cannot refit its members")
+        if refit_other is not None and (made := refit_other(self.best)) is not None:
+            self.record.refit = made
             return
         code = (self.run_dir / self.best.script).read_text(encoding="utf-8")
         if REFIT_VARIABLE not in code:

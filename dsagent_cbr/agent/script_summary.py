@@ -13,6 +13,7 @@ its members' families and weights. Any text gives a line: a script that does not
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable
 
@@ -212,6 +213,7 @@ def _clipped(text: str) -> str:
     return text if len(text) <= MAX_CHARS else text[: MAX_CHARS - 1] + "…"
 
 
+@functools.lru_cache(maxsize=256)  # the tree log describes every node again for each prompt
 def summarise_script(code: str) -> str:
     """One line: the model, its key parameters and the feature steps, e.g.
     `Logistic regression (C=1.0); features: TF-IDF of text, one-hot`."""

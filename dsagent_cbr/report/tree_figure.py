@@ -6,11 +6,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from dsagent_cbr.agent.record import Operator
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-COLOURS = {"draft": "#1f77b4", "transplant": "#2ca02c", "tune": "#9467bd", "ensemble": "#ff7f0e",
-           "plan": "#17becf", "improve": "#8c564b", "debug": "#e377c2"}
+COLOURS = {Operator.DRAFT: "#1f77b4", Operator.TRANSPLANT: "#2ca02c", Operator.TUNE: "#9467bd",
+           Operator.ENSEMBLE: "#ff7f0e", Operator.PLAN: "#17becf", Operator.IMPROVE: "#8c564b",
+           Operator.DEBUG: "#e377c2"}
 
 
 def _ended(row: dict[str, Any]) -> float:

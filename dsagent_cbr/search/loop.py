@@ -43,9 +43,18 @@ MAX_CASES = 20
 DRAIN_SECONDS = 10.0  # a stop waits this long for the nodes in flight to end, their scripts killed
 
 
-def develop_search(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, executor: Executor | None = None,
-                   progress: Progress | None = None, reference: float | None = None, *,
-                   model: Model | None = None, observers: Sequence[Observer] = ()) -> RunRecord:
+def develop_search(
+    task: Task,
+    config: DevelopConfig,
+    run_dir: Path,
+    bank: Bank,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+    reference: float | None = None,
+    *,
+    model: Model | None = None,
+    observers: Sequence[Observer] = (),
+) -> RunRecord:
     with node_executor(executor, task, config.sandbox, config.parallel, config.address) as (runs, cores):
         run = open_run("search", task, config, run_dir, bank, runs, progress, model, reference, observers)
         if cores is not None:  # what the record's sandbox says: each node's share, and how many ran at once
@@ -53,21 +62,27 @@ def develop_search(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank,
         search = None  # no search when the starter's run stopped the run
         with run.stopping():
             run.baseline_run()
-            found = run.journal.step(0, "retrieve", lambda: [{**c.to_dict(), "score": s} for c, s in
-                                                             solution_candidates(bank, task, min(config.iterations, MAX_CASES))])
+            found = run.journal.step(
+                0,
+                "retrieve",
+                lambda: [
+                    {**c.to_dict(), "score": s}
+                    for c, s in solution_candidates(bank, task, min(config.iterations, MAX_CASES))
+                ],
+            )
             search = Search(run, [Case.from_dict(c) for c in found], Clock(config.budget), config, model)
-            run.refit_blend = search.operators.refit_blend
             search.grow()
         best = search.tree.best_single() if search else None
         if best is not None:
             with run.stopping():  # a bank server that died since is ours: the record says so, exit 3
                 run.retain(best, search.tree.script(best), f"search node {best.iteration} ({best.step})")
-        return run.close()
+        return run.close(search.operators.refit_of if search else None)
 
 
 class Search:
-    def __init__(self, run: Run, cases: list[Case], clock: Clock, config: DevelopConfig,
-                 model: Model | None = None) -> None:
+    def __init__(
+        self, run: Run, cases: list[Case], clock: Clock, config: DevelopConfig, model: Model | None = None
+    ) -> None:
         self.run, self.clock, self.config, self.tree = run, clock, config, Tree(run)
         # with --parallel 1 a model node is written beside the plain ones (parallel.py's Beside); the scripts
         # take turns on all the cores
@@ -101,7 +116,8 @@ class Search:
                 t += 1
                 row = self.run.begin(t, operator=move.operator, parent=move.parent)
                 beside = asks_model(move.operator) and isinstance(pool, Beside)
-                running[(pool.beside if beside else pool.submit)(self.node, row)] = row  # type: ignore[union-attr]
+                start = pool.beside if beside else pool.submit  # type: ignore[union-attr]
+                running[start(self.node, row)] = row
             if not running:
                 return t, why
             done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -166,7 +182,9 @@ class Search:
         """The search ends with a blend of what it found, when nodes graded since the last one: it costs
         seconds on the host, so it comes after the budget and the node cap."""
         if self.operators.held is not None and len(self.tree.singles()) >= 2 and self.tree.fresh():
-            move = self.run.journal.step(t, "choose", lambda: asdict(Move(Operator.ENSEMBLE)))  # replayed as node t
+            move = self.run.journal.step(
+                t, "choose", lambda: asdict(Move(Operator.ENSEMBLE))
+            )  # replayed as node t
             row = self.run.begin(t, **move)
             self.node(row)
             self.run.end(row)
@@ -189,11 +207,26 @@ class Search:
         tree = self.tree
         plain, by_model = tree.arms(self.clock.now())
         singles = tree.singles()
-        return View(drafts_left=len(self.operators.general) - tree.taken(Operator.DRAFT),
-                    cases_left=len(self.operators.cases) - tree.taken(Operator.TRANSPLANT),
-                    families=tree.families(), last=next((r.operator for r in reversed(self.run.rows)
-                                                         if r.operator in (Operator.TRANSPLANT, Operator.TUNE)), ""),
-                    can_ensemble=self.operators.held is not None and len(singles) >= 2, fresh=tree.fresh(),
-                    model=self.model is not None, plans=tree.taken(Operator.PLAN), graded=tree.graded(),
-                    broken=tree.broken(self.config.n_debug), plain=plain, by_model=by_model,
-                    left=self.clock.left(), room=room)
+        return View(
+            drafts_left=len(self.operators.general) - tree.taken(Operator.DRAFT),
+            cases_left=len(self.operators.cases) - tree.taken(Operator.TRANSPLANT),
+            families=tree.families(),
+            last=next(
+                (
+                    r.operator
+                    for r in reversed(self.run.rows)
+                    if r.operator in (Operator.TRANSPLANT, Operator.TUNE)
+                ),
+                "",
+            ),
+            can_ensemble=self.operators.held is not None and len(singles) >= 2,
+            fresh=tree.fresh(),
+            model=self.model is not None,
+            plans=tree.taken(Operator.PLAN),
+            graded=tree.graded(),
+            broken=tree.broken(self.config.n_debug),
+            plain=plain,
+            by_model=by_model,
+            left=self.clock.left(),
+            room=room,
+        )

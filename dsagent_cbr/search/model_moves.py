@@ -24,13 +24,15 @@ from dsagent_cbr.agent.record import Operator, Row, Status
 from dsagent_cbr.agent.script_summary import summarise_script
 from dsagent_cbr.agent.seams import Messages, Model, Reply
 from dsagent_cbr.bank.doctext import task_query
-from dsagent_cbr.clock import Clock
+from dsagent_cbr.clock import MIN_NODE_SECONDS, Clock
 from dsagent_cbr.errors import OutOfTime
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.llm.ledger import Usage
 from dsagent_cbr.search.tree import Tree
 
-LOG_NODES = 12  # the tree's log in a prompt: the best nodes and the last ones, so that a long search's stays bounded
+LOG_NODES = (
+    12  # the tree's log in a prompt: the best nodes and the last ones, so that a long search's stays bounded
+)
 ASKED = (Operator.PLAN, Operator.IMPROVE)  # nodes whose step is the model's own instruction, worth repeating
 MIN_CALL_SECONDS = 5.0  # less of the budget left than this: no call starts
 T = TypeVar("T")
@@ -42,28 +44,39 @@ class Deadlined:
     def __init__(self, inner: Model, clock: Clock) -> None:
         self.inner, self.clock, self.model = inner, clock, inner.model
 
-    def complete(self, role: str, messages: Messages, *, validate: Callable[[str], T], **options: object) -> Reply[T]:
+    def complete(
+        self, role: str, messages: Messages, *, validate: Callable[[str], T], **options: object
+    ) -> Reply[T]:
         left = self.clock.left()
         if left < MIN_CALL_SECONDS:
             raise OutOfTime(f"{max(left, 0):.0f} s of the budget left: too little for a call of {self.model}")
         timeout = None if math.isinf(left) else left
-        return self.inner.complete(role, messages, validate=validate, timeout=timeout, **options)  # type: ignore[arg-type]
+        options = {**options, "timeout": timeout}
+        return self.inner.complete(role, messages, validate=validate, **options)  # type: ignore[arg-type]
 
     def usage(self) -> Usage:
         return self.inner.usage()
 
 
 class ModelMoves:
-    def __init__(self, tree: Tree, execute: Callable[[int, str], RunResult], clock: Clock, config: DevelopConfig,
-                 model: Model) -> None:
-        self.tree, self.run, self.execute, self.config = tree, tree.run, execute, config
+    def __init__(
+        self,
+        tree: Tree,
+        execute: Callable[[int, str], RunResult],
+        clock: Clock,
+        config: DevelopConfig,
+        model: Model,
+    ) -> None:
+        self.tree, self.run, self.execute, self.config, self.clock = tree, tree.run, execute, config, clock
         self.model = Deadlined(model, clock)
         self.ctx = Context.of(self.run.task, config.sandbox)
         self.query = task_query(self.run.task.description, self.run.task.modality)
 
     def make(self, row: Row) -> None:
         """Node `row` by its model operator."""
-        {Operator.PLAN: self.plan, Operator.IMPROVE: self.improve, Operator.DEBUG: self.debug}[row.operator](row)
+        {Operator.PLAN: self.plan, Operator.IMPROVE: self.improve, Operator.DEBUG: self.debug}[row.operator](
+            row
+        )
 
     def plan(self, row: Row) -> None:
         """A new solution: the starter is shown as the frame every solution keeps, not as a script to edit."""
@@ -71,16 +84,21 @@ class ModelMoves:
 
     def improve(self, row: Row) -> None:
         parent = self.tree.row(row.parent)
-        printed = self.tree.results[parent.iteration].stdout[-roles.OUTPUT_CHARS:].strip() or "(nothing)"
-        log = (f"{self.tree_log()}\n\nThe script to improve is node {parent.iteration}'s: {self.describe(parent)}\n"
-               f"What it printed (its end):\n{printed}")
+        printed = self.tree.results[parent.iteration].stdout[-roles.OUTPUT_CHARS :].strip() or "(nothing)"
+        log = (
+            f"{self.tree_log()}\n\n"
+            f"The script to improve is node {parent.iteration}'s: {self.describe(parent)}\n"
+            f"What it printed (its end):\n{printed}"
+        )
         self.step(row, self.tree.script(parent), log, draft=False)
 
     def step(self, row: Row, script: str, log: str, *, draft: bool) -> None:
         """Case, plan, program, run: one node."""
         case = best_case(self.run, self.model, self.ctx, self.config, row.iteration, self.query, log)
         row.case = case_name(case)
-        planned = plan_and_program(self.run, row, self.model, self.ctx, self.config, log, script, case, draft=draft)
+        planned = plan_and_program(
+            self.run, row, self.model, self.ctx, self.config, log, script, case, draft=draft
+        )
         if planned is not None:
             self.run_node(row, planned[1])
 
@@ -88,20 +106,42 @@ class ModelMoves:
         """The broken node's script and error to the model; what it returns runs as this node."""
         tree, t = self.tree, row.iteration
         broken = origin = tree.row(row.parent)
-        while origin.operator == Operator.DEBUG:  # the chain's first node: what was asked of it, of what script
+        while (
+            origin.operator == Operator.DEBUG
+        ):  # the chain's first node: what was asked of it, of what script
             origin = tree.row(origin.parent)
-        before = tree.script(tree.row(origin.parent)) if origin.operator == Operator.IMPROVE else \
-            self.run.task.starter.read_text(encoding="utf-8")
+        before = (
+            tree.script(tree.row(origin.parent))
+            if origin.operator == Operator.IMPROVE
+            else self.run.task.starter.read_text(encoding="utf-8")
+        )
         row.case, row.step = broken.case, f"debug node {broken.iteration} ({origin.step})"
         error, failing = tree.results[broken.iteration].feedback(), tree.script(broken)
-        fixed = self.run.ask(t, "debug", lambda: roles.debug(self.model, self.ctx, before, origin.step, failing, error,
-                                                            self.tree_log(), self.config.temperature))
+        fixed = self.run.ask(
+            t,
+            "debug",
+            lambda: roles.debug(
+                self.model,
+                self.ctx,
+                before,
+                origin.step,
+                failing,
+                error,
+                self.tree_log(),
+                self.config.temperature,
+            ),
+        )
         if fixed is None:
             row.status = Status.NO_SCRIPT
             return
         self.run_node(row, fixed)
 
     def run_node(self, row: Row, code: str) -> None:
+        if self.clock.left() < MIN_NODE_SECONDS:  # the model's calls took the time its script needed
+            raise OutOfTime(
+                f"{max(self.clock.left(), 0):.0f} s of the budget left after the model's calls: too "
+                f"little for its script"
+            )
         result = self.execute(row.iteration, code)
         row.log = f"Experiment Summary: {row.step}\nExperiment Result: {result.feedback().splitlines()[0]}"
         self.run.consider(row, code, result)
@@ -121,14 +161,18 @@ class ModelMoves:
 
     def tree_log(self) -> str:
         """The nodes the model is told of: the best graded ones and the last ones that ended."""
-        ended = [r for r in self.tree.rows if r.status != Status.NOT_RUN]  # this node and others in flight aside
-        best = set(self.tree.graded()[:LOG_NODES // 2])
-        shown = [r for r in ended if r.iteration in best or r in ended[-(LOG_NODES - len(best)):]]
+        ended = [
+            r for r in self.tree.rows if r.status != Status.NOT_RUN
+        ]  # this node and others in flight aside
+        best = set(self.tree.graded()[: LOG_NODES // 2])
+        shown = [r for r in ended if r.iteration in best or r in ended[-(LOG_NODES - len(best)) :]]
         lines = []
         for r in shown:
             grown = f" of node {r.parent}" if r.parent is not None else ""
             lines.append(f"Node {r.iteration} ({r.operator}{grown}): {self.describe(r)}")
         start = self.run.baseline
-        head = f"Node 0 (the starter, a random guess): selection score {start:.6g}" if start is not None else ""
+        head = (
+            f"Node 0 (the starter, a random guess): selection score {start:.6g}" if start is not None else ""
+        )
         more = f"({len(ended) - len(shown)} other nodes not shown)" if len(ended) > len(shown) else ""
         return "\n".join(x for x in [head, *lines, more] if x) or "(no experiments yet)"

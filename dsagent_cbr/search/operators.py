@@ -34,8 +34,15 @@ from dsagent_cbr.search.tree import Tree, tuned_from
 
 
 class Operators:
-    def __init__(self, tree: Tree, cases: list[Case], clock: Clock, config: DevelopConfig, *,
-                 scripts_take_turns: bool = False) -> None:
+    def __init__(
+        self,
+        tree: Tree,
+        cases: list[Case],
+        clock: Clock,
+        config: DevelopConfig,
+        *,
+        scripts_take_turns: bool = False,
+    ) -> None:
         self.tree, self.run, self.cases, self.clock, self.config = tree, tree.run, cases, clock, config
         self.general = general_cases(self.run.task)  # drafted first, in this order
         held = hold_out(self.run.task)
@@ -85,12 +92,16 @@ class Operators:
         code = self.tree.script(root)
         found = tuning.knobs(code)
         tried = [({k.name: k.value for k in found}, root.score)]
-        tried += [(r.tuned or {}, r.score) for r in run.rows if tuned_from(r, root) and r.tuned is not None
-                  and r.status != Status.NOT_RUN]  # a tune still running has no score yet, nor a failure
+        tried += [
+            (r.tuned or {}, r.score)
+            for r in run.rows
+            if tuned_from(r, root) and r.tuned is not None and r.status != Status.NOT_RUN
+        ]  # a tune still running has no score yet, nor a failure
         run.say(t, "tune")
         warm = tuning.warm_values(found, [c.script for c in self.cases])
-        row.tuned = run.journal.step(t, "tune", lambda: tuning.propose(found, tried, warm, run.task.direction,
-                                                                         self.config.seed + t))
+        row.tuned = run.journal.step(
+            t, "tune", lambda: tuning.propose(found, tried, warm, run.task.direction, self.config.seed + t)
+        )
         row.step = "tune " + ", ".join(f"{k}={v:.3g}" for k, v in row.tuned.items())
         code = tuning.with_values(code, found, row.tuned)
         result = self.execute(t, code)
@@ -109,9 +120,11 @@ class Operators:
         mean, one, other = ({int(k): v for k, v in w.items()} for w in (made["weights"], *made["halves"]))
         row.members = mean
         row.step = "ensemble of " + ", ".join(f"node {k} ({w:g})" for k, w in mean.items())
-        row.log = (f"Blended {len(mean)} node(s): weights chosen on one half of the selection rows ({one}) and "
-                   f"on the other ({other}), each half graded with the other's weights; the best single node "
-                   f"of each half, graded on the other, scores {made.get('single')}")
+        row.log = (
+            f"Blended {len(mean)} node(s): weights chosen on one half of the selection rows ({one}) and "
+            f"on the other ({other}), each half graded with the other's weights; the best single node "
+            f"of each half, graded on the other, scores {made.get('single')}"
+        )
         result = RunResult.from_dict(made["result"])
         run.consider(row, (folder / "script.py").read_text(encoding="utf-8"), result)
 
@@ -122,8 +135,11 @@ class Operators:
         workspace = folder / "exec" / "workspace"
         clear_folder(folder / "exec")
         ids, rows = ensemble.row_ids(task, held), held.test_rows + held.rows
-        members = [m for r in self.tree.singles()
-                   if (m := ensemble.load(task, ids, rows, r.iteration, self.tree.workspace(r), self.tree.script(r)))]
+        members = [
+            m
+            for r in self.tree.singles()
+            if (m := ensemble.load(task, ids, rows, r.iteration, self.tree.workspace(r), self.tree.script(r)))
+        ]
         if len(members) < 2:
             return {"error": "fewer than two nodes' predictions could be read back as they were graded"}
         try:
@@ -131,12 +147,35 @@ class Operators:
         except ArtefactError as exc:  # the blend is graded like a script's predictions
             return {"error": str(exc)}
         write_text_atomic(folder / "script.py", ensemble.script(task, members, made.weights))
-        result = RunResult(task=task.name, status="ok", exit_code=0, metric=task.metric_name,
-                           direction=task.direction, valid_metric=None, test_metric=made.grades.test,
-                           selection_metric=made.grades.selection, selection_rows=held.rows, error=None,
-                           stdout="", stderr="", wall_time=round(time.monotonic() - started, 3), peak_memory_mb=0.0,
-                           workspace=str(workspace), isolated=False, test_answers=task.has_answers)
-        return {"weights": made.weights, "halves": made.halves, "single": made.single, "result": result.to_dict()}
+        result = RunResult(
+            task=task.name,
+            status="ok",
+            exit_code=0,
+            metric=task.metric_name,
+            direction=task.direction,
+            valid_metric=None,
+            test_metric=made.grades.test,
+            selection_metric=made.grades.selection,
+            selection_rows=held.rows,
+            error=None,
+            stdout="",
+            stderr="",
+            wall_time=round(time.monotonic() - started, 3),
+            peak_memory_mb=0.0,
+            workspace=str(workspace),
+            isolated=False,
+            test_answers=task.has_answers,
+        )
+        return {
+            "weights": made.weights,
+            "halves": made.halves,
+            "single": made.single,
+            "result": result.to_dict(),
+        }
+
+    def refit_of(self, row: Row) -> Refit | None:
+        """--refit of a selected node the run cannot refit as one script (a blend); None for the others."""
+        return self.refit_blend(row) if row.operator == Operator.ENSEMBLE else None
 
     def refit_blend(self, row: Row) -> Refit:
         """--refit of the selected blend: each member once more on every labelled row (in the sandbox, its
@@ -149,15 +188,21 @@ class Operators:
         for node in (self.tree.row(i) for i in row.members):
             code = self.tree.script(node)
             if REFIT_VARIABLE not in code:
-                return Refit(status="skipped", why=f"member node {node.iteration} does not read {REFIT_VARIABLE}")
+                return Refit(
+                    status="skipped", why=f"member node {node.iteration} does not read {REFIT_VARIABLE}"
+                )
             folder = run.run_dir / "refit" / f"node-{node.iteration:02d}"
             result = run.execute(node.iteration, 0, code, refit=True, folder=folder)
             workspace = Path(result.workspace)
-            member = ensemble.load(run.task, ids, rows, node.iteration, workspace, code) if result.ok else None
+            member = (
+                ensemble.load(run.task, ids, rows, node.iteration, workspace, code) if result.ok else None
+            )
             if member is None:
                 why = result.error or "its predictions could not be read back"
-                return Refit(status=result.status if not result.ok else "failed",
-                             error=f"member node {node.iteration}'s refit: {why}")
+                return Refit(
+                    status=result.status if not result.ok else "failed",
+                    error=f"member node {node.iteration}'s refit: {why}",
+                )
             members.append(member)
             rounds += read_refit_rounds(workspace) or []
         workspace = run.run_dir / "refit" / "exec" / "workspace"

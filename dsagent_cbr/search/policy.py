@@ -115,7 +115,9 @@ def choose(view: View, rng: random.Random) -> Move:
         return Move(Operator.DRAFT)
     if view.room != "model" and view.can_ensemble and view.fresh >= ENSEMBLE_EVERY:
         return Move(Operator.ENSEMBLE)  # seconds on the host: no script, no time asked
-    model = model_move(view, rng) if view.room != "plain" and view.left >= needs(view.by_model, True) else None
+    model = (
+        model_move(view, rng) if view.room != "plain" and view.left >= needs(view.by_model, True) else None
+    )
     plain = plain_move(view, rng) if plain_fits else None
     if model is not None and plain is not None:
         return model if model_first(view) else plain

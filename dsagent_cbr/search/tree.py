@@ -5,6 +5,7 @@ nothing and changes no row."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 
 from dsagent_cbr.agent.record import MODEL_OPERATORS, Operator, Row, asks_model
@@ -47,7 +48,7 @@ class Tree:
 
     def graded(self) -> list[int]:
         """The single-script nodes with a score, best first."""
-        ranked = sorted(self.singles(), key=lambda r: r.score, reverse=self.maximize())  # type: ignore[arg-type,return-value]
+        ranked = sorted(self.singles(), key=attrgetter("score"), reverse=self.maximize())  # singles are graded
         return [r.iteration for r in ranked]
 
     def taken(self, operator: str, up_to: int | None = None) -> int:
@@ -59,7 +60,7 @@ class Tree:
         """Nodes graded since the last ensemble."""
         rows = self.rows
         since = next((i for i in range(len(rows) - 1, -1, -1) if rows[i].operator == Operator.ENSEMBLE), -1)
-        return sum(r.score is not None for r in rows[since + 1:])
+        return sum(r.score is not None for r in rows[since + 1 :])
 
     def families(self) -> list[Family]:
         """Each node that is not a tune, with the tuned nodes grown from it: best first, ungraded last."""
@@ -81,9 +82,15 @@ class Tree:
         def chain(row: Row) -> int:
             return 1 + chain(rows[row.parent]) if row.operator == Operator.DEBUG and row.parent in rows else 0
 
-        return [r.iteration for r in reversed(rows.values())
-                if r.iteration in self.results and not self.results[r.iteration].ok and r.operator != Operator.TUNE
-                and r.iteration not in debugged and chain(r) < depth]
+        return [
+            r.iteration
+            for r in reversed(rows.values())
+            if r.iteration in self.results
+            and not self.results[r.iteration].ok
+            and r.operator != Operator.TUNE
+            and r.iteration not in debugged
+            and chain(r) < depth
+        ]
 
     def arms(self, now: float) -> tuple[Arm, Arm]:
         """(the plain moves' arm, the model's), for the policy: each node's own time (so far, while it
@@ -98,8 +105,10 @@ class Tree:
                 if tally is not None and best is not None:
                     tally.gain += sign * (r.score - best)
                 best = r.score
-        last = next((asks_model(r.operator) for r in reversed(self.rows) if r.operator in (*ARMED, *MODEL_OPERATORS)),
-                    None)
+        last = next(
+            (asks_model(r.operator) for r in reversed(self.rows) if r.operator in (*ARMED, *MODEL_OPERATORS)),
+            None,
+        )
         return plain.arm(last is False), model.arm(last is True)
 
 
