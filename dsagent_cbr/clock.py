@@ -12,9 +12,11 @@ MIN_NODE_SECONDS = 20.0  # less budget than this left: no node (or develop itera
 
 
 class Clock:
-    def __init__(self, budget: float | None) -> None:
+    def __init__(self, budget: float | None, start: float | None = None) -> None:
+        """`start`: the command's own start (time.monotonic()), so that the budget is its wall clock: the bank,
+        the embedding model and the starter's run are spent from it too."""
         self.budget = budget  # seconds; None: no wall-clock budget (the node cap ends the search)
-        self._start, self._offset = time.monotonic(), 0.0
+        self._start, self._offset = time.monotonic() if start is None else start, 0.0
         self._lock = threading.Lock()  # nodes stamp their replayed times from their own threads
 
     def now(self) -> float:
@@ -26,12 +28,13 @@ class Clock:
         with self._lock:
             self._offset += max(0.0, spent - self.now())
 
-    def left(self) -> float:
-        return math.inf if self.budget is None else self.budget - self.now()
+    def left(self, reserve: float = 0.0) -> float:
+        """Seconds of the budget left, `reserve` of them kept for what follows (the refit at the end)."""
+        return math.inf if self.budget is None else self.budget - self.now() - reserve
 
-    def limit(self) -> float | None:
-        """A node's own time limit from the budget: what it has left; None without a budget."""
-        return None if self.budget is None else max(self.left(), 1.0)  # a node that started gets a second
+    def limit(self, reserve: float = 0.0) -> float | None:
+        """A script's own time limit from the budget: what it has left; None without a budget."""
+        return None if self.budget is None else max(self.left(reserve), 1.0)  # a script that started gets a second
 
     def exhausted(self) -> bool:
         """Too little left for a develop iteration to start (the search's nodes: search/policy.py)."""
@@ -54,5 +57,9 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
-def say_duration(seconds: float) -> str:
-    return f"{seconds / 60:g}m" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g}s"
+def say_duration(seconds: float, exact: bool = True) -> str:
+    """'2m', '90s'; not `exact`: a measured time, to the second ('2m 03s', '47s')."""
+    if exact:
+        return f"{seconds / 60:g}m" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g}s"
+    whole = round(seconds)
+    return f"{whole // 60}m {whole % 60:02d}s" if whole >= 60 else f"{whole}s"

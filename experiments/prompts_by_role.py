@@ -4,7 +4,7 @@ the task's reference script (experiments/references/), so that the tree grows re
 
     python experiments/prompts_by_role.py hotel-rates experiments/results/prompts/after
 
-writes <out>/<role>.md (the last prompt of each role) and prints their sizes. Run at an earlier commit
+writes <out>/<role>.md (the first prompt of each role) and prints their sizes. Run at an earlier commit
 (experiments/earlier_commit.py gives its worktree) to set the prompts before a change beside those after."""
 
 from __future__ import annotations
@@ -23,16 +23,24 @@ PLAN = ("Reflection: the drafts stand as the tree log says.\nReasoning: the case
 
 @dataclass
 class Scripted:
-    """Answers each role from the reference script; keeps every prompt."""
+    """Answers each role from the reference script (its first script breaks, so that a debug follows); keeps
+    every prompt, by role and, for plan and program, by whether the node drafts or improves."""
 
     script: str
     model: str = "scripted"
     prompts: dict[str, str] = field(default_factory=dict)
+    programs: int = 0
 
     def complete(self, role: str, messages: list[dict[str, str]], *, validate: Any = None, **options: Any) -> Any:
-        self.prompts[role] = messages[-1]["content"]
+        prompt = messages[-1]["content"]
+        kind = "-draft" if "from scratch" in prompt or "Write a new solution" in prompt else "-improve"
+        self.prompts.setdefault(role + (kind if role in ("plan", "program") else ""), prompt)  # the first of each
+        script = self.script
+        if role == "program":
+            self.programs += 1
+            script = script.replace("import ", "import undefined_module_x\nimport ", 1) if self.programs == 1 else script
         text = {"rerank": "[1]", "plan": PLAN, "log": "Experiment Summary: done.\nExperiment Result: graded."}.get(
-            role, f"The fix.\n```python\n{self.script}\n```\n")
+            role, f"The fix.\n```python\n{script}\n```\n")
         parsed = validate(text) if validate else None
         return type("Reply", (), {"text": text, "parsed": parsed})()
 
@@ -60,7 +68,7 @@ def main(name: str, out: Path) -> None:
     model = Scripted((REPO / "experiments" / "references" / f"{name}.py").read_text(encoding="utf-8"))
     home = Path(tempfile.mkdtemp(prefix="prompts-"))
     bank = open_bank(load_settings(home=home, store="faiss"))
-    config = DevelopConfig(iterations=7, in_turn=True, budget=3600.0)
+    config = DevelopConfig(iterations=14, in_turn=True, budget=3600.0)
     record = develop_search()(task, config, home / "run", bank, model=model)
     out.mkdir(parents=True, exist_ok=True)
     for role, prompt in sorted(model.prompts.items()):

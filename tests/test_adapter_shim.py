@@ -187,3 +187,15 @@ def test_text_columns_the_case_names_reach_it_as_text_the_others_as_codes(case):
     given = seen["X"][0]
     assert set(given["kind"]) == {"p", "q"} and given["colour"].dtype.kind == "i"
     assert np.isfinite(shim.predict(model, X_valid)).all()
+
+
+def test_for_a_metric_of_the_log_the_case_learns_log1p_and_never_predicts_below_zero(case):
+    seen = case(lambda X, y: LinearRegression().fit(X[["a", "b"]], y),
+                lambda model, X: model.predict(X[["a", "b"]]), log_target=True)
+    X, value = data()
+    price = np.exp(value)  # a positive target spread over orders of magnitude, graded by RMSLE
+    X_train, X_valid, y_train, y_valid = split(X, price)
+    model = shim.train_model(X_train, y_train, X_valid, y_valid)
+    assert np.allclose(np.asarray(seen["y"][0]), np.log1p(y_train))  # the case saw log1p of the target
+    predicted = shim.predict(model, X_valid)
+    assert (predicted >= 0).all() and np.corrcoef(np.log1p(predicted), np.log1p(y_valid))[0, 1] > 0.9

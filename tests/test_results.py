@@ -167,3 +167,16 @@ def test_a_parallel_search_runs_two_nodes_at_once_on_ray_each_on_its_share_of_th
     assert any(a[0] < b[0] < a[1] for a in spans for b in spans if a is not b)  # one began while another ran
     assert [r["iteration"] for r in summary["rows"]] == list(range(1, len(summary["rows"]) + 1))
     assert summary["outcome"] == "ok" and summary["best_selection"] < summary["baselines"]["starter"]
+
+
+@pytest.mark.slow
+def test_cbr_run_writes_the_file_to_upload_at_the_run_folder_s_root(tmp_path):
+    """The workspace's predictions hold the selection rows cbr appended and graded; the file at the root
+    holds the test rows only, in the test file's order."""
+    task = prepared("concrete-strength")
+    proc = cbr("run", str(task.root), str(task.starter), "--out", str(tmp_path / "run"), home=tmp_path / "home")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    submitted = pd.read_csv(tmp_path / "run" / "submission.csv")
+    graded = pd.read_csv(tmp_path / "run" / "workspace" / "submission.csv")
+    assert submitted["id"].tolist() == pd.read_csv(task.public_dir / "test.csv")["id"].tolist()
+    assert len(graded) > len(submitted) and "the file to upload" in proc.stdout

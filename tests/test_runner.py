@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import psutil
+import pytest
 
 from dsagent_cbr.cores import machine_cores
 from dsagent_cbr.harness.result import RunResult, parse_validation_metric
@@ -224,3 +225,24 @@ def test_a_sandbox_that_cannot_start_is_ours(concrete, tmp_path, monkeypatch):
     monkeypatch.setattr(bubblewrap, "bwrap_argv", lambda *a, **k: [real(*a, **k)[0], "--no-such-option", *real(*a, **k)[1:]])
     with pytest.raises(SandboxUnavailable, match="failed to start the script"):
         run_script(concrete, "print('never runs')\n", run_dir=tmp_path / "broken")
+
+
+ENDLESS = {  # boosting that would run for hours: the deadline must stop it, its rounds kept
+    "lightgbm": "    import lightgbm as lgb\n"
+                "    return lgb.LGBMRegressor(n_estimators=10**7, learning_rate=1e-4, verbose=-1).fit(\n"
+                "        X_train, y_train, eval_set=[(X_valid, y_valid)], callbacks=[lgb.early_stopping(10**6)])\n",
+    "xgboost": "    import xgboost as xgb\n"
+               "    return xgb.XGBRegressor(n_estimators=10**7, learning_rate=1e-4, tree_method='hist').fit(X_train, y_train)\n",
+}
+
+
+@pytest.mark.parametrize("library", sorted(ENDLESS))
+def test_boosting_that_reaches_its_deadline_stops_there_and_its_predictions_are_graded(concrete, tmp_path, library):
+    starter = concrete.starter.read_text()
+    start = starter.index("def train_model")
+    code = (starter[:start] + "def train_model(X_train, y_train, X_valid, y_valid):\n" + ENDLESS[library] + "\n\n"
+            + "def predict(model, X):\n    return model.predict(X)\n\n\n" + starter[starter.index('if __name__'):])
+    result = run_script(concrete, code, run_dir=tmp_path / library, timeout=20)
+    assert result.ok, (result.status, result.error, result.stderr[-1000:])
+    assert result.wall_time < 20 and "stopped at its deadline" in result.stderr
+    assert result.selection_metric is not None and result.test_metric is not None

@@ -4,6 +4,8 @@ scripted model, in test_develop.py)."""
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import random
 import threading
 import time
@@ -21,7 +23,7 @@ from dsagent_cbr import clock as clock_module
 from dsagent_cbr.agent.develop import DevelopConfig
 from dsagent_cbr.agent.journal import RunJournal
 from dsagent_cbr.bank.cases import Case
-from dsagent_cbr.clock import parse_duration
+from dsagent_cbr.clock import Clock, parse_duration
 from dsagent_cbr.errors import BudgetExceeded, Cancelled
 from dsagent_cbr.harness.plan import hold_out
 from dsagent_cbr.search import operators as search_module
@@ -322,7 +324,7 @@ class Taking:
 
         def timed(*args, **kwargs):
             clock.now += clock.script
-            return run(*args, **kwargs)
+            return dataclasses.replace(run(*args, **kwargs), wall_time=clock.script)
 
         inner.run = timed
         return inner
@@ -522,3 +524,29 @@ def test_a_search_of_twenty_fake_nodes_takes_under_a_second(task, tmp_path, monk
     record = develop_search(task, DevelopConfig(iterations=20), tmp_path / "run", bank, executor())
     assert time.perf_counter() - started < 1.0 and len(record.rows) >= 20
     assert {r.operator for r in record.rows} >= {"draft", "transplant", "tune", "ensemble"}
+
+
+def test_the_budget_is_the_wall_clock_and_keeps_room_for_the_refit_at_its_end(task, tmp_path, monkeypatch):
+    def reading_refit(case: Case, task: object) -> dict:
+        adapted = fake_adapter(case, task)
+        return {**adapted, "code": adapted["code"] + "# CBR_REFIT\n"} if "code" in adapted else adapted
+
+    monkeypatch.setattr(search_module, "adapt_case", reading_refit)
+    taking = Taking(monkeypatch, call=0.0, script=10.0)
+    taking.now = 1000.0
+    clock = Clock(120.0, start=990.0)  # the command started 10 s before the search: the bank, the model
+    runs = taking.executor(executor())
+    record = develop_search(task, DevelopConfig(iterations=50, budget=120.0), tmp_path,
+                            FakeBank(solutions=[solution("first"), solution("good")]), runs, clock=clock)
+    assert record.refit is not None and record.refit.status == "ok"  # the default: refit on every labelled row
+    assert [refit for _, refit in runs.runs].count(True) == 1 and runs.runs[-1][1]
+    # the refit (1.5 times a node's 10 s) and the ending were kept free: no node ran into them
+    assert all(r.ended <= 120.0 - 20.0 for r in record.rows if r.operator != "ensemble")
+    assert record.took <= 120.0 and record.stopped.startswith("the budget of 2m spent")
+
+
+def test_a_clock_started_with_the_command_counts_what_came_before():
+    started = time.monotonic() - 30.0
+    assert Clock(60.0, start=started).left() == pytest.approx(30.0, abs=1.0)
+    assert Clock(60.0, start=started).limit(reserve=25.0) == pytest.approx(5.0, abs=1.0)
+    assert Clock(None).left() == math.inf and Clock(None).limit() is None

@@ -55,6 +55,9 @@ class Adaptation:
     notes: list[str] = field(default_factory=list)
 
 
+LOG_METRICS = ("rmsle",)  # metrics of the target's logarithm: a case learns log1p of the target for them
+
+
 def output_kind(task: Task) -> str:
     """What the task grades: values, labels, a probability per row (or per label), or per class."""
     if task.task_type in ("regression", "forecasting"):
@@ -216,7 +219,7 @@ def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
     config = {"modality": target.modality, "output": output,
               "classes": list(target.classes) or _starter_classes(starter) or None, "case": kind,
               "case_multi": case_multi, "x_kind": x_kind, "y_kind": y_kind, "target": list(target.target) or None,
-              "named": _named_strings(body), "raw": raw}
+              "named": _named_strings(body), "raw": raw, "log_target": target.metric_name in LOG_METRICS}
     estimators = TO_CLASSIFIER if target_cls and kind in ("regression", "forecasting") else {}
     imports = [ast.unparse(s) for s in _used_imports(source, body, estimators)]
     starter_imports = {ast.unparse(s) for s in starter.body if isinstance(s, ast.Import | ast.ImportFrom)}

@@ -41,7 +41,7 @@ class DeployConfig:
     temperature: float = 0.7
     fallback: bool = True
     seed: int = 0
-    refit: bool = False
+    refit: bool = True  # the submission learns from every labelled row unless --no-refit
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
 
 

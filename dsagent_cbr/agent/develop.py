@@ -49,7 +49,7 @@ class DevelopConfig:
     cbr: bool = True
     program_retries: int = 2
     seed: int = 0
-    refit: bool = False
+    refit: bool = True  # the submission learns from every labelled row unless --no-refit
     retain: bool = True  # --no-retain: the run adds nothing to the bank
     budget: float | None = None  # --budget: wall-clock seconds for the search (the node cap is `iterations`)
     parallel: int = 1  # --parallel: the search's nodes at once (search/parallel.py)
@@ -68,12 +68,12 @@ class DevelopConfig:
 
 def open_run(kind: Kind, task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, executor: Executor | None,
              progress: Progress | None, model: Model | None = None, reference: float | None = None,
-             observers: Sequence[Observer] = ()) -> Run:
+             observers: Sequence[Observer] = (), clock: Clock | None = None) -> Run:
     """The run of develop or the search, with the sandbox as its executor unless a test gives one."""
     return Run(kind, task, run_dir, bank, executor or SandboxExecutor(task, config.sandbox),
                model=model, progress=progress, planned=None if config.budget else config.iterations,
                seed=config.seed, sandbox=config.policy, refit=config.refit, reference=reference, retain=config.retain,
-               observers=observers)
+               observers=observers, clock=clock or Clock(config.budget))
 
 
 @dataclass
@@ -112,15 +112,16 @@ def timings_text(run: Run) -> str:
 
 def develop_with_model(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, model: Model,
                        executor: Executor | None = None, progress: Progress | None = None,
-                       reference: float | None = None, observers: Sequence[Observer] = ()) -> RunRecord:
-    """Algorithm 1. Returns the run's record (also written to summary.json)."""
+                       reference: float | None = None, observers: Sequence[Observer] = (),
+                       clock: Clock | None = None) -> RunRecord:
+    """Algorithm 1. Returns the run's record (also written to summary.json). `clock`: the command's."""
     from dsagent_cbr.bank.doctext import task_query
 
-    run = open_run("develop", task, config, run_dir, bank, executor, progress, model, reference, observers)
+    clock = clock or Clock(config.budget)
+    run = open_run("develop", task, config, run_dir, bank, executor, progress, model, reference, observers, clock)
     ctx = Context.of(task, config.sandbox)
     memory = Memory(script=task.starter.read_text(encoding="utf-8"))
     query = task_query(task.description, task.modality)
-    clock = Clock(config.budget)
     with run.stopping():
         first = run.baseline_run()
         memory.log.append(f"Iteration 0 (the starter script, a random guess): {first.feedback().splitlines()[0]}")

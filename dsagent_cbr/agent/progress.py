@@ -1,7 +1,8 @@
 """Progress of a long run: a live one-line status (rich) on a terminal; off a terminal (CI, a log file, a pipe)
 one plain line per finished iteration on stderr, so that `--json` output on stdout stays clean.
 
-`update(**fields)` takes any of: iteration, total, role, attempt, best, tokens, cost, and, to say an
+`update(**fields)` takes any of: iteration, total, role, attempt, best, tokens, cost, left (seconds of the
+budget), and, to say an
 iteration has finished, status (with score and metric); `elapsed` says a step is still running. Off a
 terminal only the updates that carry a status or an elapsed time print, one line each."""
 
@@ -69,7 +70,7 @@ class LiveProgress:
                       f"{fields['elapsed']:.0f} s", file=self.stream or sys.stderr, flush=True)
             if fields.get("status") is not None:
                 line = progress_line(f.get("iteration", 0), f.get("total"), f.get("role"), fields["status"],
-                                     fields.get("score"), best, str(f.get("metric", "")))
+                                     fields.get("score"), best, str(f.get("metric", "")), f.get("left"))
                 print(line, file=self.stream or sys.stderr, flush=True)
             return
         parts = [self.title, f"iteration {f.get('iteration', '-')}" + (f"/{f['total']}" if f.get("total") else ""),
@@ -79,6 +80,8 @@ class LiveProgress:
         if fields.get("elapsed") is not None:
             parts.append(f"running {fields['elapsed']:.0f} s")
         parts.append(f"best {best:.5g}" if isinstance(best, float) else "best —")
+        if f.get("left") is not None:
+            parts.append(f"{f['left']:.0f} s of the budget left")
         if "tokens" in f:
             parts.append(f"{f['tokens']} tokens, ${f.get('cost', 0.0):.4f}")
         self._status.update(" · ".join(parts))
@@ -89,8 +92,9 @@ def fmt(value: float | None) -> str:
 
 
 def progress_line(iteration: int, total: int | None, role: str | None, status: str | None,
-                  score: float | None, best: float | None, metric: str) -> str:
-    """One plain line for a finished iteration, e.g.
-    'iteration 3/8 (execute): ok, rmse 5.1234, best 4.9876' (the scores the rows are judged by)."""
+                  score: float | None, best: float | None, metric: str, left: float | None = None) -> str:
+    """One plain line for a finished iteration, e.g. 'iteration 3/8 (execute): ok, rmse 5.1234, best
+    4.9876' (the scores the rows are judged by), and ', 95 s left' of a budget."""
     head = f"iteration {iteration}" + (f"/{total}" if total else "") + (f" ({role})" if role else "")
-    return f"{head}: {status or 'done'}, {metric} {fmt(score)}, best {fmt(best)}"
+    tail = f", {left:.0f} s left" if left is not None else ""
+    return f"{head}: {status or 'done'}, {metric} {fmt(score)}, best {fmt(best)}{tail}"

@@ -99,6 +99,16 @@ class Refit(BaseModel):
     rounds: list[list[int]] | None = None  # per early-stopped model: [first fit's rounds, the refit's own]
 
 
+class Estimate(BaseModel):
+    """How far the selection score can be trusted (agent/estimate.py)."""
+
+    level: float = 0.9  # harness/uncertainty.py's LEVEL
+    low: float | None = None  # the selected script's selection score: its bootstrap interval
+    high: float | None = None
+    runner_up: int | None = None  # the next best graded script's iteration
+    apart: bool | None = None  # whether the two differ on the selection rows (paired bootstrap)
+
+
 class DeployFacts(BaseModel):
     """Algorithm 2's own measures: one pass (the model's first script graded) apart from final success."""
 
@@ -124,6 +134,8 @@ class RunRecord(BaseModel):
     outcome: Outcome = Outcome.AGENT_FAILURE
     exit_code: int = 1  # what `cbr` exits with for this outcome (errors.py)
     stopped: str = "completed"  # why the run ended, in words, for people
+    estimate: Estimate | None = None  # the selected script's interval, and whether the next best differs
+    took: float | None = None  # seconds from the command's start to the record (earlier legs of a resume too)
     selected_by: str = "selection"  # selection | validation (a task without selection rows) | first graded run
     selection_rows: int = 0
     planned_iterations: int | None = None

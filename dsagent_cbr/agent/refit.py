@@ -57,3 +57,13 @@ def fell(direction: str, before: float, now: float, prior: float | None) -> bool
 
 def _shown(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.4g}"
+
+
+def submission_line(refit: Refit | None) -> str:
+    """What the submission learned from, in one line, for the summary and the report."""
+    if refit is None:
+        return "the first fit, which learned from the training rows the selection rows left (--no-refit)"
+    if refit.status == "ok":
+        return "refit on every labelled row; the selection score judged the script before the refit"
+    reason = refit.why or refit.error or refit.status
+    return f"the first fit: the refit was not submitted ({refit.status}: {reason})"

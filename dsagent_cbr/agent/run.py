@@ -19,18 +19,21 @@ and the test score of that choice is only recorded."""
 from __future__ import annotations
 
 import contextlib
+import math
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from dsagent_cbr.agent import refit
+from dsagent_cbr.agent.estimate import estimate
 from dsagent_cbr.agent.journal import RunJournal
 from dsagent_cbr.agent.progress import heartbeat
 from dsagent_cbr.agent.record import Kind, Refit, Row, RunRecord, Status
 from dsagent_cbr.agent.rundir import IMPORTANCE, publish_outputs, step_dir
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Observer, Progress, Quiet
 from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.clock import Clock
 from dsagent_cbr.errors import BudgetExceeded, Cancelled, InfrastructureError, Outcome, outcome_of
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.harness.baseline import prior_score
@@ -50,7 +53,8 @@ class Run:
     def __init__(self, kind: Kind, task: Task, run_dir: Path, bank: Bank, executor: Executor, *,
                  model: Model | None = None, progress: Progress | None = None, planned: int | None = None,
                  seed: int = 0, sandbox: dict[str, object] | None = None, refit: bool = False,
-                 reference: float | None = None, retain: bool = True, observers: Sequence[Observer] = ()) -> None:
+                 reference: float | None = None, retain: bool = True, observers: Sequence[Observer] = (),
+                 clock: Clock | None = None) -> None:
         self.task, self.run_dir, self.bank, self.executor, self.model = task, run_dir, bank, executor, model
         self.progress, self.wants_refit, self.retains = progress or Quiet(), refit, retain
         self.journal = RunJournal(run_dir)
@@ -65,6 +69,7 @@ class Run:
         self.ended: Outcome | None = None  # set when a failure of ours or the budget stopped the run
         self.lock = threading.RLock()  # a --parallel search's nodes consider their rows from their own threads
         self.observers = tuple(observers)  # told of every save of the record (the report's drawer)
+        self.clock = clock or Clock(None)  # the command's wall clock: its budget bounds the starter and the refit
         self.halt = threading.Event()  # set as a stop begins: the steps in flight are cancelled, none begins
         self.closed = threading.Event()  # set once the record is final: nothing is written after it
 
@@ -108,14 +113,15 @@ class Run:
             raise Cancelled(f"step {t} came after the run stopped")
 
     def say(self, t: int, role: str, attempt: int = 0) -> None:
+        left = self.clock.left()
         self.progress.update(iteration=t, total=self.record.planned_iterations, role=role, attempt=attempt,
                              best=self.best.score if self.best else None, tokens=self.record.tokens,
-                             cost=self.record.cost_usd)
+                             cost=self.record.cost_usd, left=None if math.isinf(left) else max(left, 0.0))
 
     # -- rows and the best so far ------------------------------------------------------------------
     def baseline_run(self) -> RunResult:
         """Iteration 0: the starter as it is, so that the log and the report start from a number."""
-        result = self.execute(0, 0, self.task.starter.read_text(encoding="utf-8"))
+        result = self.execute(0, 0, self.task.starter.read_text(encoding="utf-8"), timeout=self.clock.limit())
         self._judge(result)
         self.baseline = result.score if result.ok else None
         self.starter_seconds = result.wall_time
@@ -206,6 +212,7 @@ class Run:
         final: nothing is written after it. `refit_other`: the loop's own refit of a selected row whose
         script it alone can refit (the search's blends); None from it where the row is one script."""
         with self.stopping():
+            self.record.estimate = estimate(self.task, self.rows, self.best, self.run_dir, self.record.seed)
             self.refit_best(refit_other)
         return self.finish(final=True)
 
@@ -223,7 +230,11 @@ class Run:
         if REFIT_VARIABLE not in code:
             self.record.refit = Refit(status="skipped", why=f"the selected script does not read {REFIT_VARIABLE}")
             return
-        result = self.execute(self.best.iteration, 0, code, refit=True)
+        if self.clock.left() < (self.best.wall_time or 0.0):  # it could not end in time: the first fit stays
+            why = f"{max(self.clock.left(), 0):.0f} s of the budget left, and the first fit took {self.best.wall_time:.0f} s"
+            self.record.refit = Refit(status="skipped", why=why)
+            return
+        result = self.execute(self.best.iteration, 0, code, refit=True, timeout=self.clock.limit())
         if not result.ok:
             self.record.refit = Refit(status=result.status, error=result.error, test_after_refit=result.test_metric)
             return
@@ -299,6 +310,7 @@ class Run:
         record.best_valid, record.best_test = (best.valid, best.test) if best else (None, None)
         record.best_selection, record.best_score = (best.selection, best.score) if best else (None, None)
         record.baselines = {"starter": self.baseline, "prior": self.prior, "reference": self.reference}
+        record.took = round(self.clock.now(), 1)
         record.model_errors = self.journal.errors()
         record.best_solution = str(self.run_dir / "best_solution.py") if best else None
         record.submission = str(self.run_dir / self.task.predictions) if best and self.task.predictions else None

@@ -13,9 +13,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dsagent_cbr.errors import CbrError
-from dsagent_cbr.files import write_bytes_atomic, write_json_atomic, write_text_atomic
+from dsagent_cbr.files import write_json_atomic, write_text_atomic
 from dsagent_cbr.harness.plan import Held
-from dsagent_cbr.harness.upload import test_rows_only
+from dsagent_cbr.harness.upload import write_submission
 from dsagent_cbr.tasks.model import Task
 
 
@@ -110,13 +110,10 @@ def publish_outputs(run_dir: Path, task: Task, code: str, workspace: Path, held:
     submission to upload, without the selection rows the run was given) and the model's feature
     importances at the run folder's root, each replaced atomically. What the script wrote is read as
     untrusted, through harness/readers.py; it was graded, so its form is known to be right."""
-    from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_importance
+    from dsagent_cbr.harness.readers import ArtefactError, read_importance
 
     write_text_atomic(run_dir / "best_solution.py", code)
-    if task.predictions:
-        with contextlib.suppress(ArtefactError):
-            raw = read_bytes(workspace, task.predictions)
-            write_bytes_atomic(run_dir / task.predictions, test_rows_only(task, held, raw) if held else raw)
+    write_submission(task, held, workspace, run_dir)
     (run_dir / IMPORTANCE).unlink(missing_ok=True)
     with contextlib.suppress(ArtefactError):
         importance = read_importance(workspace)

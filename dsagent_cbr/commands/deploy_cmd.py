@@ -97,6 +97,8 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
 
 
 def _print_result(record: RunRecord) -> None:
+    from dsagent_cbr.agent.estimate import estimate_line
+
     facts = record.deploy
     assert facts is not None
     near = facts.retrieved[0] if facts.retrieved else None
@@ -112,6 +114,9 @@ def _print_result(record: RunRecord) -> None:
         click.echo(f"stopped:       {record.stopped} (not counted as the model's)")
     click.echo(f"final:         {'graded' if record.solved else 'failed'} (solved by {facts.solved_by})")
     click.echo(f"selection:     {record.best_selection}" if record.selection_rows else "selection:     none")
+    sure = estimate_line(record.estimate, record.selection_rows)
+    if sure:
+        click.echo(f"how sure:      {sure}")
     click.echo(f"validation:    {record.best_valid} (printed by the script)")
     click.echo(f"test:          {record.best_test if record.test_answers else 'no test answers'}")
     echo_results(record, 15)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,6 +75,7 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
             chroma_url: str | None, runs_dir: Path | None, max_cost: float | None, max_tokens: int | None,
             no_cache: bool, refit: bool, no_retain: bool, mlflow_uri: str | None, as_json: bool) -> None:
     """Develop a solution for TASK_DIR with the CBR loop (retrieve, rerank, plan, program, debug, log, retain)."""
+    started = time.monotonic()  # the budget is the command's wall clock, from here
     from dsagent_cbr.agent.develop import DevelopConfig
     from dsagent_cbr.agent.rundir import new_run_dir, save_config
     from dsagent_cbr.llm.models import settings_model
@@ -108,14 +110,14 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
     require_sandbox(config.sandbox.isolate)
     interrupt_once()
     try:
-        record = run_develop(task, config, run_dir, settings)
+        record = run_develop(task, config, run_dir, settings, started)
     finally:
         if (run_dir / "summary.json").is_file():  # interrupted runs are tracked too, as killed
             track(run_dir, mlflow_uri)
     if as_json:
         click.echo(record.model_dump_json(indent=2))
     else:
-        _print_summary(record, settings.chroma_url or str(settings.bank_path))
+        _print_summary(record, settings.chroma_url or str(settings.bank_path), config.budget)
     if record.outcome.exit_code:
         raise SystemExit(record.outcome.exit_code)  # errors.py: no graded solution (1), the budget (4)
 
@@ -180,9 +182,15 @@ def saved_develop(develop: dict[str, Any] | None, path: Path) -> DevelopConfig:
     return config
 
 
-def _print_summary(record: RunRecord, bank: str) -> None:
+def _print_summary(record: RunRecord, bank: str, budget: float | None = None) -> None:
+    from dsagent_cbr.agent.estimate import estimate_line
+    from dsagent_cbr.clock import say_duration
+
     click.echo(f"run:             {record.run_dir}")
     click.echo(f"stopped:         {record.stopped}")
+    if record.took is not None:
+        of = f" of a {say_duration(budget)} budget" if budget else ""
+        click.echo(f"time:            {say_duration(record.took, exact=False)}{of}")
     if record.best_iteration is None:
         click.echo("best:            no iteration produced a graded solution")
     else:
@@ -190,20 +198,28 @@ def _print_summary(record: RunRecord, bank: str) -> None:
         click.echo(f"best:            {record.selected_by} {record.metric} {record.best_score} (iteration "
                    f"{record.best_iteration}; the script printed validation {record.best_valid})")
         click.echo(f"its test score:  {test}")
+        sure = estimate_line(record.estimate, record.selection_rows)
+        if sure:
+            click.echo(f"how sure:        {sure}")
+    given = [f"{k} {v:.5g}" for k, v in record.baselines.items() if v is not None]
+    if given:
+        click.echo(f"baselines:       {', '.join(given)}")
     echo_results(record, 17, bank)
 
 
-def run_develop(task: Task, config: DevelopConfig, run_dir: Path, settings: Settings) -> RunRecord:
+def run_develop(task: Task, config: DevelopConfig, run_dir: Path, settings: Settings,
+                started: float | None = None) -> RunRecord:
     from dsagent_cbr.agent.context import reference_valid
     from dsagent_cbr.agent.develop import develop_with_model
     from dsagent_cbr.agent.progress import LiveProgress
     from dsagent_cbr.bank import open_bank
+    from dsagent_cbr.clock import Clock
     from dsagent_cbr.report.observer import ReportWriter
     from dsagent_cbr.search.loop import develop_search
 
     bank = open_bank(settings)
     reference = reference_valid(task, settings.casebank_dir, settings.tasks_dir)
-    seen = {"reference": reference, "observers": (ReportWriter(run_dir),)}
+    seen = {"reference": reference, "observers": (ReportWriter(run_dir),), "clock": Clock(config.budget, started)}
     with LiveProgress(f"developing {task.name}", total=None if config.budget else config.iterations) as progress:
         if settings.model == "none":
             return develop_search(task, config, run_dir, bank, progress=progress, **seen)

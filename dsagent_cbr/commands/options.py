@@ -57,8 +57,9 @@ seed_option = click.option("--seed", type=int, default=None,
                            help="Trial seed: seeds sampling and the cache key (default: a fresh one, recorded).")
 
 
-refit_option = click.option("--refit", is_flag=True,
-                            help="Retrain the selected solution on train + validation for the submission (recorded).")
+refit_option = click.option("--refit/--no-refit", default=True, show_default=True,
+                            help="The submission: the selected solution retrained on every labelled row (its selection "
+                                 "score stays the estimate), or --no-refit its first fit.")
 mlflow_option = click.option("--mlflow", "mlflow_uri", is_flag=False, flag_value="", default=None, metavar="[URI]",
                              help="Log the run to MLflow: ./mlflow.db by default, or any tracking URI.")
 

@@ -12,14 +12,16 @@ if TYPE_CHECKING:
 
 
 def echo_results(record: RunRecord, width: int, bank: str = "the bank") -> None:
-    """The last lines: what the run retained and cost, and where a user finds its report, solution and
-    submission."""
+    """The last lines: what the run retained and cost, where a user finds its report, solution and
+    submission, and what the submission learned from."""
+    from dsagent_cbr.agent.refit import submission_line
+
     kept = (f"{len(record.retained)} solution(s) and their insights into {bank} (iteration "
             f"{', '.join(str(r['iteration']) for r in record.retained)}; `cbr bank list --retained` shows them, "
             "`cbr bank remove ID` takes one out)") if record.retained else None
     lines = [("retained", kept), ("cost", f"${record.cost_usd:.4f} for {record.tokens} tokens" if record.tokens else None),
              ("report", str(Path(record.run_dir) / "report.md")), ("best solution", record.best_solution),
-             ("submission", record.submission)]
+             ("submission", record.submission), ("learned", submission_line(record.refit) if record.submission else None)]
     for label, value in lines:
         if value:
             click.echo(f"{label + ':':<{width}}{value}")

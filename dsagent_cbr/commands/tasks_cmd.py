@@ -154,7 +154,9 @@ def export(task: str, out: Path, layout: str, tasks_dir: Path | None) -> None:
 def run(task_dir: str, script: Path, timeout: float, memory: float, disk: float, allow_network: bool,
         no_sandbox: bool, out: Path | None, as_json: bool) -> None:
     """Run SCRIPT on the task in a sandbox, print its validation and test metric, save result.json."""
+    from dsagent_cbr.harness.plan import hold_out
     from dsagent_cbr.harness.run import run_script
+    from dsagent_cbr.harness.upload import write_submission
 
     settings = load_settings()
     task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
@@ -163,6 +165,8 @@ def run(task_dir: str, script: Path, timeout: float, memory: float, disk: float,
         raise CbrError(f"{run_dir} already holds a run; choose another --out.")
     result = run_script(task, script, run_dir=run_dir,
                         policy=policy_from(timeout, memory, disk, allow_network, no_sandbox))
+    # what to upload: the test rows only, where the workspace's file also holds the selection rows cbr graded
+    submission = write_submission(task, hold_out(task), Path(result.workspace), run_dir) if result.ok else None
     if as_json:
         click.echo(result.to_json())
     else:
@@ -177,6 +181,8 @@ def run(task_dir: str, script: Path, timeout: float, memory: float, disk: float,
         click.echo(f"sandbox:    {'bubblewrap' if result.isolated else 'NONE (--no-sandbox)'}"
                    f"{', network allowed' if result.network else ''}")
         click.echo(f"result:     {run_dir / 'result.json'}")
+        if submission is not None:
+            click.echo(f"submission: {submission} (the test rows only: the file to upload)")
     if not result.ok:
         raise SystemExit(1)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import sys
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, replace
 from functools import cache
 from importlib import resources
@@ -36,6 +37,14 @@ from dsagent_cbr.tasks.sources import hidden_paths
 
 OUTPUT_CHARS = 2 * 2**20  # of stdout and stderr read back: the head and the tail, where scores and tracebacks are
 REFIT_VARIABLE = "CBR_REFIT"
+# when a script's boosting must stop (seconds since the epoch), its time limit less the room it needs to
+# predict and write: untrusted/bootstrap.py stops LightGBM and XGBoost there, keeping the rounds built
+DEADLINE_VARIABLE = "CBR_DEADLINE"
+
+
+def predict_room(limit: float) -> float:
+    """Seconds of a script's time limit kept for predicting and writing, after its training stops."""
+    return min(60.0, max(3.0, 0.15 * limit))
 
 
 @dataclass(frozen=True)
@@ -93,10 +102,11 @@ def _sandboxed(task: Task, held: Held | None, code: str, run_dir: Path, policy: 
     with scratch(run_dir, room, policy.disk_mb) as space:
         ours = workspace.build(task, held, space.path, code, refit=refit)
         space.settle()
+        environment = {DEADLINE_VARIABLE: f"{time.time() + policy.timeout - predict_room(policy.timeout):.1f}"}
         outcome = run_sandboxed([sys.executable, "-c", _bootstrap()], space=space,
                                 stdout_path=run_dir / "stdout.txt", stderr_path=run_dir / "stderr.txt",
                                 policy=policy, hidden=tuple(hidden_paths(task)), cancel=cancel,
-                                environment={REFIT_VARIABLE: "1"} if refit else None)
+                                environment={**environment, REFIT_VARIABLE: "1"} if refit else environment)
         left = harvest(space.path, run_dir / "workspace", unchanged=ours, max_bytes=int(policy.disk_mb * 2**20))
     if left:
         (run_dir / "left-behind.txt").write_text("\n".join(left) + "\n", encoding="utf-8")

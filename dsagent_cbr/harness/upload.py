@@ -4,6 +4,7 @@ arrays by position), every other cell as the script wrote it."""
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import numpy as np
 
@@ -37,3 +38,20 @@ def test_rows_only(task: Task, held: Held, raw: bytes) -> bytes:
         raise ArtefactError(f"{task.predictions} has no column {task.id_column}")
     chosen = frame[task.id_column].map(id_key).isin(set(held.ids))
     return frame[~chosen].to_csv(index=False).encode("utf-8")
+
+
+def write_submission(task: Task, held: Held | None, workspace: Path, folder: Path) -> Path | None:
+    """The file to upload, at `folder`'s root: what a graded script wrote in `workspace`, the held rows'
+    predictions taken out. None when the task has no predictions file or the script's cannot be read."""
+    from dsagent_cbr.files import write_bytes_atomic
+    from dsagent_cbr.harness.readers import read_bytes
+
+    if not task.predictions:
+        return None
+    try:
+        raw = read_bytes(workspace, task.predictions)
+        data = test_rows_only(task, held, raw) if held else raw
+    except ArtefactError:
+        return None
+    write_bytes_atomic(folder / task.predictions, data)
+    return folder / task.predictions

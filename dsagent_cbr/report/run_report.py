@@ -29,8 +29,10 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dsagent_cbr.agent.estimate import estimate_line
 from dsagent_cbr.agent.model_family import UNKNOWN, describe_model
-from dsagent_cbr.agent.record import Row, RunRecord, overclaims
+from dsagent_cbr.agent.record import Estimate, Refit, Row, RunRecord, overclaims
+from dsagent_cbr.agent.refit import submission_line
 from dsagent_cbr.agent.rundir import step_path
 from dsagent_cbr.files import write_bytes_atomic, write_text_atomic
 from dsagent_cbr.report.tree_figure import build_tree_figure, operator_gains
@@ -297,12 +299,17 @@ def _facts(rows: list[dict[str, Any]], summary: dict[str, Any]) -> list[tuple[st
         facts.append(("selected", selected))
     else:
         facts.append(("selected", "none (no iteration succeeded)"))
+    estimate = summary.get("estimate")
+    sure = estimate_line(Estimate.model_validate(estimate) if estimate else None, summary.get("selection_rows"))
+    if sure:
+        facts.append(("how sure", sure))
     baselines = summary.get("baselines") or {}
     given = [f"{k} {fmt(v)}" for k, v in baselines.items() if v is not None]
     if given:
         facts.append(("baselines", ", ".join(given)))
-    if (summary.get("refit") or {}).get("why"):
-        facts.append(("refit", f"{summary['refit']['status']}: {summary['refit']['why']}"))
+    if best is not None:
+        refit = summary.get("refit")
+        facts.append(("submission", submission_line(Refit.model_validate(refit) if refit else None)))
     facts.append(("stopped", summary.get("stopped", "")))
     if summary.get("tokens"):
         facts.append(("cost", f"${float(summary['cost_usd']):.4f} for {summary.get('tokens', 0)} tokens"))

@@ -54,9 +54,12 @@ def develop_search(
     *,
     model: Model | None = None,
     observers: Sequence[Observer] = (),
+    clock: Clock | None = None,
 ) -> RunRecord:
+    """The search; `clock`: the command's, started when it was (its budget is the command's wall clock)."""
+    clock = clock or Clock(config.budget)
     with node_executor(executor, task, config.sandbox, config.parallel, config.address) as (runs, cores):
-        run = open_run("search", task, config, run_dir, bank, runs, progress, model, reference, observers)
+        run = open_run("search", task, config, run_dir, bank, runs, progress, model, reference, observers, clock)
         if cores is not None:  # what the record's sandbox says: each node's share, and how many ran at once
             run.record.sandbox = {**run.record.sandbox, "cores": cores, "parallel": config.parallel}
         search = None  # no search when the starter's run stopped the run
@@ -70,7 +73,7 @@ def develop_search(
                     for c, s in solution_candidates(bank, task, min(config.iterations, MAX_CASES))
                 ],
             )
-            search = Search(run, [Case.from_dict(c) for c in found], Clock(config.budget), config, model)
+            search = Search(run, [Case.from_dict(c) for c in found], clock, config, model)
             search.grow()
         best = search.tree.best_single() if search else None
         if best is not None:
@@ -227,6 +230,6 @@ class Search:
             broken=tree.broken(self.config.n_debug),
             plain=plain,
             by_model=by_model,
-            left=self.clock.left(),
+            left=self.clock.left(tree.reserve()),
             room=room,
         )

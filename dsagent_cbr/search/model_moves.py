@@ -41,13 +41,13 @@ T = TypeVar("T")
 class Deadlined:
     """The model, each call given as its time limit what is left of the search's budget."""
 
-    def __init__(self, inner: Model, clock: Clock) -> None:
-        self.inner, self.clock, self.model = inner, clock, inner.model
+    def __init__(self, inner: Model, clock: Clock, reserve: Callable[[], float]) -> None:
+        self.inner, self.clock, self.reserve, self.model = inner, clock, reserve, inner.model
 
     def complete(
         self, role: str, messages: Messages, *, validate: Callable[[str], T], **options: object
     ) -> Reply[T]:
-        left = self.clock.left()
+        left = self.clock.left(self.reserve())
         if left < MIN_CALL_SECONDS:
             raise OutOfTime(f"{max(left, 0):.0f} s of the budget left: too little for a call of {self.model}")
         timeout = None if math.isinf(left) else left
@@ -68,7 +68,7 @@ class ModelMoves:
         model: Model,
     ) -> None:
         self.tree, self.run, self.execute, self.config, self.clock = tree, tree.run, execute, config, clock
-        self.model = Deadlined(model, clock)
+        self.model = Deadlined(model, clock, tree.reserve)
         self.ctx = Context.of(self.run.task, config.sandbox)
         self.query = task_query(self.run.task.description, self.run.task.modality)
 
@@ -137,9 +137,10 @@ class ModelMoves:
         self.run_node(row, fixed)
 
     def run_node(self, row: Row, code: str) -> None:
-        if self.clock.left() < MIN_NODE_SECONDS:  # the model's calls took the time its script needed
+        left = self.clock.left(self.tree.reserve())
+        if left < MIN_NODE_SECONDS:  # the model's calls took the time its script needed
             raise OutOfTime(
-                f"{max(self.clock.left(), 0):.0f} s of the budget left after the model's calls: too "
+                f"{max(left, 0):.0f} s of the budget left after the model's calls: too "
                 f"little for its script"
             )
         result = self.execute(row.iteration, code)

@@ -54,7 +54,7 @@ class Operators:
         """Node t's script, run within what is left of the budget; killed if the run stops meanwhile."""
         with self.cores:  # the limit is worked out once the script has the cores
             self.run.open_for(t, halted=True)
-            result = self.run.execute(t, 0, code, timeout=self.clock.limit(), cancel=self.run.halt)
+            result = self.run.execute(t, 0, code, timeout=self.clock.limit(self.tree.reserve()), cancel=self.run.halt)
             self.tree.results[t] = result
         return result
 
@@ -192,7 +192,7 @@ class Operators:
                     status="skipped", why=f"member node {node.iteration} does not read {REFIT_VARIABLE}"
                 )
             folder = run.run_dir / "refit" / f"node-{node.iteration:02d}"
-            result = run.execute(node.iteration, 0, code, refit=True, folder=folder)
+            result = run.execute(node.iteration, 0, code, refit=True, folder=folder, timeout=self.clock.limit())
             workspace = Path(result.workspace)
             member = (
                 ensemble.load(run.task, ids, rows, node.iteration, workspace, code) if result.ok else None

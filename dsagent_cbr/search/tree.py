@@ -12,7 +12,7 @@ from dsagent_cbr.agent.record import MODEL_OPERATORS, Operator, Row, asks_model
 from dsagent_cbr.agent.run import Run
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.search import tuning
-from dsagent_cbr.search.policy import Arm, Family
+from dsagent_cbr.search.policy import Arm, Family, reserve
 
 
 class Tree:
@@ -91,6 +91,15 @@ class Tree:
             and r.iteration not in debugged
             and chain(r) < depth
         ]
+
+    def reserve(self) -> float:
+        """Seconds of the budget kept for the run's end (policy.reserve): the selected node's refit, when the
+        run refits (a blend's is its members' refits, one after another)."""
+        best = self.run.best
+        if not (self.run.wants_refit and best):
+            return reserve(None)
+        members = [self.row(i) for i in best.members or ()]
+        return reserve(sum(r.wall_time or 0.0 for r in members) if members else best.wall_time)
 
     def arms(self, now: float) -> tuple[Arm, Arm]:
         """(the plain moves' arm, the model's), for the policy: each node's own time (so far, while it

@@ -121,7 +121,7 @@ def starter_script(spec: StarterSpec) -> str:
               "    model = train_model(X_train, y_train, X_valid, y_valid)",
               f"    score = {score}",
               f'    print(f"Validation {spec.metric}: {{score:.6f}}")',
-              '    if os.environ.get("CBR_REFIT"):  # cbr --refit: the submitted model also learns from the validation rows',
+              '    if os.environ.get("CBR_REFIT"):  # cbr\'s refit: the submitted model also learns from the validation rows',
               "        model = train_model(X, y, X_valid, y_valid)",
               "",
               '    test = pd.read_csv("test.csv")']

@@ -11,7 +11,7 @@ import pandas as _pd
 
 _CBR_TASK = {"modality": "tabular", "output": "value", "classes": None, "case": "regression", "case_multi": False,
              "x_kind": "frame", "y_kind": "series", "target": None, "named": [],
-             "raw": False}
+             "raw": False, "log_target": False}
 _CBR_BINS = 10  # quantile bins when a multi-class case learns a regression target
 
 
@@ -185,9 +185,14 @@ def _cbr_plan(Xt, Xv, y_train, y_valid):
     if _CBR_TASK["output"] == "value":
         Yt, Yv = Yt.astype(float), Yv.astype(float)
         if case in ("regression", "forecasting"):
+            # a metric on the log of the target (RMSLE): the case learns log1p of it, predictions come back
+            # through expm1, never below zero
+            log = bool(_CBR_TASK.get("log_target"))
+            shape = _np.log1p if log else (lambda y: y)
             if width > 1 and not _CBR_TASK["case_multi"]:
-                return None, [_cbr_fit(Xt, Xv, Yt[:, j], Yv[:, j], [n], "value") for j, n in enumerate(names)]
-            return None, [_cbr_fit(Xt, Xv, y_train, y_valid, names, "value")]
+                return None, [_cbr_fit(Xt, Xv, shape(Yt[:, j]), shape(Yv[:, j]), [n], "value", log=log)
+                              for j, n in enumerate(names)]
+            return None, [_cbr_fit(Xt, Xv, shape(y_train), shape(y_valid), names, "value", log=log)]
         jobs = []
         for j, name in enumerate(names):
             n_bins = 2 if case == "binary" else _CBR_BINS
@@ -248,6 +253,8 @@ def _cbr_read(job, X, n_rows, proba_first=None):
         return job["centers"][0] + _np.clip(out, 0, 1) @ steps
     if decode == "columns":
         return out
+    if job.get("log"):
+        out = _np.clip(_np.expm1(out), 0, None)
     return out if out.shape[1] > 1 else out[:, 0]
 
 

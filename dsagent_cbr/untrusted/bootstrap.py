@@ -4,6 +4,9 @@ predictions, and so that a refit (CBR_REFIT: train_model called again on every r
 included) keeps the first fit's early-stopping points instead of stopping on rows it learned. The
 wrapper is placed by an AST edit that keeps every line number of train.py, so tracebacks read as if
 train.py ran alone; if anything here fails, train.py runs untouched.
+LightGBM and XGBoost training, however the script calls it, stops at CBR_DEADLINE (the time the harness
+gives the script to have trained by, leaving it room to predict) and keeps the rounds it built, so that a
+script cut short still writes predictions to grade.
 This file imports nothing from dsagent_cbr: the package is not inside the sandbox."""
 
 import ast
@@ -12,12 +15,14 @@ import functools
 import json
 import os
 import sys
+import time
 import types
 
 SCRIPT = "train.py"
 IMPORTANCE = "cbr_feature_importance.json"
 STOPPING = "cbr_refit_rounds.json"
 TOP = 50
+DEADLINE = float(os.environ.get("CBR_DEADLINE") or 0) or None  # seconds since the epoch
 
 
 def _names(X, n):
@@ -153,6 +158,62 @@ def _wrap(train_model):
     return wrapped
 
 
+def _past_deadline(library, rounds):
+    if time.time() < DEADLINE:
+        return False
+    print(f"cbr: {library} stopped at its deadline after {rounds} rounds, keeping them", file=sys.stderr)
+    return True
+
+
+def _with_callback(train, callback):
+    @functools.wraps(train)
+    def wrapped(*args, **kwargs):
+        kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), callback()]
+        return train(*args, **kwargs)
+
+    return wrapped
+
+
+def _guard_lightgbm():
+    import lightgbm
+    import lightgbm.engine
+    import lightgbm.sklearn
+
+    def deadline():
+        def stop(env):
+            if _past_deadline("LightGBM", env.iteration + 1):
+                raise lightgbm.callback.EarlyStopException(env.iteration, env.evaluation_result_list or [])
+
+        stop.order = 40  # after early stopping's own check (30)
+        return stop
+
+    guarded = _with_callback(lightgbm.engine.train, deadline)
+    lightgbm.train = lightgbm.engine.train = lightgbm.sklearn.train = guarded
+
+
+def _guard_xgboost():
+    import xgboost
+    import xgboost.sklearn
+    import xgboost.training
+
+    class Deadline(xgboost.callback.TrainingCallback):
+        def after_iteration(self, model, epoch, evals_log):
+            return _past_deadline("XGBoost", epoch + 1)
+
+    guarded = _with_callback(xgboost.training.train, Deadline)
+    xgboost.train = xgboost.training.train = xgboost.sklearn.train = guarded
+
+
+def _guard_boosters(source):
+    """Only the libraries the script names are imported here (an import costs a second)."""
+    if DEADLINE is None:
+        return
+    for name, guard in (("lightgbm", _guard_lightgbm), ("xgboost", _guard_xgboost)):
+        if name in source:
+            with contextlib.suppress(Exception):  # a library that is not there, or another version: untouched
+                guard()
+
+
 def _compile(source):
     tree = ast.parse(source, SCRIPT)
     for i, node in enumerate(tree.body):
@@ -173,6 +234,7 @@ def main():
         code = _compile(source)
     except Exception:
         code = compile(source, SCRIPT, "exec")
+    _guard_boosters(source)
     module = types.ModuleType("__main__")
     module.__dict__.update({"__file__": SCRIPT, "__builtins__": __builtins__, "__cbr_wrap__": _wrap})
     sys.modules["__main__"] = module

@@ -1,0 +1,83 @@
+"""How sure a selection score is. The selection rows are a sample: a score on 200 of them moves with which
+200 they happen to be. A bootstrap over the rows (RESAMPLES draws with replacement, the same draws for
+every script it compares) gives a score's interval, and says whether two scripts can be told apart: the
+interval of their paired difference holds zero or not. Each script's predictions are read back from what
+it wrote, through the readers, as the grader read them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from dsagent_cbr.harness.grading import EXTRA_COLUMNS, prediction_columns, score_selection
+from dsagent_cbr.harness.plan import Held, id_key
+from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_csv, read_npy
+from dsagent_cbr.tasks.model import Task
+
+RESAMPLES = 200
+LEVEL = 0.9  # the share of the bootstrap's scores an interval holds
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The selection rows as one bootstrap sees them: the task, where the rows are, and the draws."""
+
+    task: Task
+    held: Held
+    draws: tuple[np.ndarray, ...]
+
+    @classmethod
+    def of(cls, task: Task, held: Held, seed: int = 0) -> Sample:
+        rng = np.random.default_rng(seed)
+        return cls(task, held, tuple(rng.integers(0, held.rows, held.rows) for _ in range(RESAMPLES)))
+
+    def scores(self, values: np.ndarray) -> np.ndarray:
+        """The score of the selection rows' predictions `values` on each draw (NaN where it has none)."""
+        found = [score_selection(self.task, self.held, values[d], d) for d in self.draws]
+        return np.array([np.nan if s is None else s for s in found], dtype=float)
+
+    def interval(self, values: np.ndarray) -> tuple[float, float] | None:
+        return _bounds(self.scores(values))
+
+    def told_apart(self, one: np.ndarray, other: np.ndarray) -> bool:
+        """The two scripts' scores differ on these rows: their paired difference's interval excludes zero."""
+        bounds = _bounds(self.scores(one) - self.scores(other))
+        return bounds is not None and (bounds[0] > 0 or bounds[1] < 0)
+
+
+def _bounds(scores: np.ndarray) -> tuple[float, float] | None:
+    scores = scores[np.isfinite(scores)]
+    if len(scores) < RESAMPLES // 2:
+        return None
+    tail = (1 - LEVEL) / 2 * 100
+    low, high = np.percentile(scores, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def selection_values(task: Task, held: Held, workspace: Path) -> np.ndarray | None:
+    """A graded script's predictions of the selection rows, in the held rows' order; None when they cannot
+    be read back as they were graded."""
+    if not task.predictions:
+        return None
+    try:
+        raw = read_bytes(workspace, task.predictions)
+        if task.data_format == "npy":
+            values = read_npy(raw, task.predictions, max_items=len(raw))
+            return values[held.test_rows:] if len(values) == held.test_rows + held.rows else None
+        columns = prediction_columns(task)
+        frame = read_csv(raw, task.predictions, wanted=[task.id_column, *columns],
+                         max_rows=held.test_rows + held.rows, max_columns=len(columns) + 1 + EXTRA_COLUMNS)
+    except ArtefactError:
+        return None
+    frame = frame.set_index(frame[task.id_column].map(id_key))
+    if frame.index.duplicated().any() or not set(held.ids) <= set(frame.index):
+        return None
+    values = frame.loc[list(held.ids), columns].to_numpy()
+    if task.metric.name == "accuracy":
+        return values  # labels, as the files write them
+    try:
+        return values.astype(float)
+    except (TypeError, ValueError, OverflowError):  # not numbers: the grader refused them
+        return None
