@@ -303,8 +303,10 @@ def test_a_chroma_server_dying_mid_run_is_ours_and_resume_recovers(tmp_path: Pat
     env = {**os.environ, "CBR_HOME": str(tmp_path / "home")}
     args = ["--model", "none", "--runs-dir", str(tmp_path / "runs"), "--chroma-url", f"http://127.0.0.1:{port}"]
     with _serve_chroma(data, port):
-        run = subprocess.Popen([sys.executable, "-m", "dsagent_cbr.cli", "develop", str(task.root), "--budget", "25s",
-                                *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # the budget is the command's wall clock (the embedding model's start is spent from it): one node, then
+        # the retain that meets the dead server
+        run = subprocess.Popen([sys.executable, "-m", "dsagent_cbr.cli", "develop", str(task.root), "--budget", "90s",
+                                "-T", "1", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         journal = None
         for _ in range(600):  # until the cases are retrieved: the server has been used, and the search begins
             journal = next((tmp_path / "runs").glob("*/*/journal.jsonl"), None) if (tmp_path / "runs").is_dir() else None

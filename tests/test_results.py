@@ -148,7 +148,8 @@ def test_a_search_within_a_budget_on_a_real_task(tmp_path):
     assert summary["stopped"].startswith("the budget of 50s spent after ")
     assert summary["rows"][0]["operator"] == "draft" and summary["rows"][0]["status"] == "ok"
     assert summary["best_selection"] is not None and summary["best_selection"] < summary["baselines"]["starter"]
-    assert time.monotonic() - started < 50 + 60  # the last node's limit was cut to what the budget had left
+    # the budget is the command's wall clock: the bank, the starter, the nodes, the blend and the refit within it
+    assert summary["took"] <= 50 * 1.05 and time.monotonic() - started < 50 + 15
     last = summary["rows"][-1]  # the search ends with a blend of what it found, graded on the host
     assert last["operator"] == "ensemble" and last["status"] == "ok" and last["selection"] is not None
     assert Path(summary["run_dir"], "tree.png").is_file()
@@ -157,7 +158,7 @@ def test_a_search_within_a_budget_on_a_real_task(tmp_path):
 @pytest.mark.slow
 def test_a_parallel_search_runs_two_nodes_at_once_on_ray_each_on_its_share_of_the_cores(tmp_path):
     task = prepared("concrete-strength")
-    proc = cbr("develop", str(task.root), "--model", "none", "--budget", "30s", "--parallel", "2", "--store", "faiss",
+    proc = cbr("develop", str(task.root), "--model", "none", "--budget", "60s", "--parallel", "2", "--store", "faiss",
                "--runs-dir", str(tmp_path / "runs"), "--no-retain", "--json", home=tmp_path / "home", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
     summary = json.loads(proc.stdout)

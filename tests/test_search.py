@@ -31,7 +31,8 @@ from dsagent_cbr.search.drafts import general_cases
 from dsagent_cbr.search.loop import develop_search
 from dsagent_cbr.search.policy import (
     FIRST_MODEL_NODE,
-    MIN_NODE_SECONDS,
+    MIN_MODEL_SECONDS,
+    MIN_PLAIN_SECONDS,
     Arm,
     Family,
     Move,
@@ -86,18 +87,21 @@ def test_the_model_and_the_plain_moves_take_turns_until_one_gains_more_per_secon
 
 def test_no_node_starts_with_less_left_than_a_node_of_its_kind_needs():
     rng, best = random.Random(0), Family(1, 4.0, True)
-    assert needs(Arm()) == MIN_NODE_SECONDS and needs(Arm(), by_model=True) == FIRST_MODEL_NODE
-    assert needs(Arm(9.0, 0.0, (3.0, 6.0))) == MIN_NODE_SECONDS  # fast nodes still get 20 s
-    assert needs(Arm(300.0, 0.0, (100.0, 200.0))) == 150.0  # the median of its nodes' times
+    assert needs(Arm()) == MIN_PLAIN_SECONDS and needs(Arm(), by_model=True) == FIRST_MODEL_NODE
+    assert needs(Arm(9.0, 0.0, (3.0, 6.0))) == MIN_PLAIN_SECONDS  # scripts of seconds: ten seconds will do
+    assert needs(Arm(300.0, 0.0, (100.0, 200.0))) == 225.0  # half again the median of its kind's times
+    assert needs(Arm(9.0, 0.0, (3.0, 6.0)), by_model=True) == MIN_MODEL_SECONDS == 20.0  # a model's node: 20 s
+    assert needs(Arm(300.0, 0.0, (100.0, 200.0)), by_model=True) == 150.0  # or its nodes' median
     view = View(0, 2, [best], "draft", model=True, graded=[1], left=45.0)
     assert choose(view, rng) == Move("transplant")  # no room for a model's first node
-    slow = View(0, 2, [best], "draft", model=True, graded=[1], left=45.0, plain=Arm(80.0, 0.0, (40.0, 40.0)),
+    slow = View(0, 2, [best], "draft", model=True, graded=[1], left=45.0, plain=Arm(80.0, 0.0, (20.0, 20.0)),
                 by_model=Arm(100.0, 0.0, (100.0,)))
     assert choose(slow, rng) == Move("transplant")  # the model's nodes took 100 s
-    assert choose(replace(slow, left=39.0), rng) == Move("stop") and out_of_time(replace(slow, left=39.0))
+    assert choose(replace(slow, left=29.0), rng) == Move("stop") and out_of_time(replace(slow, left=29.0))
     done = View(0, 0, [Family(1, 4.0, False)], "transplant", left=100.0)
     assert choose(done, rng) == Move("stop") and not out_of_time(done)  # time left, nothing to try
-    assert choose(View(1, 2, [], "", left=19.0), rng) == Move("stop")  # not even a draft
+    assert choose(View(1, 2, [], "", left=9.0), rng) == Move("stop")  # not even a draft
+    assert choose(View(1, 2, [], "", left=11.0), rng) == Move("draft")  # a short budget still gets its draft
 
 
 def test_beside_a_running_node_only_the_other_kind_of_move_starts():
@@ -359,9 +363,14 @@ def test_no_node_starts_with_less_than_a_node_needs_and_a_model_node_is_charged_
                             model=model)
     nodes = [r for r in record.rows if r.operator != "ensemble"]
     assert record.stopped.startswith("the budget of 4m spent")
-    assert all(budget - r.started >= 20.0 for r in nodes)  # none began with under 20 s of the budget left
     by_model = [r for r in nodes if r.operator in ("plan", "improve")]
-    assert by_model and all(r.ended - r.started == 57.0 for r in by_model)  # two calls and its script
+    assert all(budget - r.started >= 60.0 for r in by_model[:1])  # a model's first node: a minute
+    assert all(budget - r.started >= 20.0 for r in by_model)  # none began with under 20 s of the budget left
+    assert all(budget - r.started >= MIN_PLAIN_SECONDS for r in nodes)
+    ran = [r for r in by_model if r.status == "ok"]
+    assert ran and all(r.ended - r.started == 57.0 for r in ran)  # two calls and its script: its own time
+    cut = [r for r in by_model if r.status != "ok"]  # after its calls, too little left for its script
+    assert all(r.status == "out of time" and "too little for its script" in r.error for r in cut)
     assert record.best_score == 3.0 and record.rows[record.best_iteration - 1].operator in ("plan", "improve",
                                                                                             "ensemble")
 

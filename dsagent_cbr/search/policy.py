@@ -15,9 +15,9 @@ tried. A model that is fast and good gets more of the budget; one that is slow o
 grades gets less, and none once its nodes no longer fit in what is left. On a tie the arms take turns.
 
 Time: the budget is the command's wall clock. Its end is kept for the refit of the selected node and the
-run's last steps (`reserve`); no node starts with less of the rest left than a node of its arm needs:
-MIN_NODE_SECONDS, or the median time its arm's nodes took when that is longer; a model's first node is
-assumed to need FIRST_MODEL_NODE. Each node is charged its own time, from its start to its end (loop.py
+run's last steps (`reserve`); no node starts with less of the rest left than a node of its arm needs: a
+model's node MIN_MODEL_SECONDS, or the median time the model's nodes took when that is longer (its first
+FIRST_MODEL_NODE); a plain node MIN_PLAIN_SECONDS, or ROOM times the median its kind took (drafts count). Each node is charged its own time, from its start to its end (loop.py
 stamps both).
 
 With --parallel 1 a model node is written beside the plain nodes (it waits on the model, not on our
@@ -32,14 +32,21 @@ import statistics
 from dataclasses import dataclass, field
 
 from dsagent_cbr.agent.record import Operator
+from dsagent_cbr.clock import MIN_NODE_SECONDS
 
 ENSEMBLE_EVERY = 4
 TUNE_THE_BEST = 0.7  # otherwise one of the next two, so that one lucky family or node does not take all
 PLANS = 2  # plan nodes before the model improves nodes
-MIN_NODE_SECONDS = 20.0  # no node starts with less of the budget left than this
+# a model's node starts with no less of the budget left than this, or the median time its nodes took
+MIN_MODEL_SECONDS = MIN_NODE_SECONDS
 # a model node's time before one has ended: a capable model's plan and program calls take tens of seconds,
 # and SmolLM2 on this machine took 40-140 s; a one-minute search has no room for one after its drafts
 FIRST_MODEL_NODE = 60.0
+# a plain node (a draft, transplant or tune, whose time is a script's) starts with no less than this left,
+# or ROOM times the median its kind took: scripts of seconds still run in a 30-second budget, and a booster
+# the deadline stops keeps its rounds (untrusted/bootstrap.py)
+MIN_PLAIN_SECONDS = 10.0
+ROOM = 1.5
 PRIOR_SECONDS = 60.0  # each arm's rate starts as if it had spent this long for one typical gain
 TIE = 0.02  # rates this close are a tie: a few milliseconds either way decide nothing
 # kept at the budget's end: the refit of the selected node learns from every labelled row, about 1.6 times the
@@ -105,9 +112,9 @@ class Move:
 
 def needs(arm: Arm, by_model: bool = False) -> float:
     """The seconds of the budget a node of this arm needs left to start."""
-    if not arm.times:
-        return FIRST_MODEL_NODE if by_model else MIN_NODE_SECONDS
-    return max(MIN_NODE_SECONDS, statistics.median(arm.times))
+    if by_model:
+        return max(MIN_MODEL_SECONDS, statistics.median(arm.times)) if arm.times else FIRST_MODEL_NODE
+    return max(MIN_PLAIN_SECONDS, ROOM * statistics.median(arm.times)) if arm.times else MIN_PLAIN_SECONDS
 
 
 def reserve(refit_seconds: float | None) -> float:

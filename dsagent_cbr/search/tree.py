@@ -103,13 +103,16 @@ class Tree:
 
     def arms(self, now: float) -> tuple[Arm, Arm]:
         """(the plain moves' arm, the model's), for the policy: each node's own time (so far, while it
-        runs), and the improvements of the best score so far it made, in the order the nodes ended."""
+        runs), and the improvements of the best score so far it made, in the order the nodes ended. Drafts
+        are in neither arm's rate, but their times are plain nodes' times."""
         sign = 1.0 if self.maximize() else -1.0
         plain, model, best = Tally(), Tally(), None
         for r in sorted(self.rows, key=lambda r: r.ended if r.ended is not None else now):
+            timed = model if asks_model(r.operator) else plain if r.operator != Operator.ENSEMBLE else None
+            if timed is not None and r.started is not None:  # a draft's time tells a plain node's too
+                timed.took((r.ended if r.ended is not None else now) - r.started, r.ended is not None,
+                           charged=r.operator != Operator.DRAFT)
             tally = model if asks_model(r.operator) else plain if r.operator in ARMED else None
-            if tally is not None and r.started is not None:
-                tally.took((r.ended if r.ended is not None else now) - r.started, r.ended is not None)
             if r.score is not None and (best is None or sign * (r.score - best) > 0):
                 if tally is not None and best is not None:
                     tally.gain += sign * (r.score - best)
@@ -127,8 +130,9 @@ class Tally:
     gain: float = 0.0
     times: list[float] = field(default_factory=list)
 
-    def took(self, seconds: float, ended: bool) -> None:
-        self.seconds += seconds
+    def took(self, seconds: float, ended: bool, charged: bool = True) -> None:
+        """A node's time: charged to the arm's rate, and kept as one of its kind's times once it ended."""
+        self.seconds += seconds if charged else 0.0
         if ended:
             self.times.append(seconds)
 
