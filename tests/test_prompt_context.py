@@ -61,3 +61,10 @@ def test_prompts_carry_the_data_the_budget_and_the_best_score(tmp_path):
     # Deployment's first candidate is the solution development retained, not a hand-written reference.
     assert result.deploy.retrieved[0]["source"] == "retained" and result.deploy.retrieved[0]["task"] == "concrete-strength"
     assert "LinearRegression().fit(X_train, y_train)" in adapts[0]
+
+
+def test_the_prompt_names_each_installed_library_whatever_distribution_installed_it():
+    from dsagent_cbr.agent.context import library_versions
+
+    installed = library_versions()
+    assert "xgboost " in installed and "scikit-learn " in installed  # XGBoost's CPU build is xgboost-cpu

@@ -12,22 +12,24 @@ from pathlib import Path
 from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.tasks.model import Task
 
-# The libraries a solution script is likely to reach for; the prompt names the installed versions so
-# that the model writes against the APIs it will actually get.
-LIBRARIES = ("numpy", "pandas", "scikit-learn", "scipy", "lightgbm", "xgboost", "catboost", "statsmodels",
-             "torch", "sktime", "aeon")
+# The libraries a solution script is likely to reach for, by the name it imports them by; the prompt names
+# the installed versions so that the model writes against the APIs it will actually get. A library is found
+# by its module, whatever distribution installed it (XGBoost's CPU build is the distribution xgboost-cpu).
+LIBRARIES = {"numpy": "numpy", "pandas": "pandas", "scikit-learn": "sklearn", "scipy": "scipy",
+             "lightgbm": "lightgbm", "xgboost": "xgboost", "catboost": "catboost", "statsmodels": "statsmodels",
+             "torch": "torch", "sktime": "sktime", "aeon": "aeon"}
 
 
 @cache
 def library_versions() -> str:
     from importlib import metadata
 
+    installed = metadata.packages_distributions()
     found = []
-    for name in LIBRARIES:
-        try:
-            found.append(f"{name} {metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            continue
+    for name, module in LIBRARIES.items():
+        for distribution in installed.get(module, []):
+            found.append(f"{name} {metadata.version(distribution)}")
+            break
     return ", ".join(found)
 
 
