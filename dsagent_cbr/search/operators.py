@@ -184,6 +184,10 @@ class Operators:
         single script's refit is (agent/refit.py)."""
         run, held = self.run, self.held
         assert held is not None and row.members
+        needed = sum(self.tree.row(i).wall_time or 0.0 for i in row.members)
+        if self.clock.left() < needed:  # the search kept time for one script's refit, not for every member's
+            why = f"{max(self.clock.left(), 0):.0f} s of the budget left; the members' first fits took {needed:.0f} s"
+            return Refit(status="skipped", why=why)
         ids, rows, members, rounds = ensemble.row_ids(run.task, held), held.test_rows + held.rows, [], []
         for node in (self.tree.row(i) for i in row.members):
             code = self.tree.script(node)

@@ -93,13 +93,10 @@ class Tree:
         ]
 
     def reserve(self) -> float:
-        """Seconds of the budget kept for the run's end (policy.reserve): the selected node's refit, when the
-        run refits (a blend's is its members' refits, one after another)."""
-        best = self.run.best
-        if not (self.run.wants_refit and best):
-            return reserve(None)
-        members = [self.row(i) for i in best.members or ()]
-        return reserve(sum(r.wall_time or 0.0 for r in members) if members else best.wall_time)
+        """Seconds of the budget kept for the run's end (policy.reserve): the refit of the best single node,
+        when the run refits. A selected blend's members are refit only if the time is left then."""
+        best = self.best_single()
+        return reserve(best.wall_time if self.run.wants_refit and best else None)
 
     def arms(self, now: float) -> tuple[Arm, Arm]:
         """(the plain moves' arm, the model's), for the policy: each node's own time (so far, while it
