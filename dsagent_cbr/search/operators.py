@@ -54,7 +54,8 @@ class Operators:
         """Node t's script, run within what is left of the budget; killed if the run stops meanwhile."""
         with self.cores:  # the limit is worked out once the script has the cores
             self.run.open_for(t, halted=True)
-            result = self.run.execute(t, 0, code, timeout=self.clock.limit(self.tree.reserve()), cancel=self.run.halt)
+            limit = self.clock.limit(self.tree.reserve())
+            result = self.run.execute(t, 0, code, timeout=limit, cancel=self.run.halt)
             self.tree.results[t] = result
         return result
 
@@ -186,7 +187,8 @@ class Operators:
         assert held is not None and row.members
         needed = sum(self.tree.row(i).wall_time or 0.0 for i in row.members)
         if self.clock.left() < needed:  # the search kept time for one script's refit, not for every member's
-            why = f"{max(self.clock.left(), 0):.0f} s of the budget left; the members' first fits took {needed:.0f} s"
+            left = max(self.clock.left(), 0)
+            why = f"{left:.0f} s of the budget left; the members' first fits took {needed:.0f} s"
             return Refit(status="skipped", why=why)
         ids, rows, members, rounds = ensemble.row_ids(run.task, held), held.test_rows + held.rows, [], []
         for node in (self.tree.row(i) for i in row.members):
@@ -196,7 +198,8 @@ class Operators:
                     status="skipped", why=f"member node {node.iteration} does not read {REFIT_VARIABLE}"
                 )
             folder = run.run_dir / "refit" / f"node-{node.iteration:02d}"
-            result = run.execute(node.iteration, 0, code, refit=True, folder=folder, timeout=self.clock.limit())
+            limit = self.clock.limit()
+            result = run.execute(node.iteration, 0, code, refit=True, folder=folder, timeout=limit)
             workspace = Path(result.workspace)
             member = (
                 ensemble.load(run.task, ids, rows, node.iteration, workspace, code) if result.ok else None

@@ -48,7 +48,8 @@ class Tree:
 
     def graded(self) -> list[int]:
         """The single-script nodes with a score, best first."""
-        ranked = sorted(self.singles(), key=attrgetter("score"), reverse=self.maximize())  # singles are graded
+        # singles are graded: each has a score
+        ranked = sorted(self.singles(), key=attrgetter("score"), reverse=self.maximize())
         return [r.iteration for r in ranked]
 
     def taken(self, operator: str, up_to: int | None = None) -> int:
