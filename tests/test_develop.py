@@ -203,7 +203,9 @@ def test_the_search_with_a_model_plans_debugs_improves_ensembles_and_resumes_aft
     assert len(keys) == len(set(keys)), "a completed step was journaled twice"
     operators = [r["operator"] for r in record["rows"]]
     assert operators[:5] in (["draft", "draft", "plan", "transplant", "debug"], ["draft", "draft", "plan", "tune", "debug"])
-    assert {"improve", "ensemble"} <= set(operators) and len(operators) == 11  # the cap, then the last blend
+    assert "ensemble" in operators and len(operators) == 11  # the cap, then the last blend
+    # a model whose scripts gain nothing over the drafts gets fewer turns (policy.py's gain per second), not none
+    assert sum(op in ("plan", "improve") for op in operators) >= 2
     rows = {r["iteration"]: r for r in record["rows"]}
     assert rows[3]["status"] == "error" and rows[5]["parent"] == 3 and rows[5]["status"] == "ok"
     assert all(r in ("rerank", "plan", "program") for r in replies.roles[asked_before:])  # no step asked twice

@@ -68,9 +68,11 @@ def test_deploy_and_the_search_beat_the_starter_with_the_classes_in_place(airlin
     settings = load_settings(home=tmp_path / "home", store="faiss")
     bank = open_bank(settings)
     policy = SandboxPolicy(timeout=300)
-    deployed = deploy(airline, DeployConfig(policy=policy), tmp_path / "deploy", bank, None, settings.tasks_dir)
-    searched = develop_search(airline, DevelopConfig(iterations=2, policy=asdict(policy)),
-                                     tmp_path / "search", bank)
+    # the classes' order is the matter here, not the refit (tested in test_results.py and test_search.py)
+    deployed = deploy(airline, DeployConfig(policy=policy, refit=False), tmp_path / "deploy", bank, None,
+                      settings.tasks_dir)
+    searched = develop_search(airline, DevelopConfig(iterations=2, refit=False, policy=asdict(policy)),
+                              tmp_path / "search", bank)
     for record in (deployed, searched):
         assert record.solved and record.best_selection < record.baselines["starter"]
         submission = pd.read_csv(Path(record.run_dir) / "submission.csv")

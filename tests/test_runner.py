@@ -227,12 +227,16 @@ def test_a_sandbox_that_cannot_start_is_ours(concrete, tmp_path, monkeypatch):
         run_script(concrete, "print('never runs')\n", run_dir=tmp_path / "broken")
 
 
-ENDLESS = {  # boosting that would run for hours: the deadline must stop it, its rounds kept
+# boosting that would run for hours: the deadline must stop it, its rounds kept. The rows are repeated so
+# that a round takes a while: thousands of rounds, not tens of thousands whose model alone takes seconds
+# to write out and read back (LightGBM copies its booster through a string when training ends)
+ENDLESS = {
     "lightgbm": "    import lightgbm as lgb\n"
-                "    return lgb.LGBMRegressor(n_estimators=10**7, learning_rate=1e-4, num_leaves=63, min_child_samples=2,\n"
-                "                             verbose=-1).fit(\n"
+                "    X_train, y_train = pd.concat([X_train] * 50), pd.concat([y_train] * 50)\n"
+                "    return lgb.LGBMRegressor(n_estimators=10**7, learning_rate=1e-4, verbose=-1).fit(\n"
                 "        X_train, y_train, eval_set=[(X_valid, y_valid)], callbacks=[lgb.early_stopping(10**6)])\n",
     "xgboost": "    import xgboost as xgb\n"
+               "    X_train, y_train = pd.concat([X_train] * 50), pd.concat([y_train] * 50)\n"
                "    return xgb.XGBRegressor(n_estimators=10**7, learning_rate=1e-4, tree_method='hist').fit(X_train, y_train)\n",
 }
 
@@ -243,7 +247,7 @@ def test_boosting_that_reaches_its_deadline_stops_there_and_its_predictions_are_
     start = starter.index("def train_model")
     code = (starter[:start] + "def train_model(X_train, y_train, X_valid, y_valid):\n" + ENDLESS[library] + "\n\n"
             + "def predict(model, X):\n    return model.predict(X)\n\n\n" + starter[starter.index('if __name__'):])
-    result = run_script(concrete, code, run_dir=tmp_path / library, timeout=20)
+    result = run_script(concrete, code, run_dir=tmp_path / library, timeout=24)
     assert result.ok, (result.status, result.error, result.stderr[-1000:])
     assert "stopped at its deadline" in result.stderr  # and it ended in time: graded, not killed
     assert result.selection_metric is not None and result.test_metric is not None

@@ -36,6 +36,18 @@ def run_solution(run_dir: Path) -> Path:
     raise CbrError(f"{run_dir} holds no {' or '.join(SOLUTION_FILES)}: that run kept no solution to re-run.")
 
 
+def was_refit(run_dir: Path) -> bool:
+    """The run's submission came from its solution's refit on every labelled row (summary.json says so)."""
+    import json
+
+    try:
+        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    refit = summary.get("refit") if isinstance(summary, dict) else None
+    return isinstance(refit, dict) and refit.get("status") == "ok"
+
+
 def run_task_dir(run_dir: Path, tasks_dir: Path, given: str | None) -> Path:
     """The task folder of a run: --task, else config.json's task_dir, else the task named in the run's
     record (summary.json), under the tasks folder."""
@@ -107,7 +119,10 @@ def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_
             pd.DataFrame({task.id_column: new[task.id_column], **{c: 0 for c in columns}}).to_csv(
                 public / SAMPLE_FILE, index=False)
         copy = replace(task, public_dir=public, answers=None)
-        result = run_script(copy, script, run_dir=folder, policy=policy)
+        refit = was_refit(run_dir)  # the submitted model learned every labelled row: so does this one
+        if refit:
+            notes.append("the solution learns from every labelled row, as the run's submission did (its refit)")
+        result = run_script(copy, script, run_dir=folder, policy=policy, refit=refit)
     if not result.ok:
         raise CbrError(f"The solution failed on {new_csv.name} ({result.status}): {result.error}")
     produced = Path(task.predictions or "submission.csv")

@@ -44,7 +44,7 @@ DEADLINE_VARIABLE = "CBR_DEADLINE"
 
 def predict_room(limit: float) -> float:
     """Seconds of a script's time limit kept for predicting and writing, after its training stops."""
-    return min(60.0, max(5.0, 0.2 * limit))
+    return min(60.0, max(5.0, 0.25 * limit))
 
 
 @dataclass(frozen=True)
