@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dsagent_cbr.agent.record import Estimate, Operator, Row
+from dsagent_cbr.agent.rundir import row_workspace
 from dsagent_cbr.harness.plan import hold_out
 from dsagent_cbr.harness.uncertainty import Sample, selection_values
 from dsagent_cbr.tasks.model import Task
@@ -17,7 +18,7 @@ def estimate(task: Task, rows: list[Row], best: Row | None, run_dir: Path, seed:
     held = hold_out(task)
     if held is None or best is None or best.selection is None or best.operator == Operator.ENSEMBLE:
         return None
-    values = selection_values(task, held, workspace(run_dir, best))
+    values = selection_values(task, held, row_workspace(run_dir, best.script))
     if values is None:
         return None
     sample = Sample.of(task, held, seed)
@@ -27,14 +28,10 @@ def estimate(task: Task, rows: list[Row], best: Row | None, run_dir: Path, seed:
     if not others:
         return found
     runner = (max if task.direction == "maximize" else min)(others, key=lambda r: r.selection)
-    theirs = selection_values(task, held, workspace(run_dir, runner))
+    theirs = selection_values(task, held, row_workspace(run_dir, runner.script))
     if theirs is not None:
         found.runner_up, found.apart = runner.iteration, sample.told_apart(values, theirs)
     return found
-
-
-def workspace(run_dir: Path, row: Row) -> Path:
-    return run_dir / Path(row.script or "").parent / "exec" / "workspace"
 
 
 def estimate_line(e: Estimate | None, rows: int | None) -> str | None:

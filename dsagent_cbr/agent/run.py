@@ -230,9 +230,9 @@ class Run:
         if REFIT_VARIABLE not in code:
             self.record.refit = Refit(status="skipped", why=f"the selected script does not read {REFIT_VARIABLE}")
             return
-        if self.clock.left() < (self.best.wall_time or 0.0):  # it could not end in time: the first fit stays
-            why = f"{max(self.clock.left(), 0):.0f} s of the budget left, and the first fit took {self.best.wall_time:.0f} s"
-            self.record.refit = Refit(status="skipped", why=why)
+        late = self.too_late_to_refit(self.best.wall_time or 0.0, "the first fit")
+        if late is not None:
+            self.record.refit = late
             return
         result = self.execute(self.best.iteration, 0, code, refit=True, timeout=self.clock.limit())
         if not result.ok:
@@ -243,6 +243,14 @@ class Run:
                                               rounds)
         if self.record.refit.status == "ok":
             publish_outputs(self.run_dir, self.task, code, Path(result.workspace), hold_out(self.task))
+
+    def too_late_to_refit(self, took: float, what: str) -> Refit | None:
+        """A refit that could not end within the budget is skipped (the first fit stays the submission):
+        `took` is how long `what`, the fit to do again, took."""
+        left = self.clock.left()
+        if left >= took:
+            return None
+        return Refit(status="skipped", why=f"{max(left, 0):.0f} s of the budget left, and {what} took {took:.0f} s")
 
     def judged_refit(self, first: float | None, selection: float | None, test: float | None,
                      rounds: list[list[int]] | None) -> Refit:

@@ -102,6 +102,11 @@ def step_dir(run_dir: Path, iteration: int, attempt: int = 0) -> Path:
     return path
 
 
+def row_workspace(run_dir: Path, row_script: str | None) -> Path:
+    """What a row's script left, as the harness harvested it: exec/workspace beside the script."""
+    return run_dir / Path(row_script or "").parent / "exec" / "workspace"
+
+
 IMPORTANCE = "feature_importance.json"
 
 

@@ -186,10 +186,9 @@ class Operators:
         run, held = self.run, self.held
         assert held is not None and row.members
         needed = sum(self.tree.row(i).wall_time or 0.0 for i in row.members)
-        if self.clock.left() < needed:  # the search kept time for one script's refit, not for every member's
-            left = max(self.clock.left(), 0)
-            why = f"{left:.0f} s of the budget left; the members' first fits took {needed:.0f} s"
-            return Refit(status="skipped", why=why)
+        late = run.too_late_to_refit(needed, "the members' first fits")  # refit one after another
+        if late is not None:
+            return late
         ids, rows, members, rounds = ensemble.row_ids(run.task, held), held.test_rows + held.rows, [], []
         for node in (self.tree.row(i) for i in row.members):
             code = self.tree.script(node)

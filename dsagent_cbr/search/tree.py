@@ -10,6 +10,7 @@ from pathlib import Path
 
 from dsagent_cbr.agent.record import MODEL_OPERATORS, Operator, Row, asks_model
 from dsagent_cbr.agent.run import Run
+from dsagent_cbr.agent.rundir import row_workspace
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.search import tuning
 from dsagent_cbr.search.policy import Arm, Family, reserve
@@ -32,7 +33,7 @@ class Tree:
 
     def workspace(self, row: Row) -> Path:
         """What a node's script left, as the harness harvested it."""
-        return self.run.run_dir / Path(row.script or "").parent / "exec" / "workspace"
+        return row_workspace(self.run.run_dir, row.script)
 
     def maximize(self) -> bool:
         return self.run.task.direction == "maximize"
