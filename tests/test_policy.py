@@ -1,0 +1,148 @@
+"""The search's pure parts, with plain values: the policy (which move, and whether a node may start),
+the tune's proposals, durations and the clock. The loop itself is tested in test_search.py."""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import replace
+
+import pytest
+
+from dsagent_cbr.clock import Clock, parse_duration
+from dsagent_cbr.search.policy import (
+    FIRST_MODEL_NODE,
+    MIN_MODEL_SECONDS,
+    MIN_PLAIN_SECONDS,
+    Arm,
+    Family,
+    Move,
+    View,
+    choose,
+    needs,
+    out_of_time,
+)
+
+
+def test_the_policy_drafts_then_alternates_transplants_and_tunes_then_stops():
+    rng = random.Random(0)
+    best, other = Family(1, 4.0, True), Family(2, 6.0, True)
+    assert choose(View(1, 3, [], ""), rng) == Move("draft")
+    assert choose(View(0, 3, [best], "draft"), rng) == Move("transplant")
+    assert choose(View(0, 2, [best, other], "transplant"), random.Random(1)) == Move("tune", parent=1)
+    assert choose(View(0, 2, [best, other], "tune"), rng) == Move("transplant")
+    assert choose(View(0, 2, [Family(1, None, True)], "transplant"), rng) == Move("transplant")  # nothing to tune
+    assert choose(View(0, 0, [Family(1, 4.0, False)], "transplant"), rng) == Move("stop")
+    parents = {choose(View(0, 0, [best, other], "tune"), random.Random(seed)).parent for seed in range(40)}
+    assert parents == {1, 2}  # mostly the best family, sometimes the next
+    assert choose(View(0, 2, [best, other], "tune", can_ensemble=True, fresh=4), rng) == Move("ensemble")
+    assert choose(View(0, 2, [best, other], "tune", can_ensemble=True, fresh=3), rng) == Move("transplant")
+    assert choose(View(0, 2, [best, other], "tune", can_ensemble=False, fresh=9), rng) == Move("transplant")
+
+
+def test_the_model_and_the_plain_moves_take_turns_until_one_gains_more_per_second():
+    rng, best = random.Random(0), Family(1, 4.0, True)
+    assert choose(View(0, 2, [best], "draft", model=True, graded=[1]), rng) == Move("plan")  # both untried
+    asked = View(0, 2, [best], "draft", model=True, plans=1, graded=[1], by_model=Arm(30.0, 0.0, (30.0,), last=True))
+    assert choose(asked, rng) == Move("transplant")  # the same rate: the arm that did not move last
+    good = Arm(60.0, 3.0, (60.0,), last=True)  # the model's node improved the best by 3 in a minute
+    plain = Arm(120.0, 1.0, (60.0, 60.0))
+    assert choose(View(0, 1, [best], "transplant", model=True, plans=2, graded=[5, 1], plain=plain, by_model=good),
+                  random.Random(1)) == Move("improve", parent=5)  # faster gains: the model again
+    poor = Arm(120.0, 0.0, (60.0, 60.0), last=False)
+    assert choose(View(0, 1, [best], "tune", model=True, plans=2, graded=[1], plain=Arm(120.0, 1.0, (60.0, 60.0), True),
+                       by_model=poor), rng) == Move("transplant")  # two minutes for nothing: the plain moves
+    broken = View(0, 1, [best], "transplant", model=True, plans=1, graded=[1], broken=[2])
+    assert choose(broken, rng) == Move("debug", parent=2)
+    nothing_plain = View(0, 0, [Family(1, 4.0, False)], "transplant", model=True, plans=2, graded=[1], by_model=poor)
+    assert choose(nothing_plain, rng) == Move("improve", parent=1)  # nothing plain left: the model goes on
+    assert choose(View(0, 1, [best], "draft", model=False, plans=1, graded=[1], broken=[2]), rng) == Move("transplant")
+
+
+def test_no_node_starts_with_less_left_than_a_node_of_its_kind_needs():
+    rng, best = random.Random(0), Family(1, 4.0, True)
+    assert needs(Arm()) == MIN_PLAIN_SECONDS and needs(Arm(), by_model=True) == FIRST_MODEL_NODE
+    assert needs(Arm(9.0, 0.0, (3.0, 6.0))) == MIN_PLAIN_SECONDS  # scripts of seconds: ten seconds will do
+    assert needs(Arm(300.0, 0.0, (100.0, 200.0))) == 225.0  # half again the median of its kind's times
+    assert needs(Arm(9.0, 0.0, (3.0, 6.0)), by_model=True) == MIN_MODEL_SECONDS == 20.0  # a model's node: 20 s
+    assert needs(Arm(300.0, 0.0, (100.0, 200.0)), by_model=True) == 150.0  # or its nodes' median
+    view = View(0, 2, [best], "draft", model=True, graded=[1], left=45.0)
+    assert choose(view, rng) == Move("transplant")  # no room for a model's first node
+    slow = View(0, 2, [best], "draft", model=True, graded=[1], left=45.0, plain=Arm(80.0, 0.0, (20.0, 20.0)),
+                by_model=Arm(100.0, 0.0, (100.0,)))
+    assert choose(slow, rng) == Move("transplant")  # the model's nodes took 100 s
+    assert choose(replace(slow, left=29.0), rng) == Move("stop") and out_of_time(replace(slow, left=29.0))
+    done = View(0, 0, [Family(1, 4.0, False)], "transplant", left=100.0)
+    assert choose(done, rng) == Move("stop") and not out_of_time(done)  # time left, nothing to try
+    assert choose(View(1, 2, [], "", left=9.0), rng) == Move("stop")  # not even a draft
+    assert choose(View(1, 2, [], "", left=11.0), rng) == Move("draft")  # a short budget still gets its draft
+
+
+def test_beside_a_running_node_only_the_other_kind_of_move_starts():
+    rng, best = random.Random(0), Family(1, 4.0, True)
+    assert choose(View(0, 2, [best], "draft", model=True, graded=[1], room="plain"), rng) == Move("transplant")
+    assert choose(View(1, 2, [best], "draft", model=True, graded=[1], room="model"), rng) == Move("plan")  # not a draft
+    behind = Arm(120.0, 0.0, (60.0, 60.0), last=True)
+    assert choose(View(0, 2, [best], "draft", model=True, graded=[1], by_model=behind, room="model"), rng) == \
+        Move("stop")  # beside the plain nodes only while its arm is not behind
+    assert choose(View(0, 2, [best], "draft", model=False, graded=[1], room="model"), rng) == Move("stop")
+    assert choose(View(0, 0, [Family(1, 4.0, False)], "transplant", model=True, graded=[1], room="plain"),
+                  rng) == Move("stop")  # nothing plain left: wait for the model's node
+
+
+def test_durations_read_as_a_user_writes_them():
+    assert [parse_duration(d) for d in ("90", "90s", "15m", "1.5h")] == [90, 90, 900, 5400]
+    for bad in ("soon", "-5m", "0"):
+        with pytest.raises(ValueError, match="duration"):
+            parse_duration(bad)
+
+
+def test_a_script_that_does_not_parse_has_no_knobs_to_tune():
+    from dsagent_cbr.search.tuning import knobs
+
+    assert knobs("model = LGBMRegressor(num_leaves=31\nprint 'x'") == []
+    assert knobs("model = LGBMRegressor(num_leaves=31)")[0].name == "num_leaves"
+
+
+def test_a_tune_moves_each_literal_within_a_band_around_its_root_s_value():
+    from dsagent_cbr.search.tuning import BAND, SHIFT, knobs, propose
+
+    found = knobs("model = LGBMRegressor(learning_rate=0.1, num_leaves=31, subsample=0.8, max_depth=6)  # early_stopping")
+    tried: list = [({k.name: k.value for k in found}, 5.0)]
+    for seed in range(12):
+        values = propose(found, tried, [], "minimize", seed)
+        assert 0.1 / BAND <= values["learning_rate"] <= 0.1 * BAND and 31 / BAND <= values["num_leaves"] <= 31 * BAND
+        assert 0.8 - SHIFT <= values["subsample"] <= 1.0 and 2 <= values["max_depth"] <= 12  # and in range
+        tried.append((values, 5.0 + seed % 3))
+
+
+def test_a_depth_written_as_no_limit_stays_so_while_the_leaves_are_tuned():
+    from dsagent_cbr.search.tuning import distributions, knobs, propose
+
+    found = knobs('model = XGBRegressor(grow_policy="lossguide", max_leaves=31, max_depth=0)  # early_stopping')
+    assert {k.name for k in found} == {"max_leaves", "max_depth"} and set(distributions(found)) == {"max_leaves"}
+    values = propose(found, [({"max_leaves": 31}, 5.0)], [], "minimize", 0)
+    assert set(values) == {"max_leaves"} and 7 <= values["max_leaves"] <= 124
+
+
+def test_each_neighbour_s_values_are_tried_once_then_optuna_proposes():
+    from dsagent_cbr.search.tuning import knobs, propose
+
+    found = knobs("model = LGBMRegressor(learning_rate=0.1, num_leaves=31)")
+    neighbours = [{"num_leaves": 63}, {"num_leaves": 15, "learning_rate": 0.05}]
+    tried: list = [({"learning_rate": 0.1, "num_leaves": 31}, 5.0)]
+    proposed = []
+    for seed in range(4):
+        values = propose(found, tried, neighbours, "minimize", seed)
+        proposed.append(values)
+        tried.append((values, 4.0))
+    # each neighbour once, in order (Optuna's own check would queue the first again on every call)
+    assert proposed[0]["num_leaves"] == 63 and (proposed[1]["num_leaves"], proposed[1]["learning_rate"]) == (15, 0.05)
+
+
+def test_a_clock_started_with_the_command_counts_what_came_before():
+    started = time.monotonic() - 30.0
+    assert Clock(60.0, start=started).left() == pytest.approx(30.0, abs=1.0)
+    assert Clock(60.0, start=started).limit(reserve=25.0) == pytest.approx(5.0, abs=1.0)
+    assert Clock(None).left() == math.inf and Clock(None).limit() is None
