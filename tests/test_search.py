@@ -1,6 +1,6 @@
-"""The budgeted search: its policy with plain values, its loop with in-process fakes of the bank, the
-adapter, the executor and the model (the real loop on a real task runs in test_results.py and, with a
-scripted model, in test_develop.py)."""
+"""The budgeted search's loop with in-process fakes of the bank, the adapter, the executor and the model (its
+policy with plain values is test_policy.py; the real loop on a real task runs in test_results.py and, with a
+scripted model, in test_develop.py and test_search_scripted.py)."""
 
 from __future__ import annotations
 
