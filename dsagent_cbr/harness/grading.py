@@ -196,6 +196,30 @@ def _positive_indicator(task: Task, y: np.ndarray) -> np.ndarray:
     return (y.astype(str) == positive).astype(float)
 
 
+def predictions_by_id(task: Task, raw: bytes, order: list[str], max_rows: int) -> pd.DataFrame | None:
+    """A csv predictions file `raw` as the grader reads it: its id and prediction columns, indexed by id key;
+    None when it holds an id twice or lacks one of `order` (the ids, as id_key gives them, wanted back)."""
+    assert task.predictions and task.id_column
+    columns = prediction_columns(task)
+    try:
+        frame = read_csv(raw, task.predictions, wanted=[task.id_column, *columns], max_rows=max_rows,
+                         max_columns=len(columns) + 1 + EXTRA_COLUMNS)
+    except ArtefactError:
+        return None
+    frame = frame.set_index(frame[task.id_column].map(id_key))
+    if frame.index.duplicated().any() or not set(order) <= set(frame.index):
+        return None
+    return frame
+
+
+def as_floats(values: np.ndarray) -> np.ndarray | None:
+    """Predicted values as numbers, or None where they are not (the grader refuses those)."""
+    try:
+        return values.astype(float)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: Python ints past a float's range
+        return None
+
+
 def _numeric(values: np.ndarray) -> np.ndarray:
     try:
         out = values.astype(float)

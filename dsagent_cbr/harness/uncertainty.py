@@ -11,9 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from dsagent_cbr.harness.grading import EXTRA_COLUMNS, prediction_columns, score_selection
-from dsagent_cbr.harness.plan import Held, id_key
-from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_csv, read_npy
+from dsagent_cbr.harness.grading import as_floats, prediction_columns, predictions_by_id, score_selection
+from dsagent_cbr.harness.plan import Held
+from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_npy
 from dsagent_cbr.tasks.model import Task
 
 RESAMPLES = 200
@@ -66,18 +66,10 @@ def selection_values(task: Task, held: Held, workspace: Path) -> np.ndarray | No
         if task.data_format == "npy":
             values = read_npy(raw, task.predictions, max_items=len(raw))
             return values[held.test_rows:] if len(values) == held.test_rows + held.rows else None
-        columns = prediction_columns(task)
-        frame = read_csv(raw, task.predictions, wanted=[task.id_column, *columns],
-                         max_rows=held.test_rows + held.rows, max_columns=len(columns) + 1 + EXTRA_COLUMNS)
     except ArtefactError:
         return None
-    frame = frame.set_index(frame[task.id_column].map(id_key))
-    if frame.index.duplicated().any() or not set(held.ids) <= set(frame.index):
+    frame = predictions_by_id(task, raw, list(held.ids), held.test_rows + held.rows)
+    if frame is None:
         return None
-    values = frame.loc[list(held.ids), columns].to_numpy()
-    if task.metric.name == "accuracy":
-        return values  # labels, as the files write them
-    try:
-        return values.astype(float)
-    except (TypeError, ValueError, OverflowError):  # not numbers: the grader refused them
-        return None
+    values = frame.loc[list(held.ids), prediction_columns(task)].to_numpy()
+    return values if task.metric.name == "accuracy" else as_floats(values)  # labels, as the files write them

@@ -28,7 +28,14 @@ from pathlib import Path
 import numpy as np
 
 from dsagent_cbr.files import write_bytes_atomic
-from dsagent_cbr.harness.grading import EXTRA_COLUMNS, Grades, grade, prediction_columns, score_selection
+from dsagent_cbr.harness.grading import (
+    Grades,
+    as_floats,
+    grade,
+    prediction_columns,
+    predictions_by_id,
+    score_selection,
+)
 from dsagent_cbr.harness.plan import Held, id_key
 from dsagent_cbr.harness.readers import ArtefactError, csv_columns, read_bytes, read_csv, read_npy
 from dsagent_cbr.tasks.model import Task
@@ -78,20 +85,16 @@ def load(task: Task, ids: list[str], rows: int, iteration: int, workspace: Path,
         if task.data_format == "npy":
             values = read_npy(raw, task.predictions, max_items=len(raw))
             return Member(iteration, code, values) if len(values) == rows else None
-        columns, order = prediction_columns(task), [id_key(i) for i in ids]
-        frame = read_csv(raw, task.predictions, wanted=[task.id_column, *columns], max_rows=len(order),
-                         max_columns=len(columns) + 1 + EXTRA_COLUMNS)
     except ArtefactError:
         return None
-    frame = frame.set_index(frame[task.id_column].map(id_key))
-    if frame.index.duplicated().any() or not set(order) <= set(frame.index):
+    columns, order = prediction_columns(task), [id_key(i) for i in ids]
+    frame = predictions_by_id(task, raw, order, len(order))
+    if frame is None:
         return None
     values = frame.loc[order, columns].to_numpy()
     if task.metric.name != "accuracy":
-        try:
-            return Member(iteration, code, values.astype(float))
-        except (TypeError, ValueError, OverflowError):  # not numbers (as floats): the grader refuses them
-            return None
+        numbers = as_floats(values)
+        return None if numbers is None else Member(iteration, code, numbers)
     scores, classes = class_scores(workspace, frame, columns)
     return Member(iteration, code, values, None if scores is None else scores[frame.index.get_indexer(order)], classes)
 
