@@ -101,17 +101,18 @@ def test_a_killed_driver_leaves_nothing_running_and_the_resume_reruns_nothing_fi
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # twelve deploys, six of them with the local model, on two cores
+@pytest.mark.timeout(1800)  # six deploys, three of them with the local model, on two cores
 def test_the_default_grid_gives_the_paper_s_deployment_measures(tmp_path):
-    """`cbr bench run` as shipped: deploy:cbr with no model and with the local model on three tasks,
-    two trials each, on local Ray; the tables come out with every measure filled in."""
+    """`cbr bench run` as shipped (one trial of each cell, not two: half the deploys, for CI's time):
+    deploy:cbr with no model and with the local model on three tasks, on local Ray; the tables come out
+    with every measure filled in."""
     import json
 
     grid, out = tmp_path / "grid", tmp_path / "out"
     # the local model's replies bounded as in its other tests (each trial already runs on one core)
     env = {**os.environ, "CBR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO),
            "CBR_REPLY_TOKENS": LOCAL_BOUNDS["CBR_REPLY_TOKENS"]}
-    done = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "bench", "run", "--parallel", "2", "--grid",
+    done = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "bench", "run", "--parallel", "2", "--trials", "1", "--grid",
                            str(grid), "--name", "default", "--out-dir", str(out)], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=1800)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -122,9 +123,9 @@ def test_the_default_grid_gives_the_paper_s_deployment_measures(tmp_path):
     assert set(agents) == {"deploy:cbr@none", "deploy:cbr@local"}
     none, local = agents["deploy:cbr@none"], agents["deploy:cbr@local"]
     # no model: one-pass does not apply, and the structural adapter solves these three tasks
-    assert none["one_pass_asked"] == 0 and (none["runs"], none["successes"]) == (6, 6)
+    assert none["one_pass_asked"] == 0 and (none["runs"], none["successes"]) == (3, 3)
     # the local model was asked once in every trial that counted; its one-pass rate is whatever it is
-    assert local["runs"] + local["infrastructure"] == 6 and local["one_pass_asked"] == local["runs"]
+    assert local["runs"] + local["infrastructure"] == 3 and local["one_pass_asked"] == local["runs"]
     for cell in report["cells"]:
         assert 1 <= cell["best_rank"] <= cell["mean_rank"] <= cell["pool"] <= 4
         assert cell["normalised"] is not None, cell  # baselines.json has both ends for these tasks
@@ -135,6 +136,6 @@ def test_the_default_grid_gives_the_paper_s_deployment_measures(tmp_path):
         command = record["command"]
         assert "--no-cache" in command and command[command.index("--bank-dir") + 1] == str(folder / "bank")
         seeds[record["id"]] = int(command[command.index("--seed") + 1])
-    assert {s for i, s in seeds.items() if i.endswith("trial-0")} == {0} and {s for i, s in seeds.items() if i.endswith("trial-1")} == {1}
+    assert set(seeds.values()) == {0} and all(i.endswith("trial-0") for i in seeds)
     assert (out / "bench-default.png").stat().st_size > 10_000
     assert "| deploy:cbr@local |" in (out / "bench-default.md").read_text()

@@ -3,11 +3,14 @@ by the structural adapter, with every column handed over as the task has it."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import pytest
 from conftest import prepared
 
 from dsagent_cbr.adapter import adapt_case
+from dsagent_cbr.harness.readers import read_importance
 from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.search.drafts import general_cases
 
@@ -62,3 +65,7 @@ def test_every_general_draft_runs_in_the_sandbox_and_beats_the_starter(name, tmp
         result = run_script(task, adapt_case(case, task)["code"], run_dir=tmp_path / case.task_name, timeout=300)
         assert result.ok, f"{case.task_name}: {result.status}: {result.error}\n{result.stderr[-2000:]}"
         assert task.metric.better(result.selection_metric, starter.selection_metric), case.task_name
+        if task.modality == "text":  # the importances name words and n-grams, not "feature 3538"
+            names = list(read_importance(Path(result.workspace)) or {})
+            assert names or "naive-bayes" in case.task_name, case.task_name  # naive Bayes has no importances
+            assert not any(n.startswith("feature ") for n in names), (case.task_name, names[:5])

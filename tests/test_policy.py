@@ -53,6 +53,9 @@ def test_the_model_and_the_plain_moves_take_turns_until_one_gains_more_per_secon
     poor = Arm(120.0, 0.0, (60.0, 60.0), last=False)
     assert choose(View(0, 1, [best], "tune", model=True, plans=2, graded=[1], plain=Arm(120.0, 1.0, (60.0, 60.0), True),
                        by_model=poor), rng) == Move("transplant")  # two minutes for nothing: the plain moves
+    slow_plain = Arm(600.0, 1.0, (60.0,) * 10)
+    assert choose(View(0, 1, [best], "tune", model=True, plans=2, graded=[1], plain=slow_plain, by_model=poor),
+                  rng).operator == "improve"  # ten minutes of plain moves for one gain: the model's turn again
     broken = View(0, 1, [best], "transplant", model=True, plans=1, graded=[1], broken=[2])
     assert choose(broken, rng) == Move("debug", parent=2)
     nothing_plain = View(0, 0, [Family(1, 4.0, False)], "transplant", model=True, plans=2, graded=[1], by_model=poor)

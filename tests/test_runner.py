@@ -206,6 +206,21 @@ def test_a_refit_keeps_the_first_fits_early_stopping_points(concrete, tmp_path):
     assert np.allclose(a["compressive_strength"], b["compressive_strength"], rtol=0, atol=1e-9)
 
 
+def test_a_blend_re_run_refits_its_members_as_the_search_did(concrete, tmp_path):
+    """best_solution.py of a blend (what `cbr predict` re-runs) runs each member under cbr's bootstrap: its
+    refit keeps the member's stopping points, so it makes the predictions the member's own refit made."""
+    from dsagent_cbr.search import ensemble
+
+    code = REFIT_SCRIPT.format(rounds="None")
+    alone = run_script(concrete, code, run_dir=tmp_path / "alone", refit=True)
+    member = ensemble.Member(1, code, np.zeros(1))
+    blended = run_script(concrete, ensemble.script(concrete, [member], {1: 1.0}), run_dir=tmp_path / "blend",
+                         refit=True)
+    assert alone.ok and blended.ok, blended.stderr[-2000:]
+    a, b = (pd.read_csv(Path(r.workspace) / "submission.csv") for r in (alone, blended))
+    assert np.allclose(a["compressive_strength"], b["compressive_strength"], rtol=0, atol=1e-9)
+
+
 def test_a_script_cannot_pass_its_failure_off_as_the_sandboxs(concrete, tmp_path):
     """Whether the sandbox failed is the sandbox's own word (a pipe it writes before the script starts,
     which the script never holds), never what the script prints: words of bubblewrap or setpriv on the

@@ -248,14 +248,17 @@ def _write(task: Task, ids: list[str], values: np.ndarray, workspace: Path) -> N
 
 
 def script(task: Task, members: list[Member], weights: dict[int, float]) -> str:
-    """untrusted/blend.py with its plan and members filled in."""
+    """untrusted/blend.py with its plan, its members and the bootstrap that runs each of them filled in."""
     used = [m for m in members if m.iteration in weights]
     vote = task.metric.name == "accuracy"
     plan = {"predictions": task.predictions, "id": task.id_column, "columns": prediction_columns(task)
             if task.data_format == "csv" else [], "vote": vote,
             "weights": [weights[m.iteration] for m in used],
             "classes": list(used[0].classes) if soft(used, vote) else None}
-    text = resources.files("dsagent_cbr.untrusted").joinpath("blend.py").read_text(encoding="utf-8")
+    untrusted = resources.files("dsagent_cbr.untrusted")
+    text = untrusted.joinpath("blend.py").read_text(encoding="utf-8")
+    bootstrap = untrusted.joinpath("bootstrap.py").read_text(encoding="utf-8")
+    text = text.replace('BOOTSTRAP = ""', f"BOOTSTRAP = {bootstrap!r}", 1)
     text = text.replace('PLAN = {"predictions": "submission.csv", "id": None, "columns": [], "vote": False, '
                         '"weights": [], "classes": None}', f"PLAN = {plan!r}", 1)
     return text.replace("MEMBERS = []", "MEMBERS = " + repr([m.code for m in used]), 1)

@@ -4,7 +4,9 @@ this folder, its predictions are set aside, and their blend (a weighted mean; wh
 labels, the class with the highest weighted mean probability when every member wrote its class
 probabilities, else a weighted vote) is written where the task expects its predictions.
 
-cbr fills PLAN and MEMBERS. During the search the host blends the members' graded predictions with
+cbr fills PLAN, MEMBERS and BOOTSTRAP. Each member runs as the harness runs a script, under cbr's
+bootstrap: a refit keeps each member's early-stopping points and its boosters stop at the deadline, as
+when the search refit it; run by hand (BOOTSTRAP empty), a member runs bare. During the search the host blends the members' graded predictions with
 this same `blend`, so the script re-makes what was graded."""
 
 import os
@@ -16,6 +18,7 @@ import numpy as np
 PLAN = {"predictions": "submission.csv", "id": None, "columns": [], "vote": False, "weights": [], "classes": None}
 CLASS_SCORES = "cbr_class_scores.csv"  # where an adapted member writes its class probabilities (untrusted/adapter_shim.py)
 MEMBERS = []  # the member scripts' code, in PLAN["weights"] order
+BOOTSTRAP = ""  # the text of cbr's untrusted/bootstrap.py
 
 
 def blend(predictions, weights, vote, scores=None, classes=None):
@@ -64,7 +67,7 @@ def main():
         name = f"cbr_member_{k}.py"
         with open(name, "w", encoding="utf-8") as fh:
             fh.write(code)
-        subprocess.run([sys.executable, name], check=True)
+        subprocess.run([sys.executable, "-c", BOOTSTRAP, name] if BOOTSTRAP else [sys.executable, name], check=True)
         values, order = _read(PLAN["predictions"])
         ids = order if ids is None else ids
         kept.append(values if order is None else values.loc[ids].to_numpy())

@@ -18,7 +18,7 @@ import sys
 import time
 import types
 
-SCRIPT = "train.py"
+SCRIPT = sys.argv[1] if len(sys.argv) > 1 else "train.py"  # a blend's member is named (untrusted/blend.py)
 IMPORTANCE = "cbr_feature_importance.json"
 STOPPING = "cbr_refit_rounds.json"
 TOP = 50
@@ -129,13 +129,29 @@ def _reuse_stopping(first, refit):
             json.dump(kept, fh)
 
 
+def _vocabulary(model, n):
+    """The n features' names when the model's text vectorizers made them: their words and n-grams (character
+    ones quoted), vectorizer after vectorizer in the order the model holds them, as scripts stack their
+    outputs (the first ones that add up to n: a model per target holds a set each); None when none do."""
+    names = []
+    for obj in _parts(model):
+        if hasattr(obj, "vocabulary_") and hasattr(obj, "get_feature_names_out"):
+            chars = str(getattr(obj, "analyzer", "")).startswith("char")
+            names += [f"chars {w!r}" if chars else str(w) for w in obj.get_feature_names_out()]
+            if len(names) >= n:
+                break
+    return names if len(names) == n else None
+
+
 def _record(model, X):
     values, estimator = _importances(model)
     if values is None:
         return
     values = [float(v) for v in list(values)]
     names = getattr(estimator, "feature_names_in_", None)
-    names = [str(c) for c in names] if names is not None and len(names) == len(values) else _names(X, len(values))
+    if names is None or len(names) != len(values):
+        names = _vocabulary(model, len(values)) or _names(X, len(values))
+    names = [str(c) for c in names]
     ranked = sorted(zip(names, values, strict=True), key=lambda kv: -abs(kv[1]))[:TOP]
     with open(IMPORTANCE, "w", encoding="utf-8") as fh:
         json.dump(dict(ranked), fh)
