@@ -54,7 +54,7 @@ def test_allow_network_opens_host_loopback_and_abstract_sockets_and_says_so(conc
                            text=True).stdout
     flat = " ".join(helps.split())
     assert "host's network namespace" in flat and "loopback" in flat and "abstract unix sockets" in flat
-    readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
-    sandbox = readme.split("### Tasks and the sandboxed runner", 1)[1].split("###", 1)[0]
+    page = " ".join((REPO / "docs" / "sandbox.md").read_text(encoding="utf-8").split())
+    sandbox = page.split("## The network: `--allow-network`", 1)[1].split("## ", 1)[0]
     assert "`--allow-network` shares the host's network namespace" in sandbox
     assert "loopback" in sandbox and "abstract unix sockets" in sandbox

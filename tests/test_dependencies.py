@@ -1,5 +1,5 @@
 """The install audit: every third-party package the project imports is declared (pyproject.toml, or the
-README's one set-up line for the few installed with --no-deps), and every declared package is used.
+README's set-up script, setup.sh, for the few installed with --no-deps), and every declared package is used.
 
 Uses are found in the source: import statements (top level or inside functions) and module names passed
 as string arguments (find_spec("river"), build_from_archive(..., "sktime", ...)). The few packages used
@@ -44,16 +44,15 @@ def declared() -> dict[str, str]:
     for extra, specs in project.get("optional-dependencies", {}).items():
         out.update({requirement_name(s): f"extra {extra}" for s in specs})
     for name in readme_no_deps():
-        out[name] = "README set-up (--no-deps)"
+        out[name] = "setup.sh (--no-deps)"
     return out
 
 
 def readme_no_deps() -> list[str]:
-    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
-    setup = lines[lines.index("# 1. set up") + 1]
+    """What setup.sh (the README's set-up command) installs with --no-deps."""
     names = []
-    for step in setup.split("&&"):
-        words = step.split()
+    for line in (REPO / "setup.sh").read_text(encoding="utf-8").splitlines():
+        words = line.split("#", 1)[0].split()
         if words[:2] == ["pip", "install"] and "--no-deps" in words:
             names += [requirement_name(w) for w in words[2:] if not w.startswith("-")]
     return names
@@ -118,8 +117,8 @@ USED_OTHERWISE = {
     "pytest-timeout": ("the per-test time limit in [tool.pytest.ini_options]", _pytest_timeout_set),
     "ipykernel": ("the kernel nbclient runs the notebooks in (tests/test_notebooks.py)",
                   lambda: "nbclient" in (REPO / "tests" / "test_notebooks.py").read_text()),
-    "sqlalchemy": ("MLflow's default SQLite store, where --mlflow logs (dsagent_cbr/tracking.py)", _sqlite_store),
-    "alembic": ("the schema migrations MLflow runs on that SQLite store (dsagent_cbr/tracking.py)", _sqlite_store),
+    "sqlalchemy": ("MLflow's default SQLite store, where --mlflow logs (dsagent_cbr/tracking/)", _sqlite_store),
+    "alembic": ("the schema migrations MLflow runs on that SQLite store (dsagent_cbr/tracking/)", _sqlite_store),
     "ruff": ("the linter CI runs (`ruff check .`, [tool.ruff])",
              lambda: "ruff" in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]),
 }

@@ -1,4 +1,5 @@
-"""Every command in the README's ```bash blocks, as written, from the repository root, in order.
+"""Every command in the ```bash blocks of the README and then of the docs pages (in docs/README.md's order),
+as written, from the repository root, in order.
 
 Commands that run here, offline, are run for real and must exit 0. Placeholders are filled with what
 the earlier commands made (`<run-id>`: that task's newest run; `<id>`: a case id), optional `[...]`
@@ -35,20 +36,27 @@ PARSE_ONLY = {
     "cbr serve-local": "serves until stopped (tests/test_llm_client.py starts the server)",
     "cbr bench ": "runs grids of many trials (tests/test_bench.py and tests/test_bench_ray.py run small ones)",
 }
-EXTERNAL = ("vllm ", "apt-get ", "pip ", "ray ", "python -m pytest")  # not ours to run (set-up, other programs)
+EXTERNAL = ("vllm ", "apt-get ", "pip ", "ray ", "python -m pytest", "bash setup.sh")  # not ours to run (set-up, other programs)
 SLOW_SCRIPTS = ("experiments/deploy_suite.py", "experiments/bench_retrieval.py", "experiments/retrieval_quality.py",
                 "experiments/baselines.py", "experiments/bench_parallel.py")
 
 
-def readme_commands() -> list[str]:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+def commands_of(page: Path) -> list[str]:
+    """Every command in a page's ```bash blocks: a trailing backslash continues the line, `# ...` comments
+    are left out, `;` separates commands."""
     commands = []
-    for block in re.findall(r"```bash\n(.*?)```", text, re.S):
-        for line in re.sub(r"\\\n\s*", "", block).splitlines():  # a trailing backslash continues the line
+    for block in re.findall(r"```bash\n(.*?)```", page.read_text(encoding="utf-8"), re.S):
+        for line in re.sub(r"\\\n\s*", "", block).splitlines():
             line = re.sub(r"\s+#.*$", "", line).strip()
             if line and not line.startswith("#"):
                 commands += [part.strip() for part in line.split(";") if part.strip()]
     return commands
+
+
+def doc_pages() -> list[Path]:
+    """The docs pages in the order docs/README.md lists them (their commands build on earlier pages')."""
+    index = (REPO / "docs" / "README.md").read_text(encoding="utf-8")
+    return [REPO / "docs" / name for name in re.findall(r"^- \[[^\]]+\]\(([\w.-]+\.md)\)", index, re.M)]
 
 
 def _rest(ctx: object) -> list[str]:
@@ -89,46 +97,63 @@ def env_for(home: Path) -> dict[str, str]:
     return {**os.environ, "CBR_HOME": str(home)}
 
 
-@pytest.mark.slow
-def test_every_readme_command_runs_as_written(tmp_path):
-    for made in MADE:
-        assert not (REPO / made).exists(), f"{made} is in the way; remove it first"
-    home = tmp_path / "home"
+def run_page(commands: list[str], home: Path) -> tuple[list[str], list[str]]:
+    """Each command run (or parsed, with the reason) as the reader would; returns (run, parsed)."""
     done, parsed = [], []
-    # The prose before the first block names the command that makes the example folder.
+    for command in commands:
+        if command.startswith(EXTERNAL):
+            continue
+        words = shlex.split(command.removeprefix("export "))
+        env = dict(env_for(home))
+        while words and re.match(r"^[A-Z_]+=", words[0]):
+            key, _, value = words.pop(0).partition("=")
+            env[key] = value
+        if not words:
+            continue
+        reason = next((why for key, why in PARSE_ONLY.items() if key in command), None)
+        if words[0] == "python" and words[1] in SLOW_SCRIPTS:
+            proc = subprocess.run([sys.executable, words[1], "--help"], cwd=REPO, capture_output=True, text=True)
+            assert proc.returncode == 0, (command, proc.stderr[-2000:])
+            parsed.append(command)
+            continue
+        assert words[0] in ("cbr", "python"), command
+        if reason:
+            parse(words[1:])
+            parsed.append(f"{command}  ({reason})")
+            continue
+        argv = [sys.executable, "-m", "dsagent_cbr.cli", *shlex.split(fill(command, home))[1:]]
+        proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, env=env, timeout=1500)
+        assert proc.returncode == 0, (command, proc.stdout[-2000:], proc.stderr[-3000:])
+        done.append(command)
+    return done, parsed
+
+
+def set_the_stage() -> None:
+    """What the prose before the commands makes: the example folder, and the reader's own write-up."""
+    for made in MADE:
+        path = REPO / made
+        shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
     subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "tasks", "kaggle-example", "feedback", "feedback-ell/"],
                    cwd=REPO, check=True, capture_output=True)
     # `cbr bank add writeup.md` adds the reader's write-up: a real one from DS-Agent's cases stands in.
     shutil.copyfile(sorted(WRITEUP.glob("*.case"))[0], REPO / "writeup.md")
+
+
+@pytest.mark.slow
+def test_every_readme_and_docs_command_runs_as_written(tmp_path):
+    """The README as a new reader follows it; then the docs pages, one after another, from a clean folder
+    (a page may make what the README made: tasks/credit, say), in one home, so the bank they grow is one."""
+    for made in MADE:
+        assert not (REPO / made).exists(), f"{made} is in the way; remove it first"
+    home, done, parsed = tmp_path / "home", [], []
     try:
-        for command in readme_commands():
-            if command.startswith(EXTERNAL):
-                continue
-            words = shlex.split(command.removeprefix("export "))
-            env = dict(env_for(home))
-            while words and re.match(r"^[A-Z_]+=", words[0]):
-                key, _, value = words.pop(0).partition("=")
-                env[key] = value
-            if not words:
-                continue
-            reason = next((why for key, why in PARSE_ONLY.items() if key in command), None)
-            if words[0] == "python" and words[1] in SLOW_SCRIPTS:
-                proc = subprocess.run([sys.executable, words[1], "--help"], cwd=REPO, capture_output=True, text=True)
-                assert proc.returncode == 0, (command, proc.stderr[-2000:])
-                parsed.append(command)
-                continue
-            assert words[0] in ("cbr", "python"), command
-            if reason:
-                parse(words[1:])
-                parsed.append(f"{command}  ({reason})")
-                continue
-            argv = [sys.executable, "-m", "dsagent_cbr.cli", *shlex.split(fill(command, home))[1:]]
-            proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, env=env, timeout=1500)
-            assert proc.returncode == 0, (command, proc.stdout[-2000:], proc.stderr[-3000:])
-            done.append(command)
+        for commands in ([commands_of(REPO / "README.md")], [commands_of(page) for page in doc_pages()]):
+            set_the_stage()
+            ran, read = run_page([c for page in commands for c in page], home)
+            done, parsed = done + ran, parsed + read
     finally:
         for made in MADE:
             path = REPO / made
             shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
-    assert len(done) >= 25, done
+    assert len(done) >= 30, done
     print("\nran:\n  " + "\n  ".join(done) + "\nparsed:\n  " + "\n  ".join(parsed))
