@@ -21,6 +21,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "ingest": ("dsagent_cbr.commands.ingest_cmd", "ingest", "Ingest a writeup or notebook file or URL."),
     "ingest-kaggle": ("dsagent_cbr.commands.ingest_cmd", "ingest_kaggle", "Crawl a Kaggle competition's insights."),
     "predict": ("dsagent_cbr.commands.predict_cmd", "predict", "Re-run a run's solution on new rows."),
+    "runs": ("dsagent_cbr.commands.runs_cmd", "runs", "List, show and remove past runs."),
     "bench": ("dsagent_cbr.commands.bench_cmd", "bench", "Run experiment grids on Ray; the paper's tables."),
     "serve-local": ("dsagent_cbr.commands.llm_cmd", "serve_local", "Serve a local GGUF model (llama.cpp)."),
 }

@@ -28,7 +28,12 @@ EXPERIMENTS_DIR = PROJECT_ROOT / "experiments"  # the paper's: deployment refere
 
 
 def default_home() -> Path:
-    return Path(os.environ.get("CBR_HOME", Path.home() / ".cache" / "dsagent-cbr"))
+    """cbr's own folder (the bank, the index of runs, the model replies' cache): CBR_HOME, else the user's
+    data folder, not a cache folder, because a bank grown by past runs cannot be rebuilt."""
+    if os.environ.get("CBR_HOME"):
+        return Path(os.environ["CBR_HOME"])
+    data = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return data / "dsagent-cbr"
 
 
 def config_paths() -> list[Path]:

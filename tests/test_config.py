@@ -20,7 +20,7 @@ def home(tmp_path, monkeypatch) -> Path:
     project.mkdir()
     monkeypatch.setenv("HOME", str(user))
     monkeypatch.chdir(project)
-    for key in [k for k in __import__("os").environ if k.startswith("CBR_")]:
+    for key in [k for k in __import__("os").environ if k.startswith("CBR_") or k == "XDG_DATA_HOME"]:
         monkeypatch.delenv(key)
     return user
 
@@ -28,7 +28,8 @@ def home(tmp_path, monkeypatch) -> Path:
 def test_defaults(home):
     settings = load_settings()
     assert settings.model == "none" and settings.store == "chroma" and settings.max_cost is None
-    assert settings.home == home / ".cache" / "dsagent-cbr" and settings.bank_path == settings.home / "bank"
+    # a data folder, not a cache: a bank that past runs grew cannot be rebuilt
+    assert settings.home == home / ".local" / "share" / "dsagent-cbr" and settings.bank_path == settings.home / "bank"
     assert settings.cache_path == settings.home / "cache" and settings.tasks_dir == PROJECT_ROOT / "tasks"
     assert config_paths() == [home / ".config" / "cbr" / "config.toml", Path.cwd() / "cbr.toml"]
 

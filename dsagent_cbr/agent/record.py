@@ -136,6 +136,8 @@ class RunRecord(BaseModel):
     stopped: str = "completed"  # why the run ended, in words, for people
     estimate: Estimate | None = None  # the selected script's interval, and whether the next best differs
     took: float | None = None  # seconds from the command's start to the record (earlier legs of a resume too)
+    # the run's last save: a record saved along the way reads as if the run ended there, with this False
+    final: bool = False
     selected_by: str = "selection"  # selection | validation (a task without selection rows) | first graded run
     selection_rows: int = 0
     planned_iterations: int | None = None

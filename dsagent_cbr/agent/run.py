@@ -299,6 +299,7 @@ class Run:
         """The record saved and the observers told; `final`: the last time, after which nothing is written."""
         with self.lock:
             self.open_for(-1)
+            self.record.final = final
             record = self._finish()
             for observer in self.observers:
                 observer.saved(record, final=final)

@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from dsagent_cbr.agent.runs_index import register
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.files import write_json_atomic, write_text_atomic
 from dsagent_cbr.harness.plan import Held
@@ -19,10 +20,18 @@ from dsagent_cbr.harness.upload import write_submission
 from dsagent_cbr.tasks.model import Task
 
 
-def new_run_dir(runs_dir: Path, task_name: str) -> Path:
+def new_run_dir(runs_dir: Path, task_name: str, home: Path | None = None) -> Path:
+    """runs_dir/<task>/<run-id>/, the id its start time and a random tail. With `home`, the folder is also
+    noted in its index of runs (runs_index.py), for `cbr runs`; without it (an experiment's runs in a
+    scratch folder) it is not."""
     run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
     path = runs_dir / task_name / run_id
     path.mkdir(parents=True, exist_ok=False)
+    if home is not None:
+        # the index is a convenience (`cbr runs list` also looks in runs_dir): a home it cannot write to
+        # must not stop a run
+        with contextlib.suppress(OSError):
+            register(home, path, task_name)
     return path
 
 
