@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 from conftest import prepared
 from support.local_model import LOCAL_BOUNDS
-from support.scripted_llm import ScriptedLLM
+from support.scripted_llm import DROP, ScriptedLLM
 
 from dsagent_cbr.agent.deploy import DeployConfig, deploy
 from dsagent_cbr.bank import open_bank
@@ -109,13 +109,30 @@ def test_repeats_are_independent_samples(settings, tmp_path):
         assert server.requests[0]["temperature"] == 0.7
 
 
-@pytest.mark.slow
-def test_a_dead_server_is_not_the_models_failure(settings, tmp_path):
-    """Nothing listens on the server's port: the run says so, exits 3 (ours), and counts no one-pass; a
-    spent budget exits 4, also not the model's."""
+def test_a_server_that_does_not_answer_stops_the_command_before_any_work(tmp_path):
     task = prepared("titanic-survival")
     env = {**os.environ, "CBR_HOME": str(tmp_path / "home"), "CBR_BASE_URL": "http://127.0.0.1:9/v1",
-           "CBR_API_KEY": "test", "CBR_MAX_RETRIES": "0"}
+           "CBR_API_KEY": "test"}
+    for command in ("deploy", "develop"):
+        argv = [command, str(task.root), "--model", "scripted", "--runs-dir", str(tmp_path / "runs")]
+        proc = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", *argv], env=env, capture_output=True, text=True,
+                              timeout=60)
+        assert proc.returncode == 2 and "No model server answers at http://127.0.0.1:9/v1" in proc.stderr, proc.stderr
+        assert not (tmp_path / "runs").exists()  # no run folder for a run that could not start
+
+
+@pytest.mark.slow
+def test_a_dead_server_is_not_the_models_failure(settings, tmp_path):
+    """The server dies once the run has begun (each call's connection is closed unanswered): the run says
+    so, exits 3 (ours), and counts no one-pass; a spent budget exits 4, also not the model's."""
+    task = prepared("titanic-survival")
+    with ScriptedLLM(lambda messages: DROP) as server:
+        env = {**os.environ, "CBR_HOME": str(tmp_path / "home"), "CBR_BASE_URL": server.url,
+               "CBR_API_KEY": "test", "CBR_MAX_RETRIES": "0"}
+        dead_server_deploys(task, env, tmp_path)
+
+
+def dead_server_deploys(task, env, tmp_path):
     proc = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "deploy", str(task.root), "--model", "scripted",
                            "--store", "faiss", "--runs-dir", str(tmp_path / "runs")], env=env, capture_output=True,
                           text=True, timeout=600)

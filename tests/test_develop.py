@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -166,7 +167,7 @@ def journal_of(path) -> list[dict]:
 
 
 @pytest.mark.slow
-def test_the_search_with_a_model_plans_debugs_improves_ensembles_and_resumes_after_sigkill(settings, tmp_path):
+def test_the_search_with_a_model_plans_debugs_ensembles_and_resumes_after_sigkill(settings, tmp_path):
     """The real search on a real task in the sandbox, the model's moves scripted: killed while a plain
     node runs, resumed, it replays the tree it had and grows it, asking the model nothing twice."""
     task = prepared("concrete-strength")
@@ -204,8 +205,7 @@ def test_the_search_with_a_model_plans_debugs_improves_ensembles_and_resumes_aft
     operators = [r["operator"] for r in record["rows"]]
     assert operators[:5] in (["draft", "draft", "plan", "transplant", "debug"], ["draft", "draft", "plan", "tune", "debug"])
     assert "ensemble" in operators and len(operators) == 11  # the cap, then the last blend
-    # a model whose scripts gain nothing over the drafts gets fewer turns (policy.py's gain per second), not none
-    assert sum(op in ("plan", "improve") for op in operators) >= 2
+    # how many more turns the model gets is the policy's gain per second, on timings (tests/test_policy.py)
     rows = {r["iteration"]: r for r in record["rows"]}
     assert rows[3]["status"] == "error" and rows[5]["parent"] == 3 and rows[5]["status"] == "ok"
     assert all(r in ("rerank", "plan", "program") for r in replies.roles[asked_before:])  # no step asked twice
@@ -306,6 +306,8 @@ def test_real_local_model_one_iteration(tmp_path):
                            "--runs-dir", str(tmp_path / "runs"), "--json"], env=env, capture_output=True, text=True,
                           timeout=1500)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: nothing it wrote was graded
+    assert re.search(r"local model: reads \d+ and writes \d+ tokens a second here; a model node takes about",
+                     proc.stderr), proc.stderr[-2000:]  # measured before the user waits on it
     summary = json.loads(proc.stdout)
     run_dir = tmp_path / "runs" / "concrete-strength" / summary["run_dir"].split("/")[-1]
     journal = [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines()]

@@ -97,7 +97,9 @@ def test_ctrl_c_is_recorded_as_interrupted_and_resume_finishes(tmp_path):
     folder = run_folder(tmp_path / "runs", "concrete-strength")
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["stopped"] == "interrupted" and summary["outcome"] == "interrupted" and summary["iterations"] == 0
+    assert summary["final"]  # its last save: `cbr runs` reads it as interrupted, not as still running
     assert not (folder / "step-01").exists()  # the step in flight left nothing half-written
+    assert f"cbr develop --resume {folder}" in err and "Aborted" not in err  # what to type next, said
     resumed = subprocess.run([*CBR, "develop", "--resume", str(folder), "--json"], env=env, capture_output=True,
                              text=True, timeout=900)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
@@ -133,8 +135,14 @@ def test_refit_and_mlflow(tmp_path):
     assert "cement" in importance and all(isinstance(v, float) for v in importance.values())
     client = MlflowClient(tracking_uri=uri)
     runs = client.search_runs([client.get_experiment_by_name("cbr/concrete-strength").experiment_id])
-    history = client.get_metric_history(runs[0].info.run_id, "valid_rmse")
-    assert [m.value for m in history] == [summary["best_valid"]]
+    (parent,) = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    (child,) = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parent.info.run_id]
+    assert parent.info.status == child.info.status == "FINISHED"
+    history = client.get_metric_history(parent.info.run_id, "valid_rmse")
+    assert [m.value for m in history] == [child.data.metrics["valid_rmse"]] == [summary["best_valid"]]
+    assert parent.data.metrics["refit_test_rmse"] == summary["refit"]["test_after_refit"]
+    assert "submission.csv" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert "INFO" not in proc.stderr  # MLflow's store, SQLAlchemy and alembic keep their log lines to themselves
 
 
 @pytest.mark.slow

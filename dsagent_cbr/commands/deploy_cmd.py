@@ -17,10 +17,9 @@ from dsagent_cbr.commands.options import (
     refit_option,
     sandbox_options,
     seed_option,
-    track,
     trial_seed,
 )
-from dsagent_cbr.commands.printing import echo_results
+from dsagent_cbr.commands.printing import echo_results, say_score
 from dsagent_cbr.config import load_settings
 
 if TYPE_CHECKING:
@@ -53,13 +52,15 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     from dsagent_cbr.agent.context import reference_valid
     from dsagent_cbr.agent.deploy import DeployConfig
     from dsagent_cbr.agent.deploy import deploy as run_deploy
+    from dsagent_cbr.agent.progress import LiveProgress
     from dsagent_cbr.agent.rundir import new_run_dir, save_config
     from dsagent_cbr.bank import open_bank
-    from dsagent_cbr.llm.models import settings_model
+    from dsagent_cbr.llm.models import check_reachable, settings_model
     from dsagent_cbr.report.observer import ReportWriter
     from dsagent_cbr.sandbox.bubblewrap import require_sandbox
     from dsagent_cbr.tasks.finding import find_task
     from dsagent_cbr.tasks.loader import load_task
+    from dsagent_cbr.tracking import live_tracking
 
     settings = load_settings(model=model, store=store, bank_dir=bank_dir, chroma_url=chroma_url,
                              runs_dir=runs_dir, max_cost=max_cost, use_cache=False if no_cache else None)
@@ -67,27 +68,30 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
     config = DeployConfig(strategy=strategy, cases=cases, temperature=temperature, fallback=fallback,
                           seed=trial_seed(seed), refit=refit, policy=policy)
-    settings_model(settings)  # a missing key or server stops here, before a run folder exists
+    check_reachable(settings_model(settings))  # a missing key or server stops here, before a run folder
     require_sandbox(policy.isolate)
     bank = open_bank(settings)
-    run_dir = new_run_dir(settings.runs_dir, task.name)
+    run_dir = new_run_dir(settings.runs_dir, task.name, settings.home)
     save_config(run_dir, {"task_dir": str(task.root), "deploy": {**asdict(config), "policy": policy.describe()},
                           "settings": {"model": settings.model, "store": settings.store}})
     reference = reference_valid(task, settings.casebank_dir, settings.tasks_dir)
-    drawn = (ReportWriter(run_dir),)
+    # the report first: at the run's end, MLflow's observer logs the report it drew
+    observers = (ReportWriter(run_dir), *live_tracking(run_dir, mlflow_uri, task.name))
+    seen = {"reference": reference, "observers": observers}
     try:
-        if settings.model == "none":
-            record = run_deploy(task, config, run_dir, bank, None, settings.tasks_dir, reference=reference,
-                                observers=drawn)
-        else:
-            from dsagent_cbr.llm import open_llm
+        with LiveProgress(f"deploying {task.name}") as progress:  # the starter, the model's call, the script
+            if settings.model == "none":
+                record = run_deploy(task, config, run_dir, bank, None, settings.tasks_dir, progress=progress, **seen)
+            else:
+                from dsagent_cbr.llm import open_llm
 
-            with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
-                record = run_deploy(task, config, run_dir, bank, client, settings.tasks_dir, reference=reference,
-                                observers=drawn)
-    finally:
-        if (run_dir / "summary.json").is_file():
-            track(run_dir, mlflow_uri)
+                with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
+                    record = run_deploy(task, config, run_dir, bank, client, settings.tasks_dir, progress=progress,
+                                        **seen)
+    except KeyboardInterrupt:
+        click.echo(f"Interrupted: what the run did is in {run_dir}. A deploy is one step: run it again to redo it.",
+                   err=True)
+        raise SystemExit(130) from None
     if as_json:
         click.echo(record.model_dump_json(indent=2))
     else:
@@ -113,10 +117,10 @@ def _print_result(record: RunRecord) -> None:
     else:
         click.echo(f"stopped:       {record.stopped} (not counted as the model's)")
     click.echo(f"final:         {'graded' if record.solved else 'failed'} (solved by {facts.solved_by})")
-    click.echo(f"selection:     {record.best_selection}" if record.selection_rows else "selection:     none")
+    click.echo(f"selection:     {say_score(record.best_selection)}" if record.selection_rows else "selection:     none")
     sure = estimate_line(record.estimate, record.selection_rows)
     if sure:
         click.echo(f"how sure:      {sure}")
-    click.echo(f"validation:    {record.best_valid} (printed by the script)")
-    click.echo(f"test:          {record.best_test if record.test_answers else 'no test answers'}")
+    click.echo(f"validation:    {say_score(record.best_valid)} (printed by the script)")
+    click.echo(f"test:          {say_score(record.best_test) if record.test_answers else 'no test answers'}")
     echo_results(record, 15)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import shlex
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -22,10 +23,9 @@ from dsagent_cbr.commands.options import (
     refit_option,
     sandbox_options,
     seed_option,
-    track,
     trial_seed,
 )
-from dsagent_cbr.commands.printing import echo_results
+from dsagent_cbr.commands.printing import echo_results, say_score
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
 
@@ -78,7 +78,7 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
     started = time.monotonic()  # the budget is the command's wall clock, from here
     from dsagent_cbr.agent.develop import DevelopConfig
     from dsagent_cbr.agent.rundir import new_run_dir, save_config
-    from dsagent_cbr.llm.models import settings_model
+    from dsagent_cbr.llm.models import check_reachable, settings_model
     from dsagent_cbr.sandbox.bubblewrap import require_sandbox
     from dsagent_cbr.tasks.finding import find_task
     from dsagent_cbr.tasks.loader import load_task
@@ -94,7 +94,7 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
             raise CbrError("Give a task folder, or --resume RUN_DIR.")
         settings = load_settings(**flags)
         task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
-        settings_model(settings)  # a missing key or server stops here, before a run folder exists
+        check_reachable(settings_model(settings))  # a missing key or server stops here, before a run folder
         seconds = None if budget is None else budget_seconds(budget)
         if (parallel > 1 or address) and budget is None and settings.model != "none":
             raise CbrError("--parallel and --address are the search's: give --budget (or --model none).")
@@ -102,7 +102,7 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
                                parallel=parallel, address=address, in_turn=in_turn,
                                n_debug=n_debug, temperature=temperature, rerank=not no_rerank, cbr=not no_cbr,
                                seed=trial_seed(seed), refit=refit, retain=not no_retain, policy=asdict(policy))
-        run_dir = new_run_dir(settings.runs_dir, task.name)
+        run_dir = new_run_dir(settings.runs_dir, task.name, settings.home)
         save_config(run_dir, {"task_dir": str(task.root), "develop": asdict(config),
                               "settings": {"model": settings.model, "store": settings.store,
                                            "bank_dir": str(settings.bank_path), "chroma_url": settings.chroma_url,
@@ -110,10 +110,11 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
     require_sandbox(config.sandbox.isolate)
     interrupt_once()
     try:
-        record = run_develop(task, config, run_dir, settings, started)
-    finally:
-        if (run_dir / "summary.json").is_file():  # interrupted runs are tracked too, as killed
-            track(run_dir, mlflow_uri)
+        record = run_develop(task, config, run_dir, settings, started, mlflow_uri)
+    except KeyboardInterrupt:
+        click.echo(f"Interrupted: the run is saved in {run_dir}. Resume it with:\n"
+                   f"  cbr develop --resume {shlex.quote(str(run_dir))}", err=True)
+        raise SystemExit(130) from None
     if as_json:
         click.echo(record.model_dump_json(indent=2))
     else:
@@ -194,9 +195,10 @@ def _print_summary(record: RunRecord, bank: str, budget: float | None = None) ->
     if record.best_iteration is None:
         click.echo("best:            no iteration produced a graded solution")
     else:
-        test = record.best_test if record.test_answers else "no test answers"
-        click.echo(f"best:            {record.selected_by} {record.metric} {record.best_score} (iteration "
-                   f"{record.best_iteration}; the script printed validation {record.best_valid})")
+        test = say_score(record.best_test) if record.test_answers else "no test answers"
+        printed = f"; the script printed validation {say_score(record.best_valid)}" if record.best_valid is not None else ""
+        click.echo(f"best:            {record.selected_by} {record.metric} {say_score(record.best_score)} (iteration "
+                   f"{record.best_iteration}{printed})")
         click.echo(f"its test score:  {test}")
         sure = estimate_line(record.estimate, record.selection_rows)
         if sure:
@@ -208,7 +210,7 @@ def _print_summary(record: RunRecord, bank: str, budget: float | None = None) ->
 
 
 def run_develop(task: Task, config: DevelopConfig, run_dir: Path, settings: Settings,
-                started: float | None = None) -> RunRecord:
+                started: float | None = None, mlflow_uri: str | None = None) -> RunRecord:
     from dsagent_cbr.agent.context import reference_valid
     from dsagent_cbr.agent.develop import develop_with_model
     from dsagent_cbr.agent.progress import LiveProgress
@@ -216,16 +218,24 @@ def run_develop(task: Task, config: DevelopConfig, run_dir: Path, settings: Sett
     from dsagent_cbr.clock import Clock
     from dsagent_cbr.report.observer import ReportWriter
     from dsagent_cbr.search.loop import develop_search
+    from dsagent_cbr.tracking import live_tracking
 
     bank = open_bank(settings)
     reference = reference_valid(task, settings.casebank_dir, settings.tasks_dir)
-    seen = {"reference": reference, "observers": (ReportWriter(run_dir),), "clock": Clock(config.budget, started)}
+    # the report first: at the run's end, MLflow's observer logs the report it drew
+    observers = (ReportWriter(run_dir), *live_tracking(run_dir, mlflow_uri, task.name))
+    seen = {"reference": reference, "observers": observers, "clock": Clock(config.budget, started)}
     with LiveProgress(f"developing {task.name}", total=None if config.budget else config.iterations) as progress:
         if settings.model == "none":
             return develop_search(task, config, run_dir, bank, progress=progress, **seen)
         from dsagent_cbr.llm import open_llm
+        from dsagent_cbr.llm.local_speed import measured_note
 
         with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
+            if client.spec.provider == "local":  # minutes a node on a CPU: say so before the user waits
+                said = measured_note(client.spec.base_url or "", seen["clock"].left() if config.budget else None)
+                if said:
+                    click.echo(said, err=True)
             if config.budget is not None:  # a budget: the search, with the model's operators among its own
                 return develop_search(task, config, run_dir, bank, progress=progress, **seen,
                                       model=client)

@@ -64,16 +64,6 @@ mlflow_option = click.option("--mlflow", "mlflow_uri", is_flag=False, flag_value
                              help="Log the run to MLflow: ./mlflow.db by default, or any tracking URI.")
 
 
-def track(run_dir: Path, uri: str | None) -> None:
-    """--mlflow: log the finished run folder; one line saying where."""
-    if uri is None:
-        return
-    from dsagent_cbr.tracking import log_run_to_mlflow, resolve_tracking_uri
-
-    run_id = log_run_to_mlflow(run_dir, uri or None)
-    click.echo(f"mlflow:          run {run_id} in {resolve_tracking_uri(uri or None)}", err=True)
-
-
 def policy_from(timeout: float, memory: float, disk: float, allow_network: bool, no_sandbox: bool) -> SandboxPolicy:
     return SandboxPolicy(timeout=timeout, memory_mb=memory, disk_mb=disk, allow_network=allow_network,
                          isolate=not no_sandbox)

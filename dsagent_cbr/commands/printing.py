@@ -11,6 +11,12 @@ if TYPE_CHECKING:
     from dsagent_cbr.agent.record import RunRecord
 
 
+def say_score(value: float | None, missing: str = "none") -> str:
+    """A score as a user reads it: five significant digits (the selection rows cannot tell more apart),
+    and a word where there is none, never `None`."""
+    return missing if value is None else f"{value:.5g}"
+
+
 def echo_results(record: RunRecord, width: int, bank: str = "the bank") -> None:
     """The last lines: what the run retained and cost, where a user finds its report, solution and
     submission, and what the submission learned from."""

@@ -55,7 +55,7 @@ class RunResult:
     workspace: str
     isolated: bool  # ran under the bubblewrap sandbox (false only with --no-sandbox)
     network: bool = False
-    test_answers: bool = True  # false: the task has no test answers; graded on validation only
+    test_answers: bool = True  # false: the task has no test answers; no test score
     script: str | None = None  # the script as cbr kept it before the run (never the workspace's copy)
     limits: dict[str, str] = field(default_factory=dict)  # how memory, processes and disk were bounded
     selection_metric: float | None = None  # graded by cbr on the rows it held back: what choices are made on

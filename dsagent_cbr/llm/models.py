@@ -90,6 +90,26 @@ def resolve_model(model: str, base_url: str | None = None, api_key: str | None =
     return ModelSpec(model, model_name or env.get("CBR_MODEL_NAME") or entry["name"], provider, url, key, **prices)
 
 
+REACH_SECONDS = 5.0
+
+
+def check_reachable(spec: ModelSpec) -> ModelSpec:
+    """A model server that does not answer is found before any work, not after the starter has run: any
+    HTTP reply to GET /models counts (a 401 or 404 still says a server is there); no reply is a CbrError."""
+    if spec.provider not in ("openai", "compatible") or not spec.base_url:
+        return spec
+    import httpx
+
+    url = spec.base_url.rstrip("/") + "/models"
+    try:
+        httpx.get(url, headers={"Authorization": f"Bearer {spec.api_key}"}, timeout=REACH_SECONDS)
+    except httpx.TransportError as exc:
+        why = type(exc).__name__.replace("Error", "").lower() or "no reply"
+        raise CbrError(f"No model server answers at {spec.base_url} ({why}): start it, fix CBR_BASE_URL, "
+                       "or run with --model none.") from None
+    return spec
+
+
 def settings_model(settings: Settings) -> ModelSpec:
     """The model the settings ask for, checked: a missing key or server is a CbrError here."""
     return resolve_model(settings.model, settings.base_url, settings.api_key, model_name=settings.model_name)

@@ -3,7 +3,7 @@
 It reads the files, takes what tasks/infer.py makes of them (target and id, modality, task type, a
 default metric, each with its reason), and writes task.toml, description.md with the data card, the
 starter train.py, data/ and, with a hold-out, private/answers.csv. A task without answers is valid: it
-is graded on validation only. Bad input gets one sentence (NewTaskError, exit 2), and the folder is
+has no test score, and the selection rows cbr holds back from train.csv judge its runs. Bad input gets one sentence (NewTaskError, exit 2), and the folder is
 built beside its destination and renamed into place only when complete."""
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def task_toml(name: str, report: NewTaskReport, source: str, public: list[str],
     if report.has_answers:
         lines.append('answers = "answers.csv"')
     else:
-        lines.append("# no answers: the test rows are unlabelled, so runs are graded on validation only")
+        lines.append("# no answers: the test rows are unlabelled; rows held back from train judge the runs")
     lines += ['predictions = "submission.csv"', f"id_column = {_toml_value(report.id_column)}",
               f"target = {_toml_value(report.target)}"]
     if report.classes:
@@ -161,8 +161,8 @@ def describe(report: NewTaskReport, source: str, n_train: int, n_test: int, card
     else:
         form = "the predicted value" + ("s" if len(report.target) > 1 else "")
     answers = ("The test answers are held out for grading." if report.has_answers else
-               "The test rows are unlabelled: a solution is judged by its validation score, and its "
-               "submission.csv is what would be uploaded.")
+               "The test rows are unlabelled: a solution is judged on labelled rows held back from it, and "
+               "its submission.csv is what would be uploaded.")
     return (f"You are solving this machine learning task of {kind}: the dataset presented here ({source}) "
             f"comprises {n_train:,} labelled rows in `train.csv`{text} and {n_test:,} rows to predict in "
             f"`test.csv`. Your task is to predict {targets} for the rows of `test.csv`, as {form}, identified "
@@ -347,7 +347,7 @@ def _test_rows(train: Any, test: Any, sample: Any, req: NewTaskRequest,
         test = test.iloc[test[id_column].astype(str).map(order).argsort()].reset_index(drop=True)
     assert test is not None
     report.say("test", f"{len(test):,} rows" + (" with held-out answers" if answers is not None else
-                                               " without answers: graded on validation only"))
+                                               " without answers: no test score; rows held back from train judge the runs"))
     return train, test, answers
 
 

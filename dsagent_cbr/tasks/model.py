@@ -32,7 +32,7 @@ class Task:
     public_dir: Path
     public_files: tuple[str, ...]
     private_dir: Path
-    answers: str | None  # under private_dir; None: no test answers, runs are graded on validation only
+    answers: str | None  # under private_dir; None: no test answers, runs are judged on selection rows only
     predictions: str | None
     data_format: str = "csv"  # csv | npy | dsagent (graded by the folder's own submission.py, outside)
     id_column: str | None = None

@@ -3,8 +3,8 @@
     with ScriptedLLM(["[2] > [1]", "Decision: ...", ...]) as server:
         settings = load_settings(model="scripted", base_url=server.url, api_key="test")
 
-`replies` is a list consumed in order (each item a string, or a (status, body) tuple for an HTTP
-error), or a callable `(messages: list[dict]) -> str | tuple[int, dict]`. Every request body is
+`replies` is a list consumed in order (each item a string, a (status, body) tuple for an HTTP
+error, or DROP: the connection closed with no reply, as a server that dies does), or a callable `(messages: list[dict]) -> str | tuple[int, dict]`. Every request body is
 kept in `server.requests`. It stands in for a model only; nothing measured through it is agent quality."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Reply = str | tuple[int, dict]
+DROP = ("drop",)  # a reply: the connection is closed unanswered
 
 
 class ScriptedLLM:
@@ -56,6 +57,9 @@ class ScriptedLLM:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 outer.requests.append(body)
                 reply = outer._next(body.get("messages", []))
+                if reply is DROP:
+                    self.close_connection = True
+                    return
                 if isinstance(reply, tuple):
                     self._send(*reply)
                     return

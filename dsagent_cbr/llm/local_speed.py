@@ -1,0 +1,64 @@
+"""How fast the local model is on this machine, measured once when its server starts, and what that means
+for a budget: a small model on two cores takes minutes per node, which a user should know before waiting."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from dataclasses import dataclass
+
+# What a model node asks of the model, roughly: a rerank, a plan and a program call read the task's card,
+# the cases and the script (about 8,000 tokens in all) and write a plan and a script (about 2,000).
+NODE_READS, NODE_WRITES = 8_000, 2_000
+PROBE = "Write the numbers from 1 to 40, separated by spaces. " + "Then stop. " * 60  # about 150 tokens
+PROBE_TOKENS = 48
+
+
+@dataclass(frozen=True)
+class Speed:
+    reads: float  # prompt tokens a second
+    writes: float  # reply tokens a second
+
+    def node_seconds(self) -> float:
+        return NODE_READS / self.reads + NODE_WRITES / self.writes
+
+
+def measure(base_url: str, timeout: float = 300.0) -> Speed | None:
+    """One short chat call; llama.cpp's reply says how long it read and wrote (`timings`). None when the
+    server gives no timings or the call fails: the note is a courtesy, never a reason to stop."""
+    body = {"model": "local", "messages": [{"role": "user", "content": PROBE}], "max_tokens": PROBE_TOKENS,
+            "temperature": 0}
+    request = urllib.request.Request(base_url.rstrip("/") + "/chat/completions", data=json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as reply:
+            timings = json.loads(reply.read()).get("timings") or {}
+    except (OSError, ValueError):
+        return None
+    reads, writes = timings.get("prompt_per_second"), timings.get("predicted_per_second")
+    if not (isinstance(reads, int | float) and isinstance(writes, int | float) and reads > 0 and writes > 0):
+        return None
+    return Speed(float(reads), float(writes))
+
+
+def note(speed: Speed, left: float | None) -> str:
+    """One line: the speed, a model node's time, and how many fit in the `left` seconds of the budget."""
+    from dsagent_cbr.clock import say_duration
+
+    node = speed.node_seconds()
+    line = (f"local model: reads {speed.reads:.0f} and writes {speed.writes:.0f} tokens a second here; a model "
+            f"node takes about {say_duration(node, exact=False)}")
+    if left is None:
+        return line
+    fit = int(left // node)
+    return f"{line}; the {say_duration(left, exact=False)} left of the budget has room for {fit or 'none'}"
+
+
+def measured_note(base_url: str, left: float | None) -> str | None:
+    """The note, measured now; `left` is taken at the call, and the probe's own seconds come off it."""
+    started = time.monotonic()
+    speed = measure(base_url)
+    if speed is None:
+        return None
+    return note(speed, None if left is None else max(left - (time.monotonic() - started), 0.0))
