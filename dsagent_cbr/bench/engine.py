@@ -34,7 +34,7 @@ def run_jobs(jobs: list[TrialJob], parallel: int, address: str | None,
                     record = ray.get(ref)
                 except ray.exceptions.RayError as exc:  # a worker that died is ours, not the model's
                     record = {"id": job.trial_id, "task": job.task, "agent": job.agent, "kind": job.kind,
-                              "trial": job.index, "outcome": "infrastructure",
+                              "trial": job.index, "test_answers": job.test_answers, "outcome": "infrastructure",
                               "reason": f"the Ray task failed: {str(exc).splitlines()[0]}"}
                 on_record(record)
     return {"cluster_cpus": cluster_cpus, "parallel": parallel, "trial_cores": cores}

@@ -5,34 +5,46 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from dsagent_cbr.bench import autogluon_script, flaml_script
 from dsagent_cbr.bench import trial as trials
-from dsagent_cbr.bench.flaml_script import flaml_script, unsupported
 from dsagent_cbr.bench.references import reference_script
-from dsagent_cbr.bench.spec import GridSpec, Trial, trial_dir
+from dsagent_cbr.bench.spec import AUTOML_KINDS, GridSpec, Trial, trial_dir
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.files import write_json_atomic
+from dsagent_cbr.tasks.finding import find_task
 from dsagent_cbr.tasks.loader import discover_tasks, load_task
 from dsagent_cbr.tasks.model import Task
 
 SPEC_FILE = "grid.json"
 BASE_BANK = "bank-base"
 CASES = "cases.jsonl"
+GROUPS = ("all", "deployment", "development")  # words of --tasks that name recipe groups, never a task
 
 
-def select_tasks(selection: str, tasks_dir: Path) -> list[str]:
-    """'deployment', 'development', 'all', or comma-separated task names, in the suite's order."""
-    known = {p.name: p for p in discover_tasks(tasks_dir)}
-    if selection in ("all", "deployment", "development"):
-        return [name for name, path in known.items() if selection == "all" or load_task(path).stage == selection]
-    names = [n.strip() for n in selection.split(",") if n.strip()]
-    missing = [n for n in names if n not in known]
-    if missing:
-        raise CbrError(f"No task folder named {', '.join(missing)} in {tasks_dir}.")
-    return names
+def _recipe_group(group: str, tasks_dir: Path) -> list[Path]:
+    return [p for p in discover_tasks(tasks_dir) if group == "all" or load_task(p).stage == group]
+
+
+def select_tasks(selection: str, tasks_dir: Path) -> dict[str, Path]:
+    """Task name -> its folder (absolute), in the order given. Each comma-separated item is a group of the
+    recipes (deployment, development, all: in the suite's order) or a task found as every command finds
+    one (a path, or a name in ./tasks, then ./, then among the recipes: tasks/finding.py)."""
+    chosen: dict[str, Path] = {}
+    for item in (part.strip() for part in selection.split(",")):
+        if not item:
+            continue
+        for folder in _recipe_group(item, tasks_dir) if item in GROUPS else [find_task(item, tasks_dir)]:
+            task = load_task(folder)  # resolves the folder, and names what is wrong with it
+            first = chosen.setdefault(task.name, task.root)
+            if first != task.root:  # trials are named by task: two folders of one name would share them
+                raise CbrError(f"Two task folders are named {task.name} ({first} and {task.root}); rename one.")
+    if not chosen:
+        raise CbrError(f"--tasks {selection!r} selects no task (no recipes in {tasks_dir}).")
+    return chosen
 
 
 def open_grid(grid_dir: Path, spec: GridSpec) -> bool:
@@ -40,12 +52,26 @@ def open_grid(grid_dir: Path, spec: GridSpec) -> bool:
     path = grid_dir / SPEC_FILE
     if path.is_file():
         saved = GridSpec.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        older = not saved.task_folders  # made before grids kept their folders: its trials are these
+        if older:
+            saved = replace(saved, task_folders=spec.task_folders)
         if saved.digest() != spec.digest():
-            raise CbrError(f"{grid_dir} holds another grid (its grid.json differs); choose another --grid or --name.")
+            raise CbrError(_not_this_grid(grid_dir, saved, spec))
+        if older:
+            write_json_atomic(path, spec.to_dict())
         return True
     grid_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, spec.to_dict())
     return False
+
+
+def _not_this_grid(grid_dir: Path, saved: GridSpec, spec: GridSpec) -> str:
+    moved = [t for t in spec.tasks if saved.task_folders.get(t) not in (None, spec.task_folders.get(t))]
+    if moved and replace(saved, task_folders=spec.task_folders).digest() == spec.digest():
+        task = moved[0]  # the same trials from another folder: say which, since a name alone looks the same
+        return (f"{grid_dir} ran {task} from {saved.task_folders[task]}, not {spec.task_folders[task]}; "
+                "give --tasks that folder, or choose another --grid or --name.")
+    return f"{grid_dir} holds another grid (its grid.json differs); choose another --grid or --name."
 
 
 def _cli(args: list[str], what: str) -> None:
@@ -101,7 +127,7 @@ def wall_limit(spec: GridSpec, trial: Trial) -> float:
 
 
 def script_timeout(spec: GridSpec, trial: Trial) -> float:
-    if trial.agent.kind == "flaml":
+    if trial.agent.kind in AUTOML_KINDS:  # the budget, the learner's own overrun, and room to load and predict
         return max(spec.timeout, 2 * float(trial.agent.variant) + 300)
     return spec.timeout
 
@@ -128,16 +154,22 @@ def _command(spec: GridSpec, trial: Trial, task: Task, folder: Path) -> list[str
         ablation = {"no-rerank": ["--no-rerank"], "no-cbr": ["--no-cbr"]}.get(agent.variant, [])
         return [*trials.cli_command(), "develop", str(task.root), *length, *ablation, "--seed", str(trial.seed),
                 *common]
-    return [*trials.cli_command(), "run", str(task.root), str(folder / "solution.py"), "--json",
-            "--out", str(folder / "run"), *limits]
+    cli = trials.cli_command()
+    if agent.kind == "autogluon":  # AutoGluon's own environment runs `cbr run`: autogluon_script.py says why
+        cli = [autogluon_script.python() or cli[0], *cli[1:]]
+    return [*cli, "run", str(task.root), str(folder / "solution.py"), "--json", "--out", str(folder / "run"), *limits]
 
 
 def _script(trial: Trial, task: Task) -> tuple[str | None, str | None]:
     """(script text, reason it cannot run) for the agents that run one script."""
     kind = trial.agent.kind
     if kind == "flaml":
-        reason = unsupported(task)
-        return (None, reason) if reason else (flaml_script(task, float(trial.agent.variant), trial.seed), None)
+        reason = flaml_script.unsupported(task)
+        budget = float(trial.agent.variant)
+        return (None, reason) if reason else (flaml_script.flaml_script(task, budget, trial.seed), None)
+    if kind == "autogluon":
+        reason = autogluon_script.unsupported(task) or autogluon_script.missing()
+        return (None, reason) if reason else (autogluon_script.autogluon_script(task, float(trial.agent.variant)), None)
     if kind == "starter":
         return task.starter.read_text(encoding="utf-8"), None
     if kind == "reference":
@@ -146,10 +178,11 @@ def _script(trial: Trial, task: Task) -> tuple[str | None, str | None]:
     return None, None
 
 
-def plan(grid_dir: Path, spec: GridSpec, tasks_dir: Path, bank: Path | None) -> Plan:
-    """A job for every trial without a `done` marker; finished ones are listed, never rerun."""
+def plan(grid_dir: Path, spec: GridSpec, bank: Path | None) -> Plan:
+    """A job for every trial without a `done` marker; finished ones are listed, never rerun. Each task is
+    loaded from the folder the spec keeps, so its commands name that folder whole."""
     out = Plan()
-    tasks = {name: load_task(tasks_dir / name) for name in spec.tasks}
+    tasks = {name: load_task(spec.folder(name)) for name in spec.tasks}
     removals = {name: retained_ids(bank, name) for name in spec.tasks} if bank is not None else {}
     for t in spec.trial_list():
         task, folder = tasks[t.task], trial_dir(grid_dir, t)
@@ -166,7 +199,8 @@ def plan(grid_dir: Path, spec: GridSpec, tasks_dir: Path, bank: Path | None) -> 
             trial_id=t.id, task=t.task, agent=t.agent.label, kind=t.agent.kind, index=t.index, seed=t.seed,
             folder=str(folder), command=_command(spec, t, task, folder),
             wall_limit=wall_limit(spec, t), bank_base=str(bank) if uses_bank and bank else None,
-            bank_remove=removals.get(t.task, []) if uses_bank else [], store=spec.store, script=script))
+            bank_remove=removals.get(t.task, []) if uses_bank else [], store=spec.store, script=script,
+            test_answers=task.has_answers))
     return out
 
 

@@ -1,7 +1,8 @@
 """The paper's measures from trial records, pure (no disk, no processes).
 
 - success: deploy, final success (a graded result); develop, a bug-free model within the step budget;
-  FLAML, starter and reference, the script ran and was graded. One-pass: deploy with an LLM only.
+  the anchors (FLAML, AutoGluon, starter, reference), the script ran and was graded. One-pass: deploy
+  with an LLM only.
 - ranks: per task, every run of every compared agent is pooled and ranked by test score (1 = best);
   failed runs rank after all graded ones, ties share the average rank. An agent's mean rank on a task
   is the mean of its runs' ranks, its best rank their minimum; over tasks both are averaged.
@@ -9,6 +10,8 @@
   reference = the reference solution's, so 0 is the starter and 1 the reference on every metric and
   direction. A failed run counts as 0 (the starter is what one has without a working solution).
 - infrastructure failures (ours, not the model's) are left out of every measure and counted apart.
+- a task without test answers (a user's own) has no test score to rank or normalise: what is known of it
+  is each run's selection score (cbr's grade of the labelled rows it held back), tabled apart.
 """
 
 from __future__ import annotations
@@ -126,3 +129,44 @@ def _agent_totals(rows: list[dict[str, Any]], cells: dict[tuple[str, str], dict[
                     "normalised": _mean(norms), "normalised_tasks": len(norms),
                     "cost_per_run": _mean([x for c in raw for x in c["cost"]])})
     return out
+
+
+def _finite(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
+
+def untested_tasks(records: list[dict[str, Any]]) -> list[str]:
+    """Tasks without test answers, in the records' order: as their trials' records say (older records do
+    not: then a task where no counted run has a test score and some run has a selection score)."""
+    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        by_task[r["task"]].append(r)
+    out = []
+    for task, runs in by_task.items():
+        said = {r["test_answers"] for r in runs if r.get("test_answers") is not None}
+        counted = [r for r in runs if r.get("outcome") != "infrastructure"]
+        inferred = not any(_finite(r.get("test_metric")) is not None for r in counted) and any(
+            _finite(r.get("selection_metric")) is not None for r in counted)
+        if said == {False} or (not said and inferred):
+            out.append(task)
+    return out
+
+
+def selection_cells(records: list[dict[str, Any]], tasks: list[str]) -> list[dict[str, Any]]:
+    """Per task and agent, on tasks without test answers: the counted runs, how many succeeded, and the
+    mean and best selection score of those that succeeded and have one (a task too small to hold rows
+    back has none: nothing is put in its place)."""
+    rows = []
+    for task in tasks:
+        mine = [r for r in records if r["task"] == task]
+        for agent in dict.fromkeys(r["agent"] for r in mine):
+            runs = [r for r in mine if r["agent"] == agent]
+            counted = [r for r in runs if r.get("outcome") != "infrastructure"]
+            scores = [s for r in counted if r.get("success") and (s := _finite(r.get("selection_metric"))) is not None]
+            maximize = next((r.get("direction") for r in runs if r.get("direction")), "maximize") == "maximize"
+            rows.append({"task": task, "agent": agent, "kind": runs[0].get("kind"), "runs": len(counted),
+                         "successes": sum(bool(r.get("success")) for r in counted), "scored": len(scores),
+                         "mean_selection": _mean(scores),
+                         "best_selection": (max if maximize else min)(scores) if scores else None,
+                         "infrastructure": len(runs) - len(counted)})
+    return rows

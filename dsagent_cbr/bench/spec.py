@@ -16,11 +16,14 @@ VARIANTS: dict[str, tuple[str, ...]] = {
     "deploy": ("cbr", "zero-shot", "one-shot-random"),
     "develop": ("full", "no-rerank", "no-cbr", "search"),  # search: --budget's wall clock, no node cap
     "flaml": ("60", "300"),
+    "autogluon": ("60", "300"),
     "starter": ("",),
     "reference": ("",),
 }
 MODEL_KINDS = ("deploy", "develop")  # agents that take --model; the others are one per grid
-ANCHOR_KINDS = ("flaml", "starter", "reference")  # run --anchor-trials times, not --trials
+# the AutoML anchors, kind -> the learner's name: each variant is its time budget in whole seconds
+AUTOML_KINDS = {"flaml": "FLAML", "autogluon": "AutoGluon"}
+ANCHOR_KINDS = (*AUTOML_KINDS, "starter", "reference")  # run --anchor-trials times, not --trials
 
 
 @dataclass(frozen=True)
@@ -47,16 +50,17 @@ class Agent:
 
 
 def parse_agents(names: list[str], models: list[str]) -> list[Agent]:
-    """'deploy:cbr' with models none,local -> deploy:cbr@none, deploy:cbr@local; 'flaml:60' stays one."""
+    """'deploy:cbr' with models none,local -> deploy:cbr@none, deploy:cbr@local; 'flaml:60' and
+    'autogluon:60' stay one."""
     agents: list[Agent] = []
     for name in names:
         kind, _, variant = name.strip().partition(":")
         if kind not in VARIANTS:
-            raise CbrError(f"Unknown agent {name!r}; agents are {', '.join(VARIANTS)} (e.g. deploy:zero-shot, flaml:300).")
+            raise CbrError(f"Unknown agent {name!r}; agents are {', '.join(VARIANTS)} (e.g. deploy:zero-shot, flaml:300, autogluon:300).")
         variant = variant or VARIANTS[kind][0]
-        if kind == "flaml":
+        if kind in AUTOML_KINDS:
             if not variant.isdigit() or int(variant) <= 0:
-                raise CbrError(f"FLAML's budget must be whole seconds, as in flaml:60, not {name!r}.")
+                raise CbrError(f"{AUTOML_KINDS[kind]}'s budget must be whole seconds, as in {kind}:60, not {name!r}.")
         elif variant not in VARIANTS[kind]:
             raise CbrError(f"{kind} has no variant {variant!r}; choose one of {', '.join(VARIANTS[kind])}.")
         if kind in MODEL_KINDS:
@@ -86,6 +90,10 @@ class Trial:
 class GridSpec:
     tasks: list[str]
     agents: list[str]  # labels, as Agent.label
+    # task name -> its folder, absolute, as --tasks found it when the grid was made: a resume and every Ray
+    # worker use this folder whatever the current folder is, and it is part of the digest (another folder
+    # of the same name is another grid)
+    task_folders: dict[str, str] = field(default_factory=dict)
     trials: int = 2
     anchor_trials: int = 1
     seed: int = 0
@@ -96,6 +104,11 @@ class GridSpec:
     store: str = "faiss"
     max_cost: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def folder(self, task: str) -> Path:
+        if task not in self.task_folders:
+            raise CbrError(f"The grid names no folder for task {task}.")
+        return Path(self.task_folders[task])
 
     def agent_list(self) -> list[Agent]:
         return [Agent.parse(label) for label in self.agents]

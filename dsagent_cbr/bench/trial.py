@@ -46,6 +46,7 @@ class TrialJob:
     bank_remove: list[str] = field(default_factory=list)  # retained cases of this task, taken out
     store: str = "faiss"
     script: str | None = None  # written to <folder>/solution.py before the command runs (FLAML)
+    test_answers: bool | None = None  # False: the task has none, and the tables show selection scores instead
 
 
 def is_done(folder: Path) -> bool:
@@ -176,7 +177,8 @@ def execute(job: TrialJob, cores: int | None = None) -> dict[str, Any]:
         env[CORES_ENV] = str(cores)
     started = time.time()
     record: dict[str, Any] = {"id": job.trial_id, "task": job.task, "agent": job.agent, "kind": job.kind,
-                              "trial": job.index, "seed": job.seed, "command": job.command,
+                              "trial": job.index, "seed": job.seed, "test_answers": job.test_answers,
+                              "command": job.command,
                               "host": os.uname().nodename, "cores": cores, "started": started,
                               "commit": source_commit()}
     problem = _prepare_bank(job, folder, env)

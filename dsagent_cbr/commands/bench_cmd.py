@@ -15,6 +15,7 @@ from dsagent_cbr.errors import CbrError
 
 DEFAULT_TASKS = "smoke-ban,titanic-survival,deliveries-time"
 UNSUPPORTED = "unsupported.json"
+OUT_DIR = "bench"  # the tables' default folder, under the current folder: where the user is, as for any task
 
 
 @click.group()
@@ -24,19 +25,21 @@ def bench() -> None:
 
 @bench.command("run")
 @click.option("--tasks", "task_selection", default=DEFAULT_TASKS, show_default=True,
-              help="Task names (comma-separated), or deployment, development, all.")
+              help="Tasks, comma-separated: each a task folder's path or a name (found in ./tasks, then ./, "
+                   "then among the recipes, as every command finds one), or deployment, development, all "
+                   "(groups of the recipes).")
 @click.option("--agents", default="deploy:cbr", show_default=True,
               help="deploy[:cbr|zero-shot|one-shot-random], develop[:full|no-rerank|no-cbr|search], flaml:SECONDS, "
-                   "starter, reference (comma-separated).")
+                   "autogluon:SECONDS, starter, reference (comma-separated).")
 @click.option("--models", default="none,local", show_default=True, help="Models for deploy and develop agents.")
 @click.option("--trials", type=int, default=2, show_default=True, help="Trials per task and agent.")
-@click.option("--anchor-trials", type=int, default=1, show_default=True, help="Trials of flaml, starter, reference.")
+@click.option("--anchor-trials", type=int, default=1, show_default=True, help="Trials of flaml, autogluon, starter, reference.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Trial k runs with seed SEED+k.")
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Time limit per script run (s).")
 @click.option("--memory", type=float, default=8192.0, show_default=True, help="Memory limit per script run (MB).")
 @click.option("--iterations", "-T", type=int, default=5, show_default=True, help="develop's iterations.")
 @click.option("--budget", default="5m", show_default=True, metavar="DURATION",
-              help="develop:search's wall clock per trial, as 5m or 300 (flaml:300 is its equal).")
+              help="develop:search's wall clock per trial, as 5m or 300 (flaml:300 and autogluon:300 are its equals).")
 @click.option("--store", type=click.Choice(["chroma", "faiss"]), default="faiss", show_default=True)
 @click.option("--max-cost", type=float, default=None, help="Dollar budget per trial (paid models).")
 @click.option("--base-bank", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -47,7 +50,7 @@ def bench() -> None:
 @click.option("--grid", "grid_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Grid folder (default: <runs dir>/bench/<name>); the same folder resumes.")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the tables go (default: experiments/results).")
+              help=f"Where the tables go (default: ./{OUT_DIR} in the current folder).")
 def run(task_selection: str, agents: str, models: str, trials: int, anchor_trials: int, seed: int, timeout: float,
         memory: float, iterations: int, budget: str, store: str, max_cost: float | None, base_bank: Path | None,
         parallel: int | None, address: str | None, name: str | None, grid_dir: Path | None,
@@ -62,16 +65,18 @@ def run(task_selection: str, agents: str, models: str, trials: int, anchor_trial
     if trials < 1 or anchor_trials < 1:
         raise CbrError("--trials and --anchor-trials must be at least 1.")
     parsed = parse_agents([a for a in agents.split(",") if a.strip()], [m.strip() for m in models.split(",") if m.strip()])
-    spec = GridSpec(tasks=grid.select_tasks(task_selection, settings.tasks_dir), agents=[a.label for a in parsed],
-                    trials=trials, anchor_trials=anchor_trials, seed=seed, timeout=timeout, memory_mb=memory,
-                    iterations=iterations, budget=budget_seconds(budget), store=store, max_cost=max_cost)
+    folders = grid.select_tasks(task_selection, settings.tasks_dir)
+    spec = GridSpec(tasks=list(folders), task_folders={t: str(f) for t, f in folders.items()},
+                    agents=[a.label for a in parsed], trials=trials, anchor_trials=anchor_trials, seed=seed,
+                    timeout=timeout, memory_mb=memory, iterations=iterations, budget=budget_seconds(budget),
+                    store=store, max_cost=max_cost)
     name = name or f"grid-{spec.digest()}"
     folder = (grid_dir or settings.runs_dir / "bench" / name).resolve()
     resumed = grid.open_grid(folder, spec)
     for task in spec.tasks:
-        prepare_task(load_task(settings.tasks_dir / task))
+        prepare_task(load_task(spec.folder(task)))
     bank = grid.ensure_base_bank(folder, store, base_bank) if grid.needs_bank(spec) else None
-    work = grid.plan(folder, spec, settings.tasks_dir, bank)
+    work = grid.plan(folder, spec, bank)
     (folder / UNSUPPORTED).write_text(json.dumps(work.unsupported, indent=2), encoding="utf-8")
     click.echo(f"grid {folder}{' (resumed)' if resumed else ''}: {len(work.jobs) + len(work.finished)} trials, "
                f"{len(work.finished)} finished before, {len(work.jobs)} to run"
@@ -84,9 +89,10 @@ def run(task_selection: str, agents: str, models: str, trials: int, anchor_trial
         def show(record: dict[str, Any]) -> None:
             nonlocal done
             done += 1
-            score = record.get("test_metric")
-            click.echo(f"[{done}/{len(work.jobs)}] {record['id']}: {record['outcome']}"
-                       + (f" test={score:.5g}" if isinstance(score, (int, float)) else "")
+            test, selection = record.get("test_metric"), record.get("selection_metric")
+            score = (f" test={test:.5g}" if isinstance(test, (int, float)) else  # a user's task may have no test
+                     f" selection={selection:.5g}" if isinstance(selection, (int, float)) else "")
+            click.echo(f"[{done}/{len(work.jobs)}] {record['id']}: {record['outcome']}{score}"
                        + (f" ({record['reason']})" if record.get("reason") else "")
                        + (f" {record['wall_seconds']:.1f}s" if "wall_seconds" in record else ""))
 
@@ -105,7 +111,7 @@ def run(task_selection: str, agents: str, models: str, trials: int, anchor_trial
 @click.argument("grids", nargs=-1, required=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--name", required=True, help="Name of the tables: bench-NAME.{json,md,png}.")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where the tables go (default: experiments/results).")
+              help=f"Where the tables go (default: ./{OUT_DIR} in the current folder).")
 def report(grids: tuple[Path, ...], name: str, out_dir: Path | None) -> None:
     """Tabulate one or more grid folders together (ranks pool every agent of every grid on a task)."""
     from dsagent_cbr.bench import grid
@@ -133,11 +139,12 @@ def _write_report(records: list[dict[str, Any]], unsupported: list[dict[str, str
     if not records:
         raise CbrError("No finished trials to tabulate yet.")
     draw_anchors(records)
-    results = EXPERIMENTS_DIR / "results"  # the paper's tables, beside the baselines they are normalised by
-    result = tables.build(records, tables.load_baselines(results / "baselines.json"),
-                          tables.stamp(grids=[str(g) for g in grids], **extra))
+    # the suite's anchors (random and reference scores of the recipes) stay the repository's, wherever the tables go
+    baselines = tables.load_baselines(EXPERIMENTS_DIR / "results" / "baselines.json")
+    result = tables.build(records, baselines,
+                          tables.stamp(records, grids=[str(g) for g in grids], **extra))
     result["unsupported"] = [dict(t) for t in sorted({tuple(sorted(u.items())) for u in unsupported})]
-    paths = tables.write(result, name, out_dir or results)
+    paths = tables.write(result, name, out_dir or Path.cwd() / OUT_DIR)
     text = tables.markdown(result, f"cbr bench: {name}")
     click.echo("\n" + text.split("\n## Per task and agent")[0].rstrip())
     click.echo("\nwritten " + ", ".join(str(p) for p in paths))
