@@ -12,6 +12,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 PROBE = """
@@ -47,6 +49,7 @@ def probe(concrete, tmp_path: Path, *flags: str) -> dict[str, str]:
     return dict(re.findall(r"^(loopback|abstract) (open|closed)$", stdout, re.M))
 
 
+@pytest.mark.integration
 def test_allow_network_opens_host_loopback_and_abstract_sockets_and_says_so(concrete, tmp_path):
     assert probe(concrete, tmp_path) == {"loopback": "closed", "abstract": "closed"}
     assert probe(concrete, tmp_path, "--allow-network") == {"loopback": "open", "abstract": "open"}

@@ -342,6 +342,7 @@ def test_bench_tasks_are_found_as_every_command_finds_them(tmp_path, monkeypatch
         grid.select_tasks("my-concrete,elsewhere/my-concrete", REPO / "tasks")
 
 
+@pytest.mark.integration
 def test_an_unknown_task_is_one_sentence_naming_it(tmp_path, monkeypatch):
     import subprocess
 

@@ -50,6 +50,7 @@ def broken(concrete, tmp_path):
     return {kind: copy_with_train(concrete, tmp_path / kind, make(text)) for kind, (make, _) in BROKEN.items()}
 
 
+@pytest.mark.integration
 def test_validate_names_each_bad_train_csv(broken, tmp_path):
     proc = cbr("tasks", "validate", *map(str, broken.values()), home=tmp_path / "home")
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
@@ -61,6 +62,7 @@ def test_validate_names_each_bad_train_csv(broken, tmp_path):
         assert len(named) == 1 and BROKEN[kind][1] in named[0], (kind, lines)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("kind", ["empty", "header-only", "utf-16"])
 def test_develop_refuses_up_front_with_exit_2(broken, tmp_path, kind):
     runs = tmp_path / "runs"
@@ -72,6 +74,7 @@ def test_develop_refuses_up_front_with_exit_2(broken, tmp_path, kind):
     assert not runs.exists()  # refused before a run folder was made
 
 
+@pytest.mark.integration
 def test_deploy_and_run_refuse_too(broken, tmp_path):
     folder = broken["utf-16"]
     for args in (["deploy", str(folder), "--model", "none", "--store", "faiss", "--runs-dir", str(tmp_path / "runs")],
@@ -81,6 +84,7 @@ def test_deploy_and_run_refuse_too(broken, tmp_path):
     assert not (tmp_path / "runs").exists() and not (tmp_path / "run").exists()
 
 
+@pytest.mark.integration
 def test_missing_columns_and_a_utf8_bom_are_told_apart(concrete, tmp_path):
     text = (concrete.public_dir / "train.csv").read_text(encoding="utf-8")
     fine = copy_with_train(concrete, tmp_path / "bom", "\ufeff".encode() + text.encode())
@@ -107,6 +111,7 @@ def npy_task(where: Path, arrays: dict[str, np.ndarray]) -> Path:
     return folder
 
 
+@pytest.mark.integration
 def test_npy_tasks_load_without_pickle_and_agree_in_length(tmp_path):
     good = {"X_train.npy": np.zeros((8, 1, 5)), "y_train.npy": np.arange(8), "X_test.npy": np.zeros((3, 1, 5)),
             "y_test.npy": np.arange(3)}
@@ -130,6 +135,7 @@ def test_array_problems_name_empty_and_scalar_arrays(tmp_path):
     assert "holds no rows (shape (0, 4))" in problems[0] and "holds no rows (shape ())" in problems[1]
 
 
+@pytest.mark.integration
 def test_dsagent_layout_csvs_are_checked(concrete, tmp_path):
     folder = dsagent_folder(concrete, tmp_path / "concrete-dsagent")
     assert cbr("tasks", "validate", str(folder), home=tmp_path / "home").returncode == 0
@@ -156,6 +162,7 @@ ODD_ENTRIES = {"pipe": (_pipe, "a pipe"), "link-out": (_link_out, "leads outside
                "folder-with-pipe": (_folder_with_pipe, "a folder holding a pipe (FIFO) (inner/feed)")}
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("kind", list(ODD_ENTRIES))
 def test_a_pipe_or_a_link_in_public_data_is_refused_up_front(concrete, tmp_path, kind):
     """A FIFO listed in data.public used to pass validate and hang every run (opening it blocks)."""

@@ -109,6 +109,7 @@ def test_repeats_are_independent_samples(settings, tmp_path):
         assert server.requests[0]["temperature"] == 0.7
 
 
+@pytest.mark.integration
 def test_a_server_that_does_not_answer_stops_the_command_before_any_work(tmp_path):
     task = prepared("titanic-survival")
     env = {**os.environ, "CBR_HOME": str(tmp_path / "home"), "CBR_BASE_URL": "http://127.0.0.1:9/v1",

@@ -74,6 +74,7 @@ def test_the_blend_is_graded_on_rows_that_did_not_choose_its_weights(task, tmp_p
     assert again.halves[0] == made.halves[0] and again.halves[1] != made.halves[1]
 
 
+@pytest.mark.integration
 def test_the_ensemble_script_runs_its_members_and_blends_them_in_the_sandbox(task, tmp_path):
     def constant(value: float) -> str:
         return ("import pandas as pd\nt = pd.read_csv('test.csv')\n"

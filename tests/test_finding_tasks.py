@@ -33,6 +33,7 @@ def workdir(tmp_path):
     return work, home
 
 
+@pytest.mark.integration
 def test_task_commands_find_the_users_task_first(workdir):
     work, home = workdir
     shown = cbr("tasks", "show", "credit-scoring", cwd=work, home=home)

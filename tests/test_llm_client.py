@@ -26,6 +26,7 @@ def client_for(url: str, tmp_path, **kw) -> LLMClient:
                                          kw.pop("max_tokens", None)), backoff=0.01, **kw)
 
 
+@pytest.mark.integration
 def test_retries_429_then_succeeds(tmp_path):
     with ScriptedLLM([RATE_LIMITED, RATE_LIMITED, "hello there"]) as server:
         reply = client_for(server.url, tmp_path).complete("plan", HELLO)
@@ -35,6 +36,7 @@ def test_retries_429_then_succeeds(tmp_path):
     assert records[0]["cost"] == pytest.approx((2 * 1000 + 2 * 2000) / 1e6)
 
 
+@pytest.mark.integration
 def test_retries_are_bounded(tmp_path):
     with ScriptedLLM([RATE_LIMITED] * 10) as server:
         with pytest.raises(CbrError, match="kept failing after 3 tries"):
@@ -42,6 +44,7 @@ def test_retries_are_bounded(tmp_path):
         assert len(server.requests) == 3
 
 
+@pytest.mark.integration
 def test_a_call_past_the_search_s_deadline_is_out_of_time_not_a_failing_server(tmp_path):
     import time
 
@@ -59,6 +62,7 @@ def test_a_call_past_the_search_s_deadline_is_out_of_time_not_a_failing_server(t
         assert client.complete("plan", HELLO, timeout=30).text == "too late"  # a deadline that leaves room
 
 
+@pytest.mark.integration
 def test_bad_key_and_unknown_model_are_one_sentence(tmp_path):
     with ScriptedLLM([(401, {"error": {"message": "bad key"}}), (404, {"error": {"message": "no model"}})]) as server:
         client = client_for(server.url, tmp_path)
@@ -74,6 +78,7 @@ def test_unreachable_server(tmp_path):
         client.complete("plan", HELLO)
 
 
+@pytest.mark.integration
 def test_budget_stops_cleanly(tmp_path):
     with ScriptedLLM(["one two three"] * 5) as server:
         client = client_for(server.url, tmp_path, max_tokens=8)
@@ -85,6 +90,7 @@ def test_budget_stops_cleanly(tmp_path):
     assert len((tmp_path / "ledger.jsonl").read_text().splitlines()) == 2
 
 
+@pytest.mark.integration
 def test_a_resumed_ledger_skips_a_line_torn_by_a_kill(tmp_path):
     """A call whose record was cut mid-write never returned: the resumed run does not count it, and the
     next record starts on a line of its own."""
@@ -98,6 +104,7 @@ def test_a_resumed_ledger_skips_a_line_torn_by_a_kill(tmp_path):
     assert [json.loads(line)["role"] for line in path.read_text().splitlines()] == ["plan", "plan"]
 
 
+@pytest.mark.integration
 def test_cache_answers_only_a_repeat_of_the_same_trial(tmp_path):
     """The cache key holds the trial seed and each call's sampling parameters: rerunning trial 7 is
     answered from the cache, another trial or another temperature is a new sample."""
@@ -115,6 +122,7 @@ def test_cache_answers_only_a_repeat_of_the_same_trial(tmp_path):
     assert records[1]["prompt_tokens"] == records[1]["completion_tokens"] == 0 and records[1]["cost"] == 0
 
 
+@pytest.mark.integration
 def test_a_reply_that_fails_to_parse_is_never_cached(tmp_path):
     from dsagent_cbr.llm.parsing import ParseError, extract_code
 

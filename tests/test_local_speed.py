@@ -3,6 +3,7 @@ from a server that gives no timings. The real server's note: tests/test_develop.
 
 from __future__ import annotations
 
+import pytest
 from support.scripted_llm import ScriptedLLM
 
 from dsagent_cbr.llm.local_speed import NODE_READS, NODE_WRITES, Speed, measure, note
@@ -17,6 +18,7 @@ def test_the_note_says_how_long_a_model_node_takes_and_how_many_fit():
     assert note(speed, 1800.0).endswith("; the 30m 00s left of the budget has room for 11")
 
 
+@pytest.mark.integration
 def test_a_server_without_timings_gives_no_note():
     with ScriptedLLM(["1 2 3"]) as server:  # an OpenAI-compatible reply without llama.cpp's timings
         assert measure(server.url) is None

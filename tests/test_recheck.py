@@ -49,6 +49,7 @@ def task(tmp_path_factory):
     return every_layout(tmp_path_factory.mktemp("layouts"))["kaggle-sample-regression"]
 
 
+@pytest.mark.integration
 def test_a_solution_that_read_the_held_labels_is_dropped_and_an_honest_one_kept(task, tmp_path):
     honest_score = run_script(task, HONEST, run_dir=tmp_path / "honest").selection_metric
     bank = RetainedOnly([*retained(task.name, COPIES_THE_SAMPLE, 0.0, "leaky"),

@@ -23,6 +23,7 @@ from dsagent_cbr.sandbox.bubblewrap import child_environment
 from dsagent_cbr.tasks.metrics import rmse
 
 
+@pytest.mark.integration
 def test_starter_runs_and_is_graded_against_the_answers(concrete, tmp_path):
     result = run_script(concrete, concrete.starter, run_dir=tmp_path / "run")
     assert result.ok, result.error
@@ -36,6 +37,7 @@ def test_starter_runs_and_is_graded_against_the_answers(concrete, tmp_path):
     assert saved.test_metric == result.test_metric and saved.ok
 
 
+@pytest.mark.integration
 def test_timeout_kills_the_whole_tree(concrete, tmp_path):
     marker = f"cbr-test-sleeper-{os.getpid()}"
     script = textwrap.dedent(f"""
@@ -56,6 +58,7 @@ def test_timeout_kills_the_whole_tree(concrete, tmp_path):
     assert not [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
 
 
+@pytest.mark.integration
 def test_memory_limit_gives_a_clear_result(concrete, tmp_path):
     script = "import numpy as np\nblocks = []\nfor _ in range(40):\n    blocks.append(np.ones(25_000_000))\n"
     result = run_script(concrete, script, run_dir=tmp_path / "run", memory_mb=300)
@@ -123,6 +126,7 @@ def test_validation_metric_parsing_reads_only_the_documented_line():
     assert parse_validation_metric("valid_auroc=0.91", "auroc") is None
 
 
+@pytest.mark.integration
 def test_grading_rejects_nan_and_missing_ids(concrete, tmp_path):
     test = pd.read_csv(concrete.public_dir / "test.csv")
     preds = np.full(len(test), np.nan)
@@ -135,6 +139,7 @@ def test_grading_rejects_nan_and_missing_ids(concrete, tmp_path):
     assert os.path.isdir(result.workspace)
 
 
+@pytest.mark.integration
 def test_without_bubblewrap_scripts_run_only_when_the_user_says_so(concrete, tmp_path):
     env = {**os.environ, "PATH": str(tmp_path / "no-bwrap-here")}
     cmd = [sys.executable, "-m", "dsagent_cbr.cli", "run", str(concrete.root), str(concrete.starter), "--json"]
@@ -186,6 +191,7 @@ if __name__ == "__main__":
 '''
 
 
+@pytest.mark.integration
 def test_a_refit_keeps_the_first_fits_early_stopping_points(concrete, tmp_path):
     """Stopping early on rows it now learns, a refit would run to its cap; it keeps the first fit's
     stopping points instead, which makes the very model a fit of that many rounds makes."""
@@ -206,6 +212,7 @@ def test_a_refit_keeps_the_first_fits_early_stopping_points(concrete, tmp_path):
     assert np.allclose(a["compressive_strength"], b["compressive_strength"], rtol=0, atol=1e-9)
 
 
+@pytest.mark.integration
 def test_a_blend_re_run_refits_its_members_as_the_search_did(concrete, tmp_path):
     """best_solution.py of a blend (what `cbr predict` re-runs) runs each member under cbr's bootstrap: its
     refit keeps the member's stopping points, so it makes the predictions the member's own refit made."""
@@ -221,6 +228,7 @@ def test_a_blend_re_run_refits_its_members_as_the_search_did(concrete, tmp_path)
     assert np.allclose(a["compressive_strength"], b["compressive_strength"], rtol=0, atol=1e-9)
 
 
+@pytest.mark.integration
 def test_a_script_cannot_pass_its_failure_off_as_the_sandboxs(concrete, tmp_path):
     """Whether the sandbox failed is the sandbox's own word (a pipe it writes before the script starts,
     which the script never holds), never what the script prints: words of bubblewrap or setpriv on the
@@ -256,6 +264,7 @@ ENDLESS = {
 }
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("library", sorted(ENDLESS))
 def test_boosting_that_reaches_its_deadline_stops_there_and_its_predictions_are_graded(concrete, tmp_path, library):
     starter = concrete.starter.read_text()

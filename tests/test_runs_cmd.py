@@ -116,6 +116,7 @@ def test_a_run_folder_not_in_the_index_is_listed_too(home, tmp_path):
     assert listed[1]["started"].startswith("2026-01-04T09:00:00")  # from its id
 
 
+@pytest.mark.integration
 def test_malformed_and_stale_index_lines_are_skipped(home, tmp_path):
     run = make_run(tmp_path / "elsewhere", "concrete", "20260101-090000-aaaa")
     gone = tmp_path / "elsewhere" / "concrete" / "20260102-090000-gone"

@@ -262,6 +262,7 @@ def test_a_printed_test_score_counts_for_nothing_in_the_dsagent_layout(world, tm
     assert "predictions.npy" in silent.error
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("bad", ["public-escape", "symlinked-data-file", "answers-escape"])
 def test_task_configs_cannot_point_outside(world, tmp_path, bad):
 

@@ -66,6 +66,7 @@ def develop_two(scripts: tuple[str, str], tmp_path) -> tuple:
     return record, bank, model
 
 
+@pytest.mark.integration
 def test_a_false_validation_line_is_neither_selected_nor_retained(tmp_path):
     record, bank, model = develop_two((HONEST, LIAR), tmp_path)
     honest, liar = record.rows
@@ -84,6 +85,7 @@ def test_a_false_validation_line_is_neither_selected_nor_retained(tmp_path):
     assert not any(f"{r.test:.6g}" in prompt for r in record.rows for prompt in model.prompts)
 
 
+@pytest.mark.integration
 def test_an_honest_model_beats_a_1nn_fitted_on_its_own_validation_rows(tmp_path):
     record, _, _ = develop_two((HONEST, LEAKY), tmp_path)
     honest, leaky = record.rows
@@ -93,6 +95,7 @@ def test_an_honest_model_beats_a_1nn_fitted_on_its_own_validation_rows(tmp_path)
     assert not leaky.retained
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("printed", ["-1e300", "nan"])
 def test_an_impossible_printed_score_is_the_scripts_error(concrete, tmp_path, printed):
     result = run_script(concrete, HONEST.replace("{rmse:.6f}", f"{{float('{printed}')}}"), run_dir=tmp_path / "r")
@@ -123,6 +126,7 @@ def test_forecast_selection_targets_are_nowhere_the_script_looks(tmp_path):
     assert not secret & (step_pairs(X) | step_pairs(y) | step_pairs(X_test))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("two_arguments", [False, True])
 def test_a_dsagent_folder_has_its_selection_rows_graded_by_its_own_submission(concrete, tmp_path, two_arguments):
     folder = load_task(dsagent_folder(concrete, tmp_path / "copy", two_arguments=two_arguments))
@@ -148,6 +152,7 @@ def develop_refit(script: str, tmp_path) -> tuple:
     return task, develop_with_model(task, config, tmp_path, FakeBank(), model, executor)
 
 
+@pytest.mark.integration
 def test_a_refit_is_judged_on_the_selection_rows_and_refused_when_it_falls(tmp_path):
     task, record = develop_refit(TWO_FACED, tmp_path / "two-faced")
     first = record.rows[0]

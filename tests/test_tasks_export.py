@@ -59,6 +59,7 @@ def test_export_writes_dsagent_layout_that_loads(tmp_path):
     assert "test[X.columns]" in (folder / "env" / "train.py").read_text()
 
 
+@pytest.mark.integration
 def test_cli_exports_and_refuses_plainly(tmp_path):
     prepared("concrete-strength")
     out = tmp_path / "concrete"
@@ -112,6 +113,7 @@ def _scores_as_ours(name: str, root: Path) -> None:
     assert float(score.group(1)) == pytest.approx(theirs.test_metric, rel=1e-9)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", SCORED_AS_OURS)
 def test_exported_starter_scores_as_ours_with_labels_hidden(name, tmp_path):
     _scores_as_ours(name, tmp_path)

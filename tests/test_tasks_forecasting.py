@@ -45,6 +45,7 @@ def contains_block(window: np.ndarray, block: np.ndarray) -> bool:
     return any(np.array_equal(window[i:i + span], block) for i in range(len(window) - span + 1))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", sorted(SHAPES))
 def test_prepared_windows_keep_the_contract(name: str, tmp_path: Path) -> None:
     folder = build(name, tmp_path)

@@ -20,6 +20,7 @@ def cbr(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run([*CBR, *args], capture_output=True, text=True, cwd=cwd)
 
 
+@pytest.mark.integration
 def test_malformed_task_folder_one_line_per_problem(tmp_path):
     bad = tmp_path / "bad-task"
     bad.mkdir()
@@ -46,11 +47,13 @@ def test_malformed_task_folder_one_line_per_problem(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
+@pytest.mark.integration
 def test_not_a_task_folder(tmp_path):
     proc = cbr("tasks", "validate", str(tmp_path))
     assert proc.returncode == 2 and "missing task.toml" in proc.stderr
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("two_arguments", [False, True])
 def test_dsagent_layout_is_graded_outside_without_labels(concrete, tmp_path, two_arguments):
     folder = dsagent_folder(concrete, tmp_path / "concrete-dsagent", two_arguments=two_arguments)
@@ -70,6 +73,7 @@ def test_dsagent_layout_is_graded_outside_without_labels(concrete, tmp_path, two
     assert proc.returncode == 0 and "dsagent" in proc.stdout
 
 
+@pytest.mark.integration
 def test_cbr_run_prints_metrics_and_writes_json(concrete, tmp_path):
     proc = cbr("run", str(concrete.root), str(concrete.starter), "--out", str(tmp_path / "r"))
     assert proc.returncode == 0, proc.stderr

@@ -75,6 +75,7 @@ def test_kaggle_folders_are_inferred_and_starters_write_the_sample_format(kaggle
     assert "POSITIVE = \"good\"" in (tmp_path / "credit" / "train.py").read_text()
 
 
+@pytest.mark.integration
 def test_test_rows_follow_sample_submission_order(kaggle, tmp_path):
     folder = tmp_path / "shuffled"
     shutil.copytree(kaggle["credit"], folder)
@@ -114,6 +115,7 @@ def test_suite_data_without_sample_multilabel_logloss_regression(tmp_path):
     assert "from --metric" in proc.stdout
 
 
+@pytest.mark.integration
 def test_holdout_is_seeded_stratified_and_labelled(kaggle, tmp_path):
     runs = []
     for n in (1, 2):
@@ -138,6 +140,7 @@ def test_holdout_is_seeded_stratified_and_labelled(kaggle, tmp_path):
     assert sample["id"].tolist() == test["id"].tolist() and list(sample.columns) == ["id", "party"]
 
 
+@pytest.mark.integration
 def test_data_card_names_every_column_from_public_files_only(kaggle, tmp_path):
     new_task(tmp_path / "credit", "--from-kaggle-folder", kaggle["credit"], "--holdout", "0.2")
     answers = tmp_path / "credit" / "private" / "answers.csv"
@@ -164,6 +167,7 @@ def test_data_card_names_every_column_from_public_files_only(kaggle, tmp_path):
     assert "Distribution of `rater_disagreement`" in card and "median" in card
 
 
+@pytest.mark.integration
 def test_data_card_of_a_wide_table_is_bounded(tmp_path):
     rng = np.random.default_rng(0)
     concrete = build("concrete-strength", tmp_path / "built")
@@ -219,16 +223,19 @@ def _frame_edit(name: str, change):
     return edit
 
 
+@pytest.mark.integration
 def test_bad_missing_target_column(kaggle, tmp_path):
     err = _bad(kaggle, tmp_path, _frame_edit("sample_submission.csv", lambda d: d.rename(columns={"Status": "Default"})))
     assert "train.csv lacks the target column(s) 'Default'" in err
 
 
+@pytest.mark.integration
 def test_bad_all_missing_target(kaggle, tmp_path):
     err = _bad(kaggle, tmp_path, _frame_edit("train.csv", lambda d: d.assign(Status=np.nan)))
     assert "missing in every row" in err
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("infinite", ["inf", "-inf", "1e999"])
 def test_bad_infinite_target(kaggle, tmp_path, infinite):
     # A numeric target, one row of it infinite (1e999 overflows float64 and is read as inf).
@@ -239,21 +246,25 @@ def test_bad_infinite_target(kaggle, tmp_path, infinite):
     assert "The target column 'Status' of train.csv holds 1 infinite value(s)" in err
 
 
+@pytest.mark.integration
 def test_bad_test_columns_differ(kaggle, tmp_path):
     err = _bad(kaggle, tmp_path, _frame_edit("test.csv", lambda d: d.drop(columns=["Income"]).assign(Bonus=1)))
     assert "test.csv's columns differ" in err and "'Income'" in err and "'Bonus'" in err
 
 
+@pytest.mark.integration
 def test_bad_non_unique_id(kaggle, tmp_path):
     err = _bad(kaggle, tmp_path, _frame_edit("train.csv", lambda d: d.assign(id=d["id"].where(d.index != 5, d["id"][4]))))
     assert "is not unique" in err
 
 
+@pytest.mark.integration
 def test_bad_metric_for_task_type(kaggle, tmp_path):
     err = _bad(kaggle, tmp_path, lambda f: None, "--metric", "rmse")
     assert "rmse does not fit a binary-classification task" in err
 
 
+@pytest.mark.integration
 def test_bad_csv_that_does_not_parse(kaggle, tmp_path):
     def edit(folder: Path) -> None:
         with (folder / "train.csv").open("a") as handle:
@@ -262,6 +273,7 @@ def test_bad_csv_that_does_not_parse(kaggle, tmp_path):
     assert "does not parse as CSV" in err
 
 
+@pytest.mark.integration
 def test_bad_file_with_no_rows(kaggle, tmp_path):
     def edit(folder: Path) -> None:
         header = (folder / "test.csv").read_text().splitlines()[0]
@@ -270,6 +282,7 @@ def test_bad_file_with_no_rows(kaggle, tmp_path):
     assert "has a header but no rows" in err
 
 
+@pytest.mark.integration
 def test_existing_destination_is_left_alone(kaggle, tmp_path):
     dest = tmp_path / "credit"
     dest.mkdir()
@@ -279,6 +292,7 @@ def test_existing_destination_is_left_alone(kaggle, tmp_path):
     assert [p.name for p in dest.iterdir()] == ["notes.txt"]
 
 
+@pytest.mark.integration
 def test_kaggle_slug_is_downloaded_through_the_api_on_loopback(kaggle, tmp_path):
     import io
     import os
@@ -310,6 +324,7 @@ def test_kaggle_slug_is_downloaded_through_the_api_on_loopback(kaggle, tmp_path)
     assert not (tmp_path / "other").exists()
 
 
+@pytest.mark.integration
 def test_predict_reads_the_run_and_refuses_what_it_cannot_use(kaggle, tmp_path):
     import json
 

@@ -54,6 +54,7 @@ def test_suite_covers_the_tabular_metrics() -> None:
     assert {"accuracy", "auroc", "logloss", "rmse", "mae", "medae", "rmsle"} <= metrics
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", ["pbc-status", "titanic-survival", "yeast-multilabel"])
 def test_prepare_is_deterministic_and_hides_answers(name: str, tmp_path: Path) -> None:
     spec = task_toml(name)

@@ -92,6 +92,7 @@ def test_movie_snippets_reference_beats_starter(tmp_path: Path) -> None:
     assert reference_score < starter_score / 2 and valid < starter_score / 2
 
 
+@pytest.mark.integration
 def test_vader_prepare_names_the_download_command_when_the_sdist_is_missing(tmp_path: Path) -> None:
     folder = tmp_path / "tweet-sentiment"
     folder.mkdir()

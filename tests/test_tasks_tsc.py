@@ -35,6 +35,7 @@ def run_script(folder: Path, script: Path, workspace: Path) -> tuple[float, floa
     return valid, float(np.mean(predictions == truth))
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_prepared_arrays_keep_the_npy_contract(name: str, tmp_path: Path) -> None:
     folder = build(name, tmp_path)

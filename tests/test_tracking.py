@@ -61,6 +61,7 @@ def _history(client: MlflowClient, run_id: str, key: str) -> list[tuple[int, flo
     return sorted((m.step, m.value) for m in client.get_metric_history(run_id, key))
 
 
+@pytest.mark.integration
 def test_run_folder_round_trip_and_resume(tmp_path, store):
     run_dir = _folder(tmp_path / "run-a", ROWS, SUMMARY)
     run_id = log_run_to_mlflow(run_dir, store)
@@ -188,6 +189,7 @@ def _children(client: MlflowClient, parent_id: str) -> dict[int, object]:
     return {int(r.data.tags["cbr.iteration"]): r for r in runs}
 
 
+@pytest.mark.integration
 def test_live_run_a_parent_running_and_a_child_run_per_row(tmp_path, capfd):
     uri = f"sqlite:///{tmp_path / 'live.db'}"  # a new store: its tables are made without a line in cbr's output
     run_dir, record = _live(tmp_path / "runs" / "run-live")
@@ -257,6 +259,7 @@ def test_interrupted_live_run_ends_killed_and_no_test_score_without_answers(tmp_
     assert "test_rmse" not in _children(client, parent_id)[1].data.metrics
 
 
+@pytest.mark.integration
 def test_a_tracking_server_that_does_not_answer_is_one_warning_and_the_run_goes_on(tmp_path, store, capfd):
     run_dir, record = _live(tmp_path / "run-d")
     record.rows.append(_graded(1, 6.7, operator=Operator.DRAFT))
