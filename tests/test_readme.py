@@ -128,11 +128,15 @@ def run_page(commands: list[str], home: Path) -> tuple[list[str], list[str]]:
     return done, parsed
 
 
-def set_the_stage() -> None:
-    """What the prose before the commands makes: the example folder, and the reader's own write-up."""
+def clear_made() -> None:
     for made in MADE:
         path = REPO / made
         shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+
+
+def set_the_stage() -> None:
+    """What the prose before the commands makes: the example folder, and the reader's own write-up."""
+    clear_made()
     subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "tasks", "kaggle-example", "feedback", "feedback-ell/"],
                    cwd=REPO, check=True, capture_output=True)
     # `cbr bank add writeup.md` adds the reader's write-up: a real one from DS-Agent's cases stands in.
@@ -152,8 +156,6 @@ def test_every_readme_and_docs_command_runs_as_written(tmp_path):
             ran, read = run_page([c for page in commands for c in page], home)
             done, parsed = done + ran, parsed + read
     finally:
-        for made in MADE:
-            path = REPO / made
-            shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+        clear_made()
     assert len(done) >= 30, done
     print("\nran:\n  " + "\n  ".join(done) + "\nparsed:\n  " + "\n  ".join(parsed))

@@ -7,11 +7,11 @@
         plan   = plan(task, log, script, best case)   Reflection, Reasoning, Thought, Check, Decision
         code   = program(script, plan)
         result = execute(code); debug up to N times while it fails
-        log   += summarize(plan, diff, result, best validation so far)
-        retain (task, code) when the validation score improves
+        log   += summarize(plan, diff, result, best selection score so far)
+        retain (task, code) when the selection score improves
 
-Retained when the validation score improves, not the test score as the paper's code did: the model
-never sees a test score and nothing is chosen by one (run.py keeps the best row by validation).
+Retained when the selection score improves, not the test score as the paper's code did: the model
+never sees a test score and nothing is chosen by one (run.py keeps the best row by its selection score).
 
 Mistakes of the model (a reply with no plan, no code, an unusable ranking) are journaled with the raw
 reply and the loop goes on; the budget, an interrupt and failures of ours (a dead server, no sandbox)

@@ -250,7 +250,8 @@ class Run:
         left = self.clock.left()
         if left >= took:
             return None
-        return Refit(status="skipped", why=f"{max(left, 0):.0f} s of the budget left, and {what} took {took:.0f} s")
+        why = f"{max(left, 0):.0f} s of the budget left, and {what} took {took:.0f} s"
+        return Refit(status="skipped", why=why)
 
     def judged_refit(self, first: float | None, selection: float | None, test: float | None,
                      rounds: list[list[int]] | None) -> Refit:

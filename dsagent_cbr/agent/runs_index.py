@@ -50,7 +50,8 @@ def _locked(home: Path) -> Iterator[None]:
 
 def register(home: Path, run_dir: Path, task: str) -> Entry:
     """Note a new run folder in the index; the time is now, to the second, with its time zone."""
-    entry = Entry(Path(run_dir).resolve(), task, datetime.fromtimestamp(time.time()).astimezone().replace(microsecond=0))
+    started = datetime.fromtimestamp(time.time()).astimezone().replace(microsecond=0)
+    entry = Entry(Path(run_dir).resolve(), task, started)
     with _locked(home):
         append_lines(index_path(home), [json_line(entry.as_json())])
     return entry

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -55,6 +56,7 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     from dsagent_cbr.agent.progress import LiveProgress
     from dsagent_cbr.agent.rundir import new_run_dir, save_config
     from dsagent_cbr.bank import open_bank
+    from dsagent_cbr.llm import open_llm
     from dsagent_cbr.llm.models import check_reachable, settings_model
     from dsagent_cbr.report.observer import ReportWriter
     from dsagent_cbr.sandbox.bubblewrap import require_sandbox
@@ -79,18 +81,14 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     observers = (ReportWriter(run_dir), *live_tracking(run_dir, mlflow_uri, task.name))
     seen = {"reference": reference, "observers": observers}
     try:
-        with LiveProgress(f"deploying {task.name}") as progress:  # the starter, the model's call, the script
-            if settings.model == "none":
-                record = run_deploy(task, config, run_dir, bank, None, settings.tasks_dir, progress=progress, **seen)
-            else:
-                from dsagent_cbr.llm import open_llm
-
-                with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
-                    record = run_deploy(task, config, run_dir, bank, client, settings.tasks_dir, progress=progress,
-                                        **seen)
+        # progress: the starter, the model's call, the script
+        with LiveProgress(f"deploying {task.name}") as progress, contextlib.ExitStack() as stack:
+            model = None if settings.model == "none" else stack.enter_context(
+                open_llm(settings, run_dir=run_dir, seed=config.seed))
+            record = run_deploy(task, config, run_dir, bank, model, settings.tasks_dir, progress=progress, **seen)
     except KeyboardInterrupt:
-        click.echo(f"Interrupted: what the run did is in {run_dir}. A deploy is one step: run it again to redo it.",
-                   err=True)
+        click.echo(f"Interrupted: what the run did is in {run_dir}. A deploy is one step: run it again to "
+                   "redo it.", err=True)
         raise SystemExit(130) from None
     if as_json:
         click.echo(record.model_dump_json(indent=2))
@@ -117,7 +115,7 @@ def _print_result(record: RunRecord) -> None:
     else:
         click.echo(f"stopped:       {record.stopped} (not counted as the model's)")
     click.echo(f"final:         {'graded' if record.solved else 'failed'} (solved by {facts.solved_by})")
-    click.echo(f"selection:     {say_score(record.best_selection)}" if record.selection_rows else "selection:     none")
+    click.echo(f"selection:     {say_score(record.best_selection) if record.selection_rows else 'none'}")
     sure = estimate_line(record.estimate, record.selection_rows)
     if sure:
         click.echo(f"how sure:      {sure}")

@@ -196,9 +196,10 @@ def _print_summary(record: RunRecord, bank: str, budget: float | None = None) ->
         click.echo("best:            no iteration produced a graded solution")
     else:
         test = say_score(record.best_test) if record.test_answers else "no test answers"
-        printed = f"; the script printed validation {say_score(record.best_valid)}" if record.best_valid is not None else ""
-        click.echo(f"best:            {record.selected_by} {record.metric} {say_score(record.best_score)} (iteration "
-                   f"{record.best_iteration}{printed})")
+        claim = record.best_valid
+        printed = "" if claim is None else f"; the script printed validation {say_score(claim)}"
+        chosen = f"{record.selected_by} {record.metric} {say_score(record.best_score)}"
+        click.echo(f"best:            {chosen} (iteration {record.best_iteration}{printed})")
         click.echo(f"its test score:  {test}")
         sure = estimate_line(record.estimate, record.selection_rows)
         if sure:
@@ -233,7 +234,8 @@ def run_develop(task: Task, config: DevelopConfig, run_dir: Path, settings: Sett
 
         with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
             if client.spec.provider == "local":  # minutes a node on a CPU: say so before the user waits
-                said = measured_note(client.spec.base_url or "", seen["clock"].left() if config.budget else None)
+                left = seen["clock"].left() if config.budget else None
+                said = measured_note(client.spec.base_url or "", left)
                 if said:
                     click.echo(said, err=True)
             if config.budget is not None:  # a budget: the search, with the model's operators among its own

@@ -17,8 +17,8 @@ grades gets less, and none once its nodes no longer fit in what is left. On a ti
 Time: the budget is the command's wall clock. Its end is kept for the refit of the selected node and the
 run's last steps (`reserve`); no node starts with less of the rest left than a node of its arm needs: a
 model's node MIN_MODEL_SECONDS, or the median time the model's nodes took when that is longer (its first
-FIRST_MODEL_NODE); a plain node MIN_PLAIN_SECONDS, or ROOM times the median its kind took (drafts count). Each node is charged its own time, from its start to its end (loop.py
-stamps both).
+FIRST_MODEL_NODE); a plain node MIN_PLAIN_SECONDS, or ROOM times the median its kind took (drafts count).
+Each node is charged its own time, from its start to its end (loop.py stamps both).
 
 With --parallel 1 a model node is written beside the plain nodes (it waits on the model, not on our
 cores): while it is, only plain moves start, and while a plain node runs, only a model move may start

@@ -3,8 +3,9 @@
 It reads the files, takes what tasks/infer.py makes of them (target and id, modality, task type, a
 default metric, each with its reason), and writes task.toml, description.md with the data card, the
 starter train.py, data/ and, with a hold-out, private/answers.csv. A task without answers is valid: it
-has no test score, and the selection rows cbr holds back from train.csv judge its runs. Bad input gets one sentence (NewTaskError, exit 2), and the folder is
-built beside its destination and renamed into place only when complete."""
+has no test score, and the selection rows cbr holds back from train.csv judge its runs. Bad input gets one
+sentence (NewTaskError, exit 2), and the folder is built beside its destination and renamed into place only
+when complete."""
 
 from __future__ import annotations
 
@@ -346,8 +347,9 @@ def _test_rows(train: Any, test: Any, sample: Any, req: NewTaskRequest,
         order = {v: i for i, v in enumerate(sample[id_column].astype(str))}
         test = test.iloc[test[id_column].astype(str).map(order).argsort()].reset_index(drop=True)
     assert test is not None
-    report.say("test", f"{len(test):,} rows" + (" with held-out answers" if answers is not None else
-                                               " without answers: no test score; rows held back from train judge the runs"))
+    judged = " with held-out answers" if answers is not None else (
+        " without answers: no test score; rows held back from train judge the runs")
+    report.say("test", f"{len(test):,} rows{judged}")
     return train, test, answers
 
 

@@ -6,8 +6,8 @@ probabilities, else a weighted vote) is written where the task expects its predi
 
 cbr fills PLAN, MEMBERS and BOOTSTRAP. Each member runs as the harness runs a script, under cbr's
 bootstrap: a refit keeps each member's early-stopping points and its boosters stop at the deadline, as
-when the search refit it; run by hand (BOOTSTRAP empty), a member runs bare. During the search the host blends the members' graded predictions with
-this same `blend`, so the script re-makes what was graded."""
+when the search refit it; run by hand (BOOTSTRAP empty), a member runs bare. During the search the host
+blends the members' graded predictions with this same `blend`, so the script re-makes what was graded."""
 
 import os
 import subprocess
@@ -67,7 +67,8 @@ def main():
         name = f"cbr_member_{k}.py"
         with open(name, "w", encoding="utf-8") as fh:
             fh.write(code)
-        subprocess.run([sys.executable, "-c", BOOTSTRAP, name] if BOOTSTRAP else [sys.executable, name], check=True)
+        bootstrapped = [sys.executable, "-c", BOOTSTRAP, name]
+        subprocess.run(bootstrapped if BOOTSTRAP else [sys.executable, name], check=True)
         values, order = _read(PLAN["predictions"])
         ids = order if ids is None else ids
         kept.append(values if order is None else values.loc[ids].to_numpy())
