@@ -13,17 +13,53 @@ from dsagent_cbr.errors import CbrError
 
 # name -> (module, attribute, one-line help shown by `cbr --help` without importing the module)
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "tasks": ("dsagent_cbr.commands.tasks_cmd", "tasks", "List, validate, show and prepare task folders."),
-    "run": ("dsagent_cbr.commands.tasks_cmd", "run", "Run a script on a task in a sandbox and grade it."),
+    "tasks": (
+        "dsagent_cbr.commands.tasks_cmd",
+        "tasks",
+        "List, validate, show and prepare task folders.",
+    ),
+    "run": (
+        "dsagent_cbr.commands.tasks_cmd",
+        "run",
+        "Run a script on a task in a sandbox and grade it.",
+    ),
     "bank": ("dsagent_cbr.commands.bank_cmd", "bank", "Build, search and edit the case bank."),
-    "develop": ("dsagent_cbr.commands.develop_cmd", "develop", "Develop a solution with the CBR loop."),
-    "deploy": ("dsagent_cbr.commands.deploy_cmd", "deploy", "Adapt the nearest past solution to a task."),
-    "ingest": ("dsagent_cbr.commands.ingest_cmd", "ingest", "Ingest a writeup or notebook file or URL."),
-    "ingest-kaggle": ("dsagent_cbr.commands.ingest_cmd", "ingest_kaggle", "Crawl a Kaggle competition's insights."),
-    "predict": ("dsagent_cbr.commands.predict_cmd", "predict", "Re-run a run's solution on new rows."),
+    "develop": (
+        "dsagent_cbr.commands.develop_cmd",
+        "develop",
+        "Develop a solution with the CBR loop.",
+    ),
+    "deploy": (
+        "dsagent_cbr.commands.deploy_cmd",
+        "deploy",
+        "Adapt the nearest past solution to a task.",
+    ),
+    "ingest": (
+        "dsagent_cbr.commands.ingest_cmd",
+        "ingest",
+        "Ingest a writeup or notebook file or URL.",
+    ),
+    "ingest-kaggle": (
+        "dsagent_cbr.commands.ingest_cmd",
+        "ingest_kaggle",
+        "Crawl a Kaggle competition's insights.",
+    ),
+    "predict": (
+        "dsagent_cbr.commands.predict_cmd",
+        "predict",
+        "Re-run a run's solution on new rows.",
+    ),
     "runs": ("dsagent_cbr.commands.runs_cmd", "runs", "List, show and remove past runs."),
-    "bench": ("dsagent_cbr.commands.bench_cmd", "bench", "Run experiment grids on Ray; the paper's tables."),
-    "serve-local": ("dsagent_cbr.commands.llm_cmd", "serve_local", "Serve a local GGUF model (llama.cpp)."),
+    "bench": (
+        "dsagent_cbr.commands.bench_cmd",
+        "bench",
+        "Run experiment grids on Ray; the paper's tables.",
+    ),
+    "serve-local": (
+        "dsagent_cbr.commands.llm_cmd",
+        "serve_local",
+        "Serve a local GGUF model (llama.cpp).",
+    ),
 }
 
 

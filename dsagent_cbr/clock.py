@@ -34,7 +34,9 @@ class Clock:
 
     def limit(self, reserve: float = 0.0) -> float | None:
         """A script's own time limit from the budget: what it has left; None without a budget."""
-        return None if self.budget is None else max(self.left(reserve), 1.0)  # a script that started gets a second
+        return (
+            None if self.budget is None else max(self.left(reserve), 1.0)
+        )  # a script that started gets a second
 
     def exhausted(self) -> bool:
         """Too little left for a develop iteration to start (the search's nodes: search/policy.py)."""
@@ -51,7 +53,9 @@ def parse_duration(text: str) -> float:
     try:
         seconds = float(value) * unit
     except ValueError:
-        raise ValueError(f"{text!r} is not a duration: write seconds or a number with s, m or h, as 15m") from None
+        raise ValueError(
+            f"{text!r} is not a duration: write seconds or a number with s, m or h, as 15m"
+        ) from None
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"{text!r} is not a duration: it must be more than zero")
     return seconds

@@ -21,7 +21,11 @@ def ray_session(address: str | None, cpus: int | None = None) -> Iterator[Any]:
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
     import ray
 
-    options: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "configure_logging": False}
+    options: dict[str, Any] = {
+        "include_dashboard": False,
+        "log_to_driver": False,
+        "configure_logging": False,
+    }
     ours = _handlers()
     try:
         if address:
@@ -29,9 +33,15 @@ def ray_session(address: str | None, cpus: int | None = None) -> Iterator[Any]:
             env = {"env_vars": {"PYTHONPATH": pythonpath}} if pythonpath else None
             ray.init(address=address, runtime_env=env, **options)
         else:
-            ray.init(num_cpus=cpus or os.cpu_count() or 1, object_store_memory=OBJECT_STORE_BYTES, **options)
+            ray.init(
+                num_cpus=cpus or os.cpu_count() or 1,
+                object_store_memory=OBJECT_STORE_BYTES,
+                **options,
+            )
     except (ConnectionError, ValueError, RuntimeError) as exc:
-        raise CbrError(f"Could not start or join Ray{f' at {address}' if address else ''}: {exc}") from exc
+        raise CbrError(
+            f"Could not start or join Ray{f' at {address}' if address else ''}: {exc}"
+        ) from exc
     finally:
         _restore(ours)
     try:

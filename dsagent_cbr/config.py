@@ -24,7 +24,9 @@ from dsagent_cbr.errors import CbrError
 # package and found here, since nothing a user configures should move them.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CRAWLERS_DIR = PROJECT_ROOT / "crawlers"  # the Scrapy project ingest/crawl.py runs
-EXPERIMENTS_DIR = PROJECT_ROOT / "experiments"  # the paper's: deployment references, baselines, tables
+EXPERIMENTS_DIR = (
+    PROJECT_ROOT / "experiments"
+)  # the paper's: deployment references, baselines, tables
 
 
 def default_home() -> Path:
@@ -55,13 +57,17 @@ class Settings:
     embedding_model: str = "all-MiniLM-L6-v2"
     model: str = "none"
     base_url: str | None = None
-    model_name: str | None = None  # what the server calls the model (an Ollama tag); None: the alias's name
+    model_name: str | None = (
+        None  # what the server calls the model (an Ollama tag); None: the alias's name
+    )
     api_key: str | None = None
     request_timeout: float = 120.0
     max_retries: int = 4
     max_cost: float | None = None
     max_tokens: int | None = None
-    reply_tokens: int | None = None  # the longest reply asked for (None: the server's limit; local: 1024)
+    reply_tokens: int | None = (
+        None  # the longest reply asked for (None: the server's limit; local: 1024)
+    )
     use_cache: bool = True
 
     @field_validator("home", "runs_dir", "casebank_dir", "tasks_dir", "bank_dir")
@@ -83,16 +89,22 @@ def _validated(build: Callable[[], Settings]) -> Settings:
         return build()
     except ValidationError as exc:
         problems = exc.errors()
-        unknown = sorted(str(p["loc"][0]) for p in problems if p["type"] == "unexpected_keyword_argument")
+        unknown = sorted(
+            str(p["loc"][0]) for p in problems if p["type"] == "unexpected_keyword_argument"
+        )
         if unknown:
             raise CbrError(f"Unknown setting(s): {', '.join(unknown)}.") from exc
         first = problems[0]
         reason = first["msg"].rstrip(".")
-        raise CbrError(f"Setting {first['loc'][0]} has a bad value {first['input']!r}: {reason}.") from exc
+        raise CbrError(
+            f"Setting {first['loc'][0]} has a bad value {first['input']!r}: {reason}."
+        ) from exc
 
 
 # The layers' reader knows the setting names; it passes values through untyped for Settings to check.
-_Layers = create_model("_Layers", __base__=BaseSettings, **{f.name: (Any, None) for f in fields(Settings)})
+_Layers = create_model(
+    "_Layers", __base__=BaseSettings, **{f.name: (Any, None) for f in fields(Settings)}
+)
 _NAMES = frozenset(f.name for f in fields(Settings))
 
 
@@ -107,7 +119,11 @@ class _ConfigFile(TomlConfigSettingsSource):
             data = super()._read_file(path)
         except tomllib.TOMLDecodeError as exc:
             raise CbrError(f"Config file {path} is not valid TOML: {exc}.") from exc
-        values = {k.replace("-", "_"): v for k, v in data.get("cbr", data).items() if not isinstance(v, dict)}
+        values = {
+            k.replace("-", "_"): v
+            for k, v in data.get("cbr", data).items()
+            if not isinstance(v, dict)
+        }
         if unknown := sorted(set(values) - _NAMES):
             raise CbrError(f"Config file {path} has unknown setting(s): {', '.join(unknown)}.")
         return values
@@ -126,7 +142,10 @@ class _Environment(EnvSettingsSource):
 
 def load_settings(environ: Mapping[str, str] | None = None, **flags: Any) -> Settings:
     given: dict[str, Any] = {}
-    for layer in (*map(_ConfigFile, config_paths()), _Environment(os.environ if environ is None else environ)):
+    for layer in (
+        *map(_ConfigFile, config_paths()),
+        _Environment(os.environ if environ is None else environ),
+    ):
         given.update(layer())
     given.update({k: v for k, v in flags.items() if v is not None})
     return _validated(lambda: Settings(**given))

@@ -33,8 +33,13 @@ class Outcome(StrEnum):
         return EXIT_CODES[self]
 
 
-EXIT_CODES = {Outcome.OK: 0, Outcome.AGENT_FAILURE: 1, Outcome.INFRASTRUCTURE: 3, Outcome.BUDGET: 4,
-              Outcome.INTERRUPTED: 130}
+EXIT_CODES = {
+    Outcome.OK: 0,
+    Outcome.AGENT_FAILURE: 1,
+    Outcome.INFRASTRUCTURE: 3,
+    Outcome.BUDGET: 4,
+    Outcome.INTERRUPTED: 130,
+}
 
 
 class CbrError(Exception):

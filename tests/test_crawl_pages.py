@@ -8,7 +8,13 @@ from pathlib import Path
 
 import pytest
 from support.ingest_store import open_store, stored_insights
-from support.kaggle_loopback import Loopback, markdown_to_html, notebook_json, raw_reply, reference_cases
+from support.kaggle_loopback import (
+    Loopback,
+    markdown_to_html,
+    notebook_json,
+    raw_reply,
+    reference_cases,
+)
 
 from dsagent_cbr.cli import main
 from dsagent_cbr.ingest.crawl import run_spider

@@ -10,7 +10,14 @@ from dsagent_cbr.adapter.adapt import AdapterError, CaseSolution, adapt_solution
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.tasks.model import Task
 
-__all__ = ["AdapterError", "Adapted", "CaseSolution", "adapt_case", "adapt_solution", "unwrap_adapted"]
+__all__ = [
+    "AdapterError",
+    "Adapted",
+    "CaseSolution",
+    "adapt_case",
+    "adapt_solution",
+    "unwrap_adapted",
+]
 
 
 class Adapted(TypedDict, total=False):

@@ -46,7 +46,9 @@ class CaseSolution:
 
     @classmethod
     def from_case(cls, case: Case) -> CaseSolution:
-        return cls(case.script, case.modality, case.task_type, case.metric, case.task_name or case.id)
+        return cls(
+            case.script, case.modality, case.task_type, case.metric, case.task_name or case.id
+        )
 
 
 @dataclass
@@ -55,7 +57,9 @@ class Adaptation:
     notes: list[str] = field(default_factory=list)
 
 
-LOG_METRICS = ("rmsle",)  # metrics of the target's logarithm: a case learns log1p of the target for them
+LOG_METRICS = (
+    "rmsle",
+)  # metrics of the target's logarithm: a case learns log1p of the target for them
 
 
 def output_kind(task: Task) -> str:
@@ -72,8 +76,11 @@ def output_kind(task: Task) -> str:
 
 
 def case_kind(task_type: str) -> str:
-    return {"binary-classification": "binary", "multiclass-classification": "multiclass",
-            "multilabel-classification": "multilabel"}.get(task_type, task_type)
+    return {
+        "binary-classification": "binary",
+        "multiclass-classification": "multiclass",
+        "multilabel-classification": "multilabel",
+    }.get(task_type, task_type)
 
 
 def _is_classification(task_type: str) -> bool:
@@ -96,12 +103,21 @@ def _loaded_names(node: ast.AST) -> set[str]:
 
 def _silences_warnings(stmt: ast.stmt) -> bool:
     """A top-level warnings.filterwarnings(...) or simplefilter(...): the case's own quiet, kept with it."""
-    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)
-            and _name(stmt.value.func) in ("filterwarnings", "simplefilter"))
+    return (
+        isinstance(stmt, ast.Expr)
+        and isinstance(stmt.value, ast.Call)
+        and _name(stmt.value.func) in ("filterwarnings", "simplefilter")
+    )
 
 
 def _name(func: ast.expr) -> str:
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return (
+        func.attr
+        if isinstance(func, ast.Attribute)
+        else func.id
+        if isinstance(func, ast.Name)
+        else ""
+    )
 
 
 def _closure(tree: ast.Module) -> list[ast.stmt]:
@@ -115,10 +131,14 @@ def _closure(tree: ast.Module) -> list[ast.stmt]:
             continue
         wanted.add(name)
         frontier.extend(_loaded_names(defs[name]) - wanted)
-    return [stmt for stmt in tree.body if _top_level_names(stmt) & wanted or _silences_warnings(stmt)]
+    return [
+        stmt for stmt in tree.body if _top_level_names(stmt) & wanted or _silences_warnings(stmt)
+    ]
 
 
-def _used_imports(tree: ast.Module, body: list[ast.stmt], estimators: dict[str, str]) -> list[ast.stmt]:
+def _used_imports(
+    tree: ast.Module, body: list[ast.stmt], estimators: dict[str, str]
+) -> list[ast.stmt]:
     """The case's imports that the transplanted code uses (never, say, its own `from submission import`)."""
     used = set().union(*(_loaded_names(s) for s in body)) if body else set()
     kept = []
@@ -126,7 +146,9 @@ def _used_imports(tree: ast.Module, body: list[ast.stmt], estimators: dict[str, 
         if not isinstance(stmt, ast.Import | ast.ImportFrom):
             continue
         stmt = rename_imports(stmt, estimators)
-        aliases = [a for a in stmt.names if a.name == "*" or (a.asname or a.name.split(".")[0]) in used]
+        aliases = [
+            a for a in stmt.names if a.name == "*" or (a.asname or a.name.split(".")[0]) in used
+        ]
         if aliases:
             stmt.names = aliases
             kept.append(stmt)
@@ -152,7 +174,11 @@ def _starter_classes(starter: ast.Module) -> list[str]:
 
 
 def _shim(config: dict) -> str:
-    text = resources.files("dsagent_cbr.untrusted").joinpath("adapter_shim.py").read_text(encoding="utf-8")
+    text = (
+        resources.files("dsagent_cbr.untrusted")
+        .joinpath("adapter_shim.py")
+        .read_text(encoding="utf-8")
+    )
     text = text[: text.index("def _case_train_model")].rstrip() + "\n"
     start = text.index("_CBR_TASK = ")
     end = text.index("\n", text.index("}", start))
@@ -161,15 +187,28 @@ def _shim(config: dict) -> str:
 
 def _encodes_its_columns(tree: ast.Module) -> bool:
     """The case sets CBR_RAW_COLUMNS = True at the top level."""
-    return any(isinstance(s, ast.Assign) and RAW_COLUMNS in _top_level_names(s)
-               and isinstance(s.value, ast.Constant) and s.value.value is True for s in tree.body)
+    return any(
+        isinstance(s, ast.Assign)
+        and RAW_COLUMNS in _top_level_names(s)
+        and isinstance(s.value, ast.Constant)
+        and s.value.value is True
+        for s in tree.body
+    )
 
 
 def _named_strings(body: list[ast.stmt]) -> list[str]:
     """The short strings the case's code names: a text column among them is one the case was written
     for, so the shim hands it over as it is, not as integer codes."""
-    return sorted({node.value for stmt in body for node in ast.walk(stmt)
-                   if isinstance(node, ast.Constant) and isinstance(node.value, str) and 0 < len(node.value) <= 100})
+    return sorted(
+        {
+            node.value
+            for stmt in body
+            for node in ast.walk(stmt)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and 0 < len(node.value) <= 100
+        }
+    )
 
 
 def _input_forms(tree: ast.Module, modality: str) -> tuple[str, str]:
@@ -188,45 +227,73 @@ def _target_notes(case_kind_: str, case_multi: bool, target: Task, target_cls: b
         notes.append("single-output case on a multi-output task: one model per target column")
     if not target_cls and case_kind_ in ("binary", "multiclass", "multilabel"):
         bins = "2 (above or below the median)" if case_kind_ == "binary" else "10"
-        notes.append(f"classification case on a regression task: the target is learnt as {bins} quantile bins "
-                     "and predicted as the probability-weighted mean of the bins")
+        notes.append(
+            f"classification case on a regression task: the target is learnt as {bins} quantile bins "
+            "and predicted as the probability-weighted mean of the bins"
+        )
     if target_cls and case_kind_ == "multilabel" and not multi_target:
         notes.append("multi-label case on a single-label task: one indicator column per class")
     if target_cls and case_kind_ == "binary" and target.task_type == "multiclass-classification":
-        notes.append("binary case on a multi-class task: one-vs-rest if the case gives one probability")
+        notes.append(
+            "binary case on a multi-class task: one-vs-rest if the case gives one probability"
+        )
     return notes
 
 
 def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
     """The case's train_model/predict, rewritten for the target, wrapped by the shim, in the target's starter."""
     if case.modality != target.modality:
-        raise AdapterError(f"cannot apply: the case is {case.modality} and the task is {target.modality}; "
-                           "no rule carries a model across modalities")
+        raise AdapterError(
+            f"cannot apply: the case is {case.modality} and the task is {target.modality}; "
+            "no rule carries a model across modalities"
+        )
     inner, account = unwrap_adapted(case.script)
     if account is not None:  # adapted before: the case inside, as the shim described it then
         case = replace(case, script=inner)
     source, starter, starter_text = _parse_pair(case, target)
     output = output_kind(target)
     kind = str(account["case"]) if account else case_kind(case.task_type)
-    case_multi = bool(account["case_multi"]) if account else kind in ("multilabel", "forecasting") or \
-        case.metric == "mcrmse"
+    case_multi = (
+        bool(account["case_multi"])
+        if account
+        else kind in ("multilabel", "forecasting") or case.metric == "mcrmse"
+    )
     target_cls = _is_classification(target.task_type)
     body, names = _case_body(source, starter)
     body, notes = _rewrite_for_target(body, names, kind, target)
     notes += _target_notes(kind, case_multi, target, target_cls)
-    x_kind, y_kind = (account["x_kind"], account["y_kind"]) if account else _input_forms(source, case.modality)
+    x_kind, y_kind = (
+        (account["x_kind"], account["y_kind"]) if account else _input_forms(source, case.modality)
+    )
     raw = bool(account.get("raw")) if account else _encodes_its_columns(source)
-    config = {"modality": target.modality, "output": output,
-              "classes": list(target.classes) or _starter_classes(starter) or None, "case": kind,
-              "case_multi": case_multi, "x_kind": x_kind, "y_kind": y_kind, "target": list(target.target) or None,
-              "named": _named_strings(body), "raw": raw, "log_target": target.metric_name in LOG_METRICS}
+    config = {
+        "modality": target.modality,
+        "output": output,
+        "classes": list(target.classes) or _starter_classes(starter) or None,
+        "case": kind,
+        "case_multi": case_multi,
+        "x_kind": x_kind,
+        "y_kind": y_kind,
+        "target": list(target.target) or None,
+        "named": _named_strings(body),
+        "raw": raw,
+        "log_target": target.metric_name in LOG_METRICS,
+    }
     estimators = TO_CLASSIFIER if target_cls and kind in ("regression", "forecasting") else {}
     imports = [ast.unparse(s) for s in _used_imports(source, body, estimators)]
-    starter_imports = {ast.unparse(s) for s in starter.body if isinstance(s, ast.Import | ast.ImportFrom)}
-    block = [f"# --- transplanted from case {case.name or 'solution'} by the cbr structural adapter ---",
-             *[i for i in dict.fromkeys(imports) if i not in starter_imports], "", _shim(config), "",
-             *[ast.unparse(stmt) + "\n" for stmt in body], _proba_code(body, output, kind) + "\n",
-             "# --- end of transplanted code ---"]
+    starter_imports = {
+        ast.unparse(s) for s in starter.body if isinstance(s, ast.Import | ast.ImportFrom)
+    }
+    block = [
+        f"# --- transplanted from case {case.name or 'solution'} by the cbr structural adapter ---",
+        *[i for i in dict.fromkeys(imports) if i not in starter_imports],
+        "",
+        _shim(config),
+        "",
+        *[ast.unparse(stmt) + "\n" for stmt in body],
+        _proba_code(body, output, kind) + "\n",
+        "# --- end of transplanted code ---",
+    ]
     code = _splice(starter_text, starter, "\n".join(block))
     ast.parse(code)
     return Adaptation(code=code, notes=notes)
@@ -266,19 +333,25 @@ def unwrap_adapted(script: str) -> tuple[str, dict | None]:
     except SyntaxError:
         return script, None
     config = next((s.value for s in tree.body if "_CBR_TASK" in _top_level_names(s)), None)
-    if config is None or CASE_FUNCTIONS["train_model"] not in {n for s in tree.body for n in _top_level_names(s)}:
+    if config is None or CASE_FUNCTIONS["train_model"] not in {
+        n for s in tree.body for n in _top_level_names(s)
+    }:
         return script, None
     kept = []
     for stmt in tree.body:
         own = _top_level_names(stmt)
-        shim = own & {"train_model", "predict", PROBA_FUNCTION} or any(n.startswith(_SHIM_PREFIXES) for n in own)
+        shim = own & {"train_model", "predict", PROBA_FUNCTION} or any(
+            n.startswith(_SHIM_PREFIXES) for n in own
+        )
         if isinstance(stmt, ast.Import | ast.ImportFrom) or (own and not shim):
             kept.append(_CaseNames().visit(stmt))
     try:
         account = ast.literal_eval(config)
     except ValueError:
         account = None
-    return ast.unparse(ast.Module(body=kept, type_ignores=[])) + "\n", account if isinstance(account, dict) else None
+    return ast.unparse(ast.Module(body=kept, type_ignores=[])) + "\n", account if isinstance(
+        account, dict
+    ) else None
 
 
 def _parse_pair(case: CaseSolution, target: Task) -> tuple[ast.Module, ast.Module, str]:
@@ -290,9 +363,18 @@ def _parse_pair(case: CaseSolution, target: Task) -> tuple[ast.Module, ast.Modul
         raise AdapterError(f"cannot apply: a script does not parse ({exc})") from exc
     missing = set(CASE_FUNCTIONS) - {s.name for s in source.body if isinstance(s, ast.FunctionDef)}
     if missing:
-        raise AdapterError(f"cannot apply: the case has no {', '.join(sorted(missing))}() to transplant")
-    if len([s for s in starter.body if isinstance(s, ast.FunctionDef) and s.name in CASE_FUNCTIONS]) != 2:
-        raise AdapterError("cannot apply: the task's starter lacks the train_model/predict skeleton")
+        raise AdapterError(
+            f"cannot apply: the case has no {', '.join(sorted(missing))}() to transplant"
+        )
+    if (
+        len(
+            [s for s in starter.body if isinstance(s, ast.FunctionDef) and s.name in CASE_FUNCTIONS]
+        )
+        != 2
+    ):
+        raise AdapterError(
+            "cannot apply: the task's starter lacks the train_model/predict skeleton"
+        )
     return source, starter, starter_text
 
 
@@ -301,28 +383,48 @@ def _case_body(source: ast.Module, starter: ast.Module) -> tuple[list[ast.stmt],
     and id columns, class lists) describe its data: they win. The case's functions and classes keep
     their code, under a new name where the starter uses theirs."""
     starter_names = {n for s in starter.body for n in _top_level_names(s)} - set(CASE_FUNCTIONS)
-    body = [s for s in _closure(source)
-            if isinstance(s, ast.FunctionDef | ast.ClassDef) or not _top_level_names(s) & starter_names]
-    defined = {n for s in body if isinstance(s, ast.FunctionDef | ast.ClassDef) for n in _top_level_names(s)}
+    body = [
+        s
+        for s in _closure(source)
+        if isinstance(s, ast.FunctionDef | ast.ClassDef) or not _top_level_names(s) & starter_names
+    ]
+    defined = {
+        n
+        for s in body
+        if isinstance(s, ast.FunctionDef | ast.ClassDef)
+        for n in _top_level_names(s)
+    }
     return body, {**CASE_FUNCTIONS, **{n: f"_case_{n}" for n in defined & starter_names}}
 
 
-def _rewrite_for_target(body: list[ast.stmt], names: dict[str, str], kind: str,
-                        target: Task) -> tuple[list[ast.stmt], list[str]]:
+def _rewrite_for_target(
+    body: list[ast.stmt], names: dict[str, str], kind: str, target: Task
+) -> tuple[list[ast.stmt], list[str]]:
     """Rename the case's functions; for a regression case on a classification task strip its target
     transform and swap its estimators; free a multi-class case's loss. Returns the new body and notes."""
     notes: list[str] = []
-    regression_to_classes = _is_classification(target.task_type) and kind in ("regression", "forecasting")
+    regression_to_classes = _is_classification(target.task_type) and kind in (
+        "regression",
+        "forecasting",
+    )
     estimators = TO_CLASSIFIER if regression_to_classes else {}
     if regression_to_classes:
         stripped = strip_target_transforms(*_case_functions(body))
-        stripped += ["TransformedTargetRegressor"] if strip_transformed_target_regressor(ast.Module(body, [])) else []
+        stripped += (
+            ["TransformedTargetRegressor"]
+            if strip_transformed_target_regressor(ast.Module(body, []))
+            else []
+        )
         if stripped:
-            notes.append(f"regression case on a classification task: its target transform ({', '.join(stripped)}) "
-                         "stripped, class labels are not transformed")
+            notes.append(
+                f"regression case on a classification task: its target transform ({', '.join(stripped)}) "
+                "stripped, class labels are not transformed"
+            )
     if kind == "multiclass" and unpin_multiclass_loss(ast.Module(body, [])):
-        notes.append("multi-class case: its multi-class loss setting removed, the library picks the loss from "
-                     "the labels (binary on two classes)")
+        notes.append(
+            "multi-class case: its multi-class loss setting removed, the library picks the loss from "
+            "the labels (binary on two classes)"
+        )
     swap = EstimatorSwap(names, estimators)
     body = [swap.visit(stmt) for stmt in body]
     if regression_to_classes:
@@ -330,8 +432,10 @@ def _rewrite_for_target(body: list[ast.stmt], names: dict[str, str], kind: str,
             notes.append("regression case on a classification task: estimators swapped")
             notes += [f"swapped {s}" for s in dict.fromkeys(swap.swapped)]
         elif target.task_type == "multiclass-classification":
-            raise AdapterError("cannot apply: the regression case uses no estimator with a known classifier "
-                               "counterpart, and a multi-class task needs one")
+            raise AdapterError(
+                "cannot apply: the regression case uses no estimator with a known classifier "
+                "counterpart, and a multi-class task needs one"
+            )
         else:
             notes.append("no known estimator to swap; the case's outputs are mapped to this task's")
     return body, notes
@@ -339,10 +443,14 @@ def _rewrite_for_target(body: list[ast.stmt], names: dict[str, str], kind: str,
 
 def _proba_code(body: list[ast.stmt], output: str, kind: str) -> str:
     """The case's predict returning probabilities, where the task or the shim's rules want them."""
-    predict_fn = next(s for s in body if isinstance(s, ast.FunctionDef) and s.name == CASE_FUNCTIONS["predict"])
+    predict_fn = next(
+        s for s in body if isinstance(s, ast.FunctionDef) and s.name == CASE_FUNCTIONS["predict"]
+    )
     wanted = output != "value" or kind in ("binary", "multiclass", "multilabel")
-    calls_predict = any(isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "predict"
-                        for n in ast.walk(predict_fn))
+    calls_predict = any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "predict"
+        for n in ast.walk(predict_fn)
+    )
     if wanted and calls_predict:
         return ast.unparse(proba_variant(predict_fn, PROBA_FUNCTION))
     return f"{PROBA_FUNCTION} = None"
@@ -352,6 +460,14 @@ def _splice(starter_text: str, starter: ast.Module, block: str) -> str:
     """The starter with its train_model/predict replaced by `block` (at the first one's place)."""
     funcs = [s for s in starter.body if isinstance(s, ast.FunctionDef) and s.name in CASE_FUNCTIONS]
     lines = starter_text.splitlines()
-    spans = sorted((min([f.lineno, *[d.lineno for d in f.decorator_list]]), f.end_lineno or f.lineno) for f in funcs)
-    out = lines[: spans[0][0] - 1] + [block] + lines[spans[0][1]: spans[1][0] - 1] + lines[spans[1][1]:]
+    spans = sorted(
+        (min([f.lineno, *[d.lineno for d in f.decorator_list]]), f.end_lineno or f.lineno)
+        for f in funcs
+    )
+    out = (
+        lines[: spans[0][0] - 1]
+        + [block]
+        + lines[spans[0][1] : spans[1][0] - 1]
+        + lines[spans[1][1] :]
+    )
     return "\n".join(out) + "\n"

@@ -12,30 +12,100 @@ import inspect
 
 # Regression estimator -> its classification counterpart.
 TO_CLASSIFIER = {
-    "LGBMRegressor": "LGBMClassifier", "XGBRegressor": "XGBClassifier", "CatBoostRegressor": "CatBoostClassifier",
+    "LGBMRegressor": "LGBMClassifier",
+    "XGBRegressor": "XGBClassifier",
+    "CatBoostRegressor": "CatBoostClassifier",
     "HistGradientBoostingRegressor": "HistGradientBoostingClassifier",
-    "GradientBoostingRegressor": "GradientBoostingClassifier", "RandomForestRegressor": "RandomForestClassifier",
-    "ExtraTreesRegressor": "ExtraTreesClassifier", "DecisionTreeRegressor": "DecisionTreeClassifier",
-    "KNeighborsRegressor": "KNeighborsClassifier", "MLPRegressor": "MLPClassifier", "SVR": "SVC",
-    "LinearSVR": "LinearSVC", "Ridge": "LogisticRegression", "RidgeCV": "LogisticRegressionCV",
-    "LinearRegression": "LogisticRegression", "Lasso": "LogisticRegression", "ElasticNet": "LogisticRegression",
-    "SGDRegressor": "SGDClassifier", "AdaBoostRegressor": "AdaBoostClassifier",
+    "GradientBoostingRegressor": "GradientBoostingClassifier",
+    "RandomForestRegressor": "RandomForestClassifier",
+    "ExtraTreesRegressor": "ExtraTreesClassifier",
+    "DecisionTreeRegressor": "DecisionTreeClassifier",
+    "KNeighborsRegressor": "KNeighborsClassifier",
+    "MLPRegressor": "MLPClassifier",
+    "SVR": "SVC",
+    "LinearSVR": "LinearSVC",
+    "Ridge": "LogisticRegression",
+    "RidgeCV": "LogisticRegressionCV",
+    "LinearRegression": "LogisticRegression",
+    "Lasso": "LogisticRegression",
+    "ElasticNet": "LogisticRegression",
+    "SGDRegressor": "SGDClassifier",
+    "AdaBoostRegressor": "AdaBoostClassifier",
     "BaggingRegressor": "BaggingClassifier",
 }
 # Arguments that name a task-specific loss; a swapped estimator must not inherit them.
-_TASK_SPECIFIC_KWARGS = {"objective", "loss", "criterion", "eval_metric", "metric", "num_class", "class_weight",
-                         "multi_class", "probability", "solver"}
-_MODULES = ("sklearn.linear_model", "sklearn.ensemble", "sklearn.tree", "sklearn.neighbors", "sklearn.svm",
-            "sklearn.neural_network", "lightgbm", "xgboost")
+_TASK_SPECIFIC_KWARGS = {
+    "objective",
+    "loss",
+    "criterion",
+    "eval_metric",
+    "metric",
+    "num_class",
+    "class_weight",
+    "multi_class",
+    "probability",
+    "solver",
+}
+_MODULES = (
+    "sklearn.linear_model",
+    "sklearn.ensemble",
+    "sklearn.tree",
+    "sklearn.neighbors",
+    "sklearn.svm",
+    "sklearn.neural_network",
+    "lightgbm",
+    "xgboost",
+)
 # Transforms of a regression target and their inverses, by function or method name.
-_TRANSFORMS = {"log", "log1p", "log2", "log10", "sqrt", "cbrt", "arcsinh", "boxcox", "boxcox1p", "yeojohnson",
-               "fit_transform", "transform"}
-_INVERSES = {"exp", "expm1", "exp2", "square", "sinh", "inv_boxcox", "inv_boxcox1p", "inverse_transform"}
+_TRANSFORMS = {
+    "log",
+    "log1p",
+    "log2",
+    "log10",
+    "sqrt",
+    "cbrt",
+    "arcsinh",
+    "boxcox",
+    "boxcox1p",
+    "yeojohnson",
+    "fit_transform",
+    "transform",
+}
+_INVERSES = {
+    "exp",
+    "expm1",
+    "exp2",
+    "square",
+    "sinh",
+    "inv_boxcox",
+    "inv_boxcox1p",
+    "inverse_transform",
+}
 _PAIRED = {"boxcox", "yeojohnson"}  # return (values, lambda)
 _FITS = {"fit", "partial_fit", "train"}
 _PREDICTS = {"predict", "predict_proba", "decision_function"}
-_ARRAY_CALLS = {"array", "asarray", "load", "stack", "vstack", "hstack", "concatenate", "column_stack", "to_numpy"}
-_PASS_THROUGH = {"copy", "fillna", "astype", "reset_index", "dropna", "replace", "rename", "sort_index", "apply"}
+_ARRAY_CALLS = {
+    "array",
+    "asarray",
+    "load",
+    "stack",
+    "vstack",
+    "hstack",
+    "concatenate",
+    "column_stack",
+    "to_numpy",
+}
+_PASS_THROUGH = {
+    "copy",
+    "fillna",
+    "astype",
+    "reset_index",
+    "dropna",
+    "replace",
+    "rename",
+    "sort_index",
+    "apply",
+}
 
 
 class AdapterError(Exception):
@@ -46,16 +116,32 @@ def call_name(node: ast.AST) -> str | None:
     if not isinstance(node, ast.Call):
         return None
     func = node.func
-    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    return (
+        func.id
+        if isinstance(func, ast.Name)
+        else func.attr
+        if isinstance(func, ast.Attribute)
+        else None
+    )
 
 
 # --- the form of the case's inputs -------------------------------------------------------------------
 
+
 def input_kinds(tree: ast.Module) -> tuple[str | None, str | None]:
     """How the case's script built the X and y it passes to train_model: 'series', 'frame', 'list',
     'array', or None when it cannot be told (the caller then assumes our layout's forms)."""
-    call = next((n for n in ast.walk(tree) if call_name(n) == "train_model" and isinstance(n, ast.Call)
-                 and isinstance(n.func, ast.Name) and len(n.args) >= 2), None)
+    call = next(
+        (
+            n
+            for n in ast.walk(tree)
+            if call_name(n) == "train_model"
+            and isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and len(n.args) >= 2
+        ),
+        None,
+    )
     if call is None:
         return None, None
     values = _assignments(tree)
@@ -65,7 +151,9 @@ def input_kinds(tree: ast.Module) -> tuple[str | None, str | None]:
 def _assignments(tree: ast.Module) -> dict[str, ast.expr]:
     """Each name's last assigned value, with tuple unpacking (also of train_test_split) followed through."""
     values: dict[str, ast.expr] = {}
-    for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Assign)), key=lambda n: n.lineno):
+    for node in sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Assign)), key=lambda n: n.lineno
+    ):
         for target in node.targets:
             if isinstance(target, ast.Name):
                 values[target.id] = node.value
@@ -75,10 +163,14 @@ def _assignments(tree: ast.Module) -> dict[str, ast.expr]:
                     sources = list(node.value.elts)
                 elif (call_name(node.value) or "").endswith("train_test_split"):
                     args = node.value.args  # type: ignore[attr-defined]
-                    sources = [args[i // 2] if i // 2 < len(args) else None for i in range(len(names))]
+                    sources = [
+                        args[i // 2] if i // 2 < len(args) else None for i in range(len(names))
+                    ]
                 else:
                     continue
-                values.update({n: s for n, s in zip(names, sources, strict=True) if n and s is not None})
+                values.update(
+                    {n: s for n, s in zip(names, sources, strict=True) if n and s is not None}
+                )
     return values
 
 
@@ -120,6 +212,7 @@ def _kind_of(node: ast.expr, values: dict[str, ast.expr], depth: int) -> str | N
 
 # --- regression estimators to classifiers ------------------------------------------------------------
 
+
 class EstimatorSwap(ast.NodeTransformer):
     """Rename functions (the case's train_model/predict) and swap estimator classes, dropping the
     arguments that name a regression loss."""
@@ -146,8 +239,12 @@ class EstimatorSwap(ast.NodeTransformer):
         if name in self.estimators:
             new = self.estimators[name]
             allowed = _accepted_kwargs(new)
-            node.keywords = [k for k in node.keywords if k.arg is None or (
-                k.arg not in _TASK_SPECIFIC_KWARGS and (allowed is None or k.arg in allowed))]
+            node.keywords = [
+                k
+                for k in node.keywords
+                if k.arg is None
+                or (k.arg not in _TASK_SPECIFIC_KWARGS and (allowed is None or k.arg in allowed))
+            ]
             self.swapped.append(f"{name} -> {new}")
         self.generic_visit(node)
         return node
@@ -191,12 +288,15 @@ def _module_for(stmt: ast.ImportFrom) -> str | None:
         except ImportError:
             return module
         for candidate in _MODULES:
-            if candidate.startswith("sklearn") and hasattr(importlib.import_module(candidate), alias.name):
+            if candidate.startswith("sklearn") and hasattr(
+                importlib.import_module(candidate), alias.name
+            ):
                 return candidate
     return module
 
 
 # --- target transforms -------------------------------------------------------------------------------
+
 
 def strip_target_transforms(train: ast.FunctionDef, predict: ast.FunctionDef) -> list[str]:
     """Remove the case's transform of its regression target (in what train_model fits on) and its
@@ -206,14 +306,22 @@ def strip_target_transforms(train: ast.FunctionDef, predict: ast.FunctionDef) ->
     fitted = _fit_inputs(train)
     forward = _Strip(lambda call: _mentions(call, y_names) and id(call) in fitted, _TRANSFORMS)
     forward.visit(train)
-    predicted = _derived(set(), predict, seed=lambda value: any(call_name(n) in _PREDICTS for n in ast.walk(value)))
-    inverse = _Strip(lambda call: any(call_name(n) in _PREDICTS for n in ast.walk(call)) or _mentions(call, predicted),
-                     _INVERSES)
+    predicted = _derived(
+        set(), predict, seed=lambda value: any(call_name(n) in _PREDICTS for n in ast.walk(value))
+    )
+    inverse = _Strip(
+        lambda call: (
+            any(call_name(n) in _PREDICTS for n in ast.walk(call)) or _mentions(call, predicted)
+        ),
+        _INVERSES,
+    )
     inverse.visit(predict)
     if bool(forward.removed) != bool(inverse.removed):
         found, missing = (forward, "undoes") if forward.removed else (inverse, "applies")
-        raise AdapterError(f"cannot apply: the regression case transforms its target ({', '.join(found.removed)}) "
-                           f"and the adapter cannot find where it {missing} it, so it cannot strip it for class labels")
+        raise AdapterError(
+            f"cannot apply: the regression case transforms its target ({', '.join(found.removed)}) "
+            f"and the adapter cannot find where it {missing} it, so it cannot strip it for class labels"
+        )
     ast.fix_missing_locations(train)
     ast.fix_missing_locations(predict)
     return list(dict.fromkeys(forward.removed + inverse.removed))
@@ -231,7 +339,9 @@ def _derived(names: set[str], fn: ast.FunctionDef, seed=None) -> set[str]:
     while changed:
         changed = False
         for node in assigns:
-            if node.value is None or not (_mentions(node.value, names) or (seed and seed(node.value))):
+            if node.value is None or not (
+                _mentions(node.value, names) or (seed and seed(node.value))
+            ):
                 continue
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
@@ -253,8 +363,13 @@ def _fit_inputs(fn: ast.FunctionDef) -> set[int]:
             inside |= {id(n) for n in ast.walk(arg)}
             used |= {n.id for n in ast.walk(arg) if isinstance(n, ast.Name)}
     for node in (n for n in ast.walk(fn) if isinstance(n, ast.Assign)):
-        if any(isinstance(t, ast.Name) and t.id in used or isinstance(t, ast.Tuple) and _mentions(t, used)
-               for t in node.targets):
+        if any(
+            isinstance(t, ast.Name)
+            and t.id in used
+            or isinstance(t, ast.Tuple)
+            and _mentions(t, used)
+            for t in node.targets
+        ):
             inside |= {id(n) for n in ast.walk(node.value)}
     return inside
 
@@ -267,10 +382,18 @@ class _Strip(ast.NodeTransformer):
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST:
         call = node.value
-        if (call_name(call) in _PAIRED and isinstance(call, ast.Call) and call.args and self.applies(call)
-                and len(node.targets) == 1 and isinstance(node.targets[0], ast.Tuple)):
+        if (
+            call_name(call) in _PAIRED
+            and isinstance(call, ast.Call)
+            and call.args
+            and self.applies(call)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Tuple)
+        ):
             self.removed.append(str(call_name(call)))
-            node.value = ast.Tuple(elts=[self.visit(call.args[0]), ast.Constant(None)], ctx=ast.Load())
+            node.value = ast.Tuple(
+                elts=[self.visit(call.args[0]), ast.Constant(None)], ctx=ast.Load()
+            )
             return node
         self.generic_visit(node)
         return node
@@ -286,6 +409,7 @@ class _Strip(ast.NodeTransformer):
 
 def strip_transformed_target_regressor(tree: ast.AST) -> bool:
     """TransformedTargetRegressor(regressor=R, func=..., ...) -> R; True when one was found."""
+
     class _Unwrap(ast.NodeTransformer):
         found = False
 
@@ -293,9 +417,14 @@ def strip_transformed_target_regressor(tree: ast.AST) -> bool:
             self.generic_visit(node)
             if call_name(node) != "TransformedTargetRegressor":
                 return node
-            inner = next((k.value for k in node.keywords if k.arg == "regressor"), node.args[0] if node.args else None)
+            inner = next(
+                (k.value for k in node.keywords if k.arg == "regressor"),
+                node.args[0] if node.args else None,
+            )
             if inner is None:
-                raise AdapterError("cannot apply: the case's TransformedTargetRegressor names no regressor to keep")
+                raise AdapterError(
+                    "cannot apply: the case's TransformedTargetRegressor names no regressor to keep"
+                )
             self.found = True
             return inner
 
@@ -307,8 +436,19 @@ def strip_transformed_target_regressor(tree: ast.AST) -> bool:
 # --- multi-class losses ---------------------------------------------------------------------------
 
 _PINNED = {"objective", "eval_metric", "metric", "loss"}
-_MULTICLASS_VALUES = {"multiclass", "multiclassova", "multi_logloss", "multi_error", "softmax", "multi:softmax",
-                      "multi:softprob", "mlogloss", "merror", "multiclass_ova", "ova"}
+_MULTICLASS_VALUES = {
+    "multiclass",
+    "multiclassova",
+    "multi_logloss",
+    "multi_error",
+    "softmax",
+    "multi:softmax",
+    "multi:softprob",
+    "mlogloss",
+    "merror",
+    "multiclass_ova",
+    "ova",
+}
 
 
 def unpin_multiclass_loss(tree: ast.AST) -> bool:
@@ -316,9 +456,14 @@ def unpin_multiclass_loss(tree: ast.AST) -> bool:
     "multiclass", eval_metric="multi_logloss", num_class=...), in any call or dict literal, so the library
     picks the loss from the labels it is given: binary on two classes, multi-class on more. True when
     one was removed."""
+
     def pinned(key: str | None, value: ast.expr) -> bool:
-        return key == "num_class" or key in _PINNED and isinstance(value, ast.Constant) and str(
-            value.value).lower() in _MULTICLASS_VALUES
+        return (
+            key == "num_class"
+            or key in _PINNED
+            and isinstance(value, ast.Constant)
+            and str(value.value).lower() in _MULTICLASS_VALUES
+        )
 
     removed = False
     for node in ast.walk(tree):
@@ -327,8 +472,11 @@ def unpin_multiclass_loss(tree: ast.AST) -> bool:
             removed |= len(kept) < len(node.keywords)
             node.keywords = kept
         elif isinstance(node, ast.Dict):
-            pairs = [(k, v) for k, v in zip(node.keys, node.values, strict=True)
-                     if not (isinstance(k, ast.Constant) and pinned(str(k.value), v))]
+            pairs = [
+                (k, v)
+                for k, v in zip(node.keys, node.values, strict=True)
+                if not (isinstance(k, ast.Constant) and pinned(str(k.value), v))
+            ]
             removed |= len(pairs) < len(node.keys)
             node.keys, node.values = [k for k, _ in pairs], [v for _, v in pairs]
     return removed
@@ -336,11 +484,16 @@ def unpin_multiclass_loss(tree: ast.AST) -> bool:
 
 # --- probabilities -----------------------------------------------------------------------------------
 
+
 def proba_variant(predict: ast.FunctionDef, name: str) -> ast.FunctionDef:
     """A copy of the case's predict, named `name`, whose model.predict(...) calls are predict_proba(...)."""
     variant = copy.deepcopy(predict)
     variant.name = name
     for node in ast.walk(variant):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "predict":
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "predict"
+        ):
             node.func.attr = "predict_proba"
     return variant

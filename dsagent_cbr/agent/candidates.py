@@ -35,7 +35,9 @@ def solution_candidates(bank: Bank, task: Task, k: int) -> list[tuple[Case, floa
     for task_type in COMPATIBLE.get(task.task_type, (task.task_type,)):
         for source in SOURCE_ORDER:
             where = {"modality": task.modality, "task_type": task_type, "kind": source}
-            for hit in bank.search(query, kind="solution", k=3 * k, where=where, exclude_task=task.name):
+            for hit in bank.search(
+                query, kind="solution", k=3 * k, where=where, exclude_task=task.name
+            ):
                 key = " ".join(unwrap_adapted(hit.case.script)[0].split())
                 if key not in seen:
                     seen.add(key)

@@ -15,9 +15,19 @@ from dsagent_cbr.tasks.model import Task
 # The libraries a solution script is likely to reach for, by the name it imports them by; the prompt names
 # the installed versions so that the model writes against the APIs it will actually get. A library is found
 # by its module, whatever distribution installed it (XGBoost's CPU build is the distribution xgboost-cpu).
-LIBRARIES = {"numpy": "numpy", "pandas": "pandas", "scikit-learn": "sklearn", "scipy": "scipy",
-             "lightgbm": "lightgbm", "xgboost": "xgboost", "catboost": "catboost", "statsmodels": "statsmodels",
-             "torch": "torch", "sktime": "sktime", "aeon": "aeon"}
+LIBRARIES = {
+    "numpy": "numpy",
+    "pandas": "pandas",
+    "scikit-learn": "sklearn",
+    "scipy": "scipy",
+    "lightgbm": "lightgbm",
+    "xgboost": "xgboost",
+    "catboost": "catboost",
+    "statsmodels": "statsmodels",
+    "torch": "torch",
+    "sktime": "sktime",
+    "aeon": "aeon",
+}
 
 
 @cache
@@ -35,9 +45,11 @@ def library_versions() -> str:
 
 def budget_line(policy: SandboxPolicy) -> str:
     network = "network allowed" if policy.allow_network else "no network"
-    return (f"each run of the script gets at most {policy.timeout:g} s of wall time, {policy.cores} CPU "
-            f"core(s), {policy.memory_mb:g} MB of memory (/tmp included), no GPU, {network}. "
-            f"Installed: {library_versions()}.")
+    return (
+        f"each run of the script gets at most {policy.timeout:g} s of wall time, {policy.cores} CPU "
+        f"core(s), {policy.memory_mb:g} MB of memory (/tmp included), no GPU, {network}. "
+        f"Installed: {library_versions()}."
+    )
 
 
 def reference_valid(task: Task, casebank_dir: Path, tasks_dir: Path) -> float | None:
@@ -60,7 +72,9 @@ def metric_line(task: Task) -> str:
 CARD_HEADING = "## Data card"
 
 
-_THEIR_LINE = re.compile(r"final\s+([A-Za-z][\w ]*?)\s+on\s+(?:the\s+)?validation\s+set", re.IGNORECASE)
+_THEIR_LINE = re.compile(
+    r"final\s+([A-Za-z][\w ]*?)\s+on\s+(?:the\s+)?validation\s+set", re.IGNORECASE
+)
 
 
 def validation_line(task: Task) -> str:
@@ -79,7 +93,9 @@ def prediction_form(task: Task) -> str:
     if task.data_format == "npy" and task.task_type in ("regression", "forecasting"):
         return "an array with one row per input row, each shaped like a row of y_train.npy"
     if task.task_type in ("regression", "forecasting"):
-        return f"one predicted value per row for {targets}" + (" (one column each)" if len(task.target) > 1 else "")
+        return f"one predicted value per row for {targets}" + (
+            " (one column each)" if len(task.target) > 1 else ""
+        )
     if task.metric_name == "accuracy":
         return f"the predicted label per row for {targets}, as the training labels are written"
     if task.metric_name == "logloss":
@@ -94,7 +110,9 @@ def prediction_form(task: Task) -> str:
 @dataclass(frozen=True)
 class Context:
     task: Task
-    description: str  # the task's words, without the data card a created task's description ends with
+    description: (
+        str  # the task's words, without the data card a created task's description ends with
+    )
     data_card: str
     budget: str
     metric: str
@@ -108,5 +126,12 @@ class Context:
 
         description = task.description.split(f"\n{CARD_HEADING}", 1)[0].rstrip()
         card = f"{data_card(task).removeprefix(CARD_HEADING).strip()}\n\n{describe(task, hold_out(task))}"
-        return cls(task, description, card, budget_line(policy), metric_line(task), validation_line(task),
-                   prediction_form(task))
+        return cls(
+            task,
+            description,
+            card,
+            budget_line(policy),
+            metric_line(task),
+            validation_line(task),
+            prediction_form(task),
+        )

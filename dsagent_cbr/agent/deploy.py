@@ -45,28 +45,52 @@ class DeployConfig:
     policy: SandboxPolicy = field(default_factory=SandboxPolicy)
 
 
-def deploy(task: Task, config: DeployConfig, run_dir: Path, bank: Bank, model: Model | None, tasks_dir: Path,
-           executor: Executor | None = None, progress: Progress | None = None,
-           reference: float | None = None, observers: Sequence[Observer] = ()) -> RunRecord:
+def deploy(
+    task: Task,
+    config: DeployConfig,
+    run_dir: Path,
+    bank: Bank,
+    model: Model | None,
+    tasks_dir: Path,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+    reference: float | None = None,
+    observers: Sequence[Observer] = (),
+) -> RunRecord:
     """Algorithm 2: one call adapts the nearest examples to the task and its script is run once; the
     structural adapter takes over when that gives no graded result. Returns the run's record."""
-    run = Run("deploy", task, run_dir, bank, executor or SandboxExecutor(task, config.policy), model=model,
-              progress=progress, seed=config.seed, sandbox=config.policy.describe(), refit=config.refit,
-              reference=reference, observers=observers)
+    run = Run(
+        "deploy",
+        task,
+        run_dir,
+        bank,
+        executor or SandboxExecutor(task, config.policy),
+        model=model,
+        progress=progress,
+        seed=config.seed,
+        sandbox=config.policy.describe(),
+        refit=config.refit,
+        reference=reference,
+        observers=observers,
+    )
     run.record.selected_by = FIRST_GRADED
     facts = run.record.deploy = DeployFacts(strategy=config.strategy)
     with run.stopping():
         run.baseline_run()
         examples = choose_examples(task, bank, config) if model is not None else []
-        facts.retrieved = [{"id": c.id, "task": c.task_name, "source": c.source_kind, "similarity": s}
-                           for c, s in examples]
+        facts.retrieved = [
+            {"id": c.id, "task": c.task_name, "source": c.source_kind, "similarity": s}
+            for c, s in examples
+        ]
         solved = model is not None and ask_model(run, model, config, examples, tasks_dir)
         if not solved and (model is None or config.fallback):
             adapter_fallback(run)
     return run.close()
 
 
-def choose_examples(task: Task, bank: Bank, config: DeployConfig) -> list[tuple[Case, float | None]]:
+def choose_examples(
+    task: Task, bank: Bank, config: DeployConfig
+) -> list[tuple[Case, float | None]]:
     """The example solutions for the prompt: the nearest compatible ones, a random one, or none."""
     if config.strategy == "zero-shot":
         return []
@@ -82,7 +106,9 @@ def _starter_of(case: Case, tasks_dir: Path) -> str:
     return starter.read_text(encoding="utf-8") if starter.is_file() else "(starter not available)"
 
 
-def _adapt_reply(model: Model, messages: list[dict[str, str]], temperature: float) -> dict[str, str]:
+def _adapt_reply(
+    model: Model, messages: list[dict[str, str]], temperature: float
+) -> dict[str, str]:
     """The model's one reply, as the journal keeps it: its text and script, or why it holds no script."""
     try:
         reply = model.complete("adapt", messages, temperature=temperature, validate=extract_code)
@@ -91,14 +117,24 @@ def _adapt_reply(model: Model, messages: list[dict[str, str]], temperature: floa
     return {"text": reply.text, "code": reply.parsed}
 
 
-def ask_model(run: Run, model: Model, config: DeployConfig, examples: list[tuple[Case, float | None]],
-              tasks_dir: Path) -> bool:
+def ask_model(
+    run: Run,
+    model: Model,
+    config: DeployConfig,
+    examples: list[tuple[Case, float | None]],
+    tasks_dir: Path,
+) -> bool:
     """Algorithm 2's single call and the one run of its script: did it give a graded result?"""
     facts = run.record.deploy
     assert facts is not None
     ctx = Context.of(run.task, config.policy)
-    messages = roles.adapt_messages(ctx, [(c.text, _starter_of(c, tasks_dir), c.script) for c, _ in examples])
-    write_text_atomic(run.run_dir / "prompt.md", "\n\n".join(f"## {m['role']}\n\n{m['content']}" for m in messages))
+    messages = roles.adapt_messages(
+        ctx, [(c.text, _starter_of(c, tasks_dir), c.script) for c, _ in examples]
+    )
+    write_text_atomic(
+        run.run_dir / "prompt.md",
+        "\n\n".join(f"## {m['role']}\n\n{m['content']}" for m in messages),
+    )
     run.say(1, "adapt")
     reply = run.journal.step(1, "adapt", lambda: _adapt_reply(model, messages, config.temperature))
     write_text_atomic(run.run_dir / "reply.md", reply.get("text", reply.get("raw", "")))
@@ -123,8 +159,10 @@ def not_taken(run: Run, row: Row, result: RunResult) -> str:
     if not result.ok:
         return f"{result.status}: {result.error}"
     row.status = Status.WORSE_THAN_STARTER
-    row.error = (f"graded {run.task.metric_name} {result.score:.6g}, no better than the starter's random guess "
-                 f"({run.baseline:.6g})")
+    row.error = (
+        f"graded {run.task.metric_name} {result.score:.6g}, no better than the starter's random guess "
+        f"({run.baseline:.6g})"
+    )
     return row.error
 
 
@@ -140,7 +178,12 @@ def adapter_fallback(run: Run) -> bool:
             errors.append(f"{case.task_name}: {adapted['error']}")
             continue
         t = len(run.rows) + 1
-        row = run.begin(t, candidate="adapter", case=case.task_name, step=f"structural adapter on {case.task_name}")
+        row = run.begin(
+            t,
+            candidate="adapter",
+            case=case.task_name,
+            step=f"structural adapter on {case.task_name}",
+        )
         result = run.execute(t, 0, adapted["code"])
         if run.consider(row, adapted["code"], result):
             facts.solved_by = "adapter"

@@ -51,10 +51,14 @@ class DevelopConfig:
     seed: int = 0
     refit: bool = True  # the submission learns from every labelled row unless --no-refit
     retain: bool = True  # --no-retain: the run adds nothing to the bank
-    budget: float | None = None  # --budget: wall-clock seconds for the search (the node cap is `iterations`)
+    budget: float | None = (
+        None  # --budget: wall-clock seconds for the search (the node cap is `iterations`)
+    )
     parallel: int = 1  # --parallel: the search's nodes at once (search/parallel.py)
     address: str | None = None  # --address: the Ray cluster its nodes' scripts run on
-    in_turn: bool = False  # --in-turn: with --parallel 1, a model's node does not run beside the others
+    in_turn: bool = (
+        False  # --in-turn: with --parallel 1, a model's node does not run beside the others
+    )
     policy: dict[str, Any] = field(default_factory=lambda: asdict(SandboxPolicy()))
 
     @property
@@ -66,14 +70,37 @@ class DevelopConfig:
         return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
 
 
-def open_run(kind: Kind, task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, executor: Executor | None,
-             progress: Progress | None, model: Model | None = None, reference: float | None = None,
-             observers: Sequence[Observer] = (), clock: Clock | None = None) -> Run:
+def open_run(
+    kind: Kind,
+    task: Task,
+    config: DevelopConfig,
+    run_dir: Path,
+    bank: Bank,
+    executor: Executor | None,
+    progress: Progress | None,
+    model: Model | None = None,
+    reference: float | None = None,
+    observers: Sequence[Observer] = (),
+    clock: Clock | None = None,
+) -> Run:
     """The run of develop or the search, with the sandbox as its executor unless a test gives one."""
-    return Run(kind, task, run_dir, bank, executor or SandboxExecutor(task, config.sandbox),
-               model=model, progress=progress, planned=None if config.budget else config.iterations,
-               seed=config.seed, sandbox=config.policy, refit=config.refit, reference=reference, retain=config.retain,
-               observers=observers, clock=clock or Clock(config.budget))
+    return Run(
+        kind,
+        task,
+        run_dir,
+        bank,
+        executor or SandboxExecutor(task, config.sandbox),
+        model=model,
+        progress=progress,
+        planned=None if config.budget else config.iterations,
+        seed=config.seed,
+        sandbox=config.policy,
+        refit=config.refit,
+        reference=reference,
+        retain=config.retain,
+        observers=observers,
+        clock=clock or Clock(config.budget),
+    )
 
 
 @dataclass
@@ -91,11 +118,18 @@ class Memory:
 def best_text(run: Run) -> str:
     """The best score so far, as the planner and the logger are told it: the selection score, which
     the model sees as a competitor sees a public leaderboard (the test score it never sees)."""
-    judged = ("selection score, graded by cbr on held-back rows" if run.record.selected_by == "selection"
-              else "the script's printed validation")
+    judged = (
+        "selection score, graded by cbr on held-back rows"
+        if run.record.selected_by == "selection"
+        else "the script's printed validation"
+    )
     if run.best is not None and run.best.score is not None:
         return f"{run.best.score:.6g} ({judged}; iteration {run.best.iteration})"
-    start = f"; the starter's random guess scored {run.baseline:.6g}" if run.baseline is not None else ""
+    start = (
+        f"; the starter's random guess scored {run.baseline:.6g}"
+        if run.baseline is not None
+        else ""
+    )
     return f"none yet{start}"
 
 
@@ -110,21 +144,43 @@ def timings_text(run: Run) -> str:
     return "; ".join(parts)
 
 
-def develop_with_model(task: Task, config: DevelopConfig, run_dir: Path, bank: Bank, model: Model,
-                       executor: Executor | None = None, progress: Progress | None = None,
-                       reference: float | None = None, observers: Sequence[Observer] = (),
-                       clock: Clock | None = None) -> RunRecord:
+def develop_with_model(
+    task: Task,
+    config: DevelopConfig,
+    run_dir: Path,
+    bank: Bank,
+    model: Model,
+    executor: Executor | None = None,
+    progress: Progress | None = None,
+    reference: float | None = None,
+    observers: Sequence[Observer] = (),
+    clock: Clock | None = None,
+) -> RunRecord:
     """Algorithm 1. Returns the run's record (also written to summary.json). `clock`: the command's."""
     from dsagent_cbr.bank.doctext import task_query
 
     clock = clock or Clock(config.budget)
-    run = open_run("develop", task, config, run_dir, bank, executor, progress, model, reference, observers, clock)
+    run = open_run(
+        "develop",
+        task,
+        config,
+        run_dir,
+        bank,
+        executor,
+        progress,
+        model,
+        reference,
+        observers,
+        clock,
+    )
     ctx = Context.of(task, config.sandbox)
     memory = Memory(script=task.starter.read_text(encoding="utf-8"))
     query = task_query(task.description, task.modality)
     with run.stopping():
         first = run.baseline_run()
-        memory.log.append(f"Iteration 0 (the starter script, a random guess): {first.feedback().splitlines()[0]}")
+        memory.log.append(
+            f"Iteration 0 (the starter script, a random guess): {first.feedback().splitlines()[0]}"
+        )
         for t in range(1, config.iterations + 1):
             if clock.exhausted():
                 run.record.stopped = f"{clock.spent()} after {t - 1} iteration(s)"
@@ -146,18 +202,22 @@ def retrieve(run: Run, config: DevelopConfig, t: int, query: str) -> list[Case]:
             if text not in seen:
                 seen.add(text)
                 found.append({**h.case.to_dict(), "score": h.score})
-        return found[:config.k]
+        return found[: config.k]
 
     return [Case.from_dict(c) for c in run.journal.step(t, "retrieve", search)]
 
 
-def best_case(run: Run, model: Model, ctx: Context, cfg: DevelopConfig, t: int, query: str,
-              log: str) -> Case | None:
+def best_case(
+    run: Run, model: Model, ctx: Context, cfg: DevelopConfig, t: int, query: str, log: str
+) -> Case | None:
     """Retrieve by the task and the log, let the model rerank, and take the case it puts first."""
     cases = retrieve(run, cfg, t, f"{query}\n{log}")
     order = list(range(len(cases)))
     if cases and cfg.rerank:
-        order = run.ask(t, "rerank", lambda: roles.rerank(model, ctx, log, cases, cfg.temperature)) or order
+        order = (
+            run.ask(t, "rerank", lambda: roles.rerank(model, ctx, log, cases, cfg.temperature))
+            or order
+        )
     return cases[order[0]] if cases else None
 
 
@@ -165,36 +225,71 @@ def case_name(case: Case | None) -> str:
     return (case.competition or case.title or case.id) if case else "(no case)"
 
 
-def plan_and_program(run: Run, row: Row, model: Model, ctx: Context, cfg: DevelopConfig, log: str, script: str,
-                     case: Case | None, simpler: bool = False, *, draft: bool = False) -> tuple[str, str] | None:
+def plan_and_program(
+    run: Run,
+    row: Row,
+    model: Model,
+    ctx: Context,
+    cfg: DevelopConfig,
+    log: str,
+    script: str,
+    case: Case | None,
+    simpler: bool = False,
+    *,
+    draft: bool = False,
+) -> tuple[str, str] | None:
     """One step planned from the case for `script` and programmed: (the plan's text, the new script).
     `draft`: a new solution in the frame of `script`, the starter. None when the model gave no usable plan
     or script (the row says which)."""
     t = row.iteration
-    plan = run.ask(t, "plan", lambda: roles.plan(model, ctx, log, best_text(run), script, case, simpler,
-                                                  cfg.temperature, timings_text(run), draft=draft))
+    plan = run.ask(
+        t,
+        "plan",
+        lambda: roles.plan(
+            model,
+            ctx,
+            log,
+            best_text(run),
+            script,
+            case,
+            simpler,
+            cfg.temperature,
+            timings_text(run),
+            draft=draft,
+        ),
+    )
     if plan is None:
         row.status = Status.NO_PLAN
         return None
     row.step = plan["decision"]
     write_text_atomic(step_dir(run.run_dir, t) / "plan.md", plan["raw"])
-    code = run.ask(t, "program", lambda: roles.program(model, ctx, script, row.step, cfg.temperature,
-                                                        cfg.program_retries, draft=draft))
+    code = run.ask(
+        t,
+        "program",
+        lambda: roles.program(
+            model, ctx, script, row.step, cfg.temperature, cfg.program_retries, draft=draft
+        ),
+    )
     if code is None:
         row.status = Status.NO_SCRIPT
         return None
     return plan["raw"], code
 
 
-def develop_iteration(run: Run, memory: Memory, ctx: Context, model: Model, cfg: DevelopConfig, t: int,
-                      query: str) -> None:
+def develop_iteration(
+    run: Run, memory: Memory, ctx: Context, model: Model, cfg: DevelopConfig, t: int, query: str
+) -> None:
     """One pass of Algorithm 1's loop body."""
     row, log = run.begin(t), memory.log_text()
     case = best_case(run, model, ctx, cfg, t, query, log)
     row.case = case_name(case)
     before = memory.script
-    draft = before == run.task.starter.read_text(encoding="utf-8")  # nothing graded yet: a new solution
-    planned = plan_and_program(run, row, model, ctx, cfg, log, before, case, memory.simpler, draft=draft)
+    draft = before == run.task.starter.read_text(
+        encoding="utf-8"
+    )  # nothing graded yet: a new solution
+    planned = plan_and_program(
+        run, row, model, ctx, cfg, log, before, case, memory.simpler, draft=draft
+    )
     if planned is None:
         if row.status == "no script":
             memory.log.append(f"Iteration {t}: the programmer returned no usable script.")
@@ -204,14 +299,37 @@ def develop_iteration(run: Run, memory: Memory, ctx: Context, model: Model, cfg:
     while not result.ok and attempt < cfg.n_debug:
         attempt += 1
         failing, error = code, result.feedback()
-        fixed = run.ask(t, "debug", lambda failing=failing, error=error: roles.debug(
-            model, ctx, before, row.step, failing, error, log, cfg.temperature), attempt)
+        fixed = run.ask(
+            t,
+            "debug",
+            lambda failing=failing, error=error: roles.debug(
+                model, ctx, before, row.step, failing, error, log, cfg.temperature
+            ),
+            attempt,
+        )
         if fixed is not None:
             code, result, ran = fixed, run.execute(t, attempt, fixed), attempt
     row.debug_attempts = attempt
-    entry = run.ask(t, "log", lambda: roles.summarize(model, ctx, log, best_text(run), plan, before, code,
-                                                       result.feedback(), result.stdout, cfg.temperature))
-    row.log = entry or f"Experiment Summary: {row.step}\nExperiment Result: {result.feedback().splitlines()[0]}"
+    entry = run.ask(
+        t,
+        "log",
+        lambda: roles.summarize(
+            model,
+            ctx,
+            log,
+            best_text(run),
+            plan,
+            before,
+            code,
+            result.feedback(),
+            result.stdout,
+            cfg.temperature,
+        ),
+    )
+    row.log = (
+        entry
+        or f"Experiment Summary: {row.step}\nExperiment Result: {result.feedback().splitlines()[0]}"
+    )
     memory.log.append(f"Iteration {t}:\n{row.log}")
     memory.simpler = not result.ok
     if result.ok:

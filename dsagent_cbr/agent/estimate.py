@@ -14,7 +14,9 @@ from dsagent_cbr.harness.uncertainty import Sample, selection_values
 from dsagent_cbr.tasks.model import Task
 
 
-def estimate(task: Task, rows: list[Row], best: Row | None, run_dir: Path, seed: int = 0) -> Estimate | None:
+def estimate(
+    task: Task, rows: list[Row], best: Row | None, run_dir: Path, seed: int = 0
+) -> Estimate | None:
     held = hold_out(task)
     if held is None or best is None or best.selection is None or best.operator == Operator.ENSEMBLE:
         return None
@@ -24,7 +26,11 @@ def estimate(task: Task, rows: list[Row], best: Row | None, run_dir: Path, seed:
     sample = Sample.of(task, held, seed)
     bounds = sample.interval(values)
     found = Estimate(low=bounds[0] if bounds else None, high=bounds[1] if bounds else None)
-    others = [r for r in rows if r is not best and r.selection is not None and r.operator != Operator.ENSEMBLE]
+    others = [
+        r
+        for r in rows
+        if r is not best and r.selection is not None and r.operator != Operator.ENSEMBLE
+    ]
     if not others:
         return found
     runner = (max if task.direction == "maximize" else min)(others, key=lambda r: r.selection)
@@ -41,6 +47,7 @@ def estimate_line(e: Estimate | None, rows: int | None) -> str | None:
         return None
     line = f"{e.level:.0%} interval {e.low:.4g} to {e.high:.4g} over the {rows} selection rows"
     if e.runner_up is not None:
-        line += (f"; the next best (iteration {e.runner_up}) " +
-                 ("is worse on these rows" if e.apart else "cannot be told apart from it on these rows"))
+        line += f"; the next best (iteration {e.runner_up}) " + (
+            "is worse on these rows" if e.apart else "cannot be told apart from it on these rows"
+        )
     return line

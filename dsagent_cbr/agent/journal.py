@@ -31,7 +31,11 @@ def _shape_problem(record: object) -> str | None:
         return "not a JSON object"
     if "output" not in record:
         return 'no "output"'
-    for key, kind, required in (("iteration", int, True), ("role", str, True), ("attempt", int, False)):
+    for key, kind, required in (
+        ("iteration", int, True),
+        ("role", str, True),
+        ("attempt", int, False),
+    ):
         if key not in record:
             if required:
                 return f'no "{key}"'
@@ -45,7 +49,9 @@ class RunJournal:
         self.path = run_dir / JOURNAL
         self.records: list[dict[str, object]] = []
         self._done: dict[str, dict[str, object]] = {}
-        self._lock = threading.Lock()  # nodes of a --parallel search journal their steps from their own threads
+        self._lock = (
+            threading.Lock()
+        )  # nodes of a --parallel search journal their steps from their own threads
         self._closed = False
         if self.path.exists():
             self._load()
@@ -78,17 +84,27 @@ class RunJournal:
 
     def _remember(self, record: dict[str, object]) -> None:
         self.records.append(record)
-        self._done[_key(int(record["iteration"]), str(record["role"]), int(record.get("attempt", 0)))] = record
+        self._done[
+            _key(int(record["iteration"]), str(record["role"]), int(record.get("attempt", 0)))
+        ] = record
 
     def step(self, iteration: int, role: str, fn: Callable[[], T], *, attempt: int = 0) -> T:
         """Run fn once per (iteration, role, attempt) across crashes and resumes; its output must be JSON."""
         previous = self._done.get(_key(iteration, role, attempt))
         if previous is not None:
             return previous["output"]  # type: ignore[return-value]
-        record = {"iteration": iteration, "role": role, "attempt": attempt, "time": time.time(), "output": fn()}
+        record = {
+            "iteration": iteration,
+            "role": role,
+            "attempt": attempt,
+            "time": time.time(),
+            "output": fn(),
+        }
         with self._lock:
             if self._closed:
-                raise Cancelled(f"step {iteration} ({role}) ended after its run's record was closed")
+                raise Cancelled(
+                    f"step {iteration} ({role}) ended after its run's record was closed"
+                )
             append_lines(self.path, [json_line(record)])
             self._remember(record)
         return record["output"]  # type: ignore[return-value]
@@ -101,6 +117,13 @@ class RunJournal:
     def errors(self) -> list[dict[str, object]]:
         """What the model got wrong: every step whose output records an error, a reply it could not use
         (its raw text stays in the journal's line) or a script of its that failed."""
-        return [{"iteration": r["iteration"], "role": r["role"], "attempt": r.get("attempt", 0),
-                 "error": r["output"]["error"]}  # type: ignore[index]
-                for r in self.records if isinstance(r["output"], dict) and r["output"].get("error")]
+        return [
+            {
+                "iteration": r["iteration"],
+                "role": r["role"],
+                "attempt": r.get("attempt", 0),
+                "error": r["output"]["error"],
+            }  # type: ignore[index]
+            for r in self.records
+            if isinstance(r["output"], dict) and r["output"].get("error")
+        ]

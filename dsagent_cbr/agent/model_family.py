@@ -16,59 +16,148 @@ UNKNOWN = "unknown"
 
 # constructor name -> family; names matched exactly, then the patterns below
 _NAMES = {
-    "LinearRegression": "Linear regression", "Ridge": "Ridge", "RidgeCV": "Ridge", "RidgeClassifier": "Ridge",
-    "RidgeClassifierCV": "Ridge", "Lasso": "Lasso", "LassoCV": "Lasso", "ElasticNet": "Elastic net",
-    "ElasticNetCV": "Elastic net", "BayesianRidge": "Bayesian ridge", "HuberRegressor": "Huber regression",
-    "QuantileRegressor": "Quantile regression", "PoissonRegressor": "Poisson regression",
-    "TweedieRegressor": "Tweedie regression", "LogisticRegression": "Logistic regression",
-    "LogisticRegressionCV": "Logistic regression", "SGDClassifier": "SGD linear model",
-    "SGDRegressor": "SGD linear model", "Perceptron": "Perceptron", "PassiveAggressiveClassifier": "Passive-aggressive",
-    "RandomForestClassifier": "Random forest", "RandomForestRegressor": "Random forest",
-    "ExtraTreesClassifier": "Extra trees", "ExtraTreesRegressor": "Extra trees",
-    "GradientBoostingClassifier": "Gradient boosting (sklearn)", "GradientBoostingRegressor": "Gradient boosting (sklearn)",
-    "HistGradientBoostingClassifier": "HistGradientBoosting", "HistGradientBoostingRegressor": "HistGradientBoosting",
-    "AdaBoostClassifier": "AdaBoost", "AdaBoostRegressor": "AdaBoost", "DecisionTreeClassifier": "Decision tree",
-    "DecisionTreeRegressor": "Decision tree", "KNeighborsClassifier": "k-nearest neighbours",
-    "KNeighborsRegressor": "k-nearest neighbours", "SVC": "SVM", "SVR": "SVM", "NuSVC": "SVM", "NuSVR": "SVM",
-    "LinearSVC": "Linear SVM", "LinearSVR": "Linear SVM", "MLPClassifier": "MLP (sklearn)",
-    "MLPRegressor": "MLP (sklearn)", "GaussianNB": "Naive Bayes", "MultinomialNB": "Naive Bayes",
-    "ComplementNB": "Naive Bayes", "BernoulliNB": "Naive Bayes", "KernelRidge": "Kernel ridge",
-    "GaussianProcessClassifier": "Gaussian process", "GaussianProcessRegressor": "Gaussian process",
-    "LinearDiscriminantAnalysis": "LDA", "QuadraticDiscriminantAnalysis": "QDA",
-    "DummyClassifier": "Dummy baseline", "DummyRegressor": "Dummy baseline",
+    "LinearRegression": "Linear regression",
+    "Ridge": "Ridge",
+    "RidgeCV": "Ridge",
+    "RidgeClassifier": "Ridge",
+    "RidgeClassifierCV": "Ridge",
+    "Lasso": "Lasso",
+    "LassoCV": "Lasso",
+    "ElasticNet": "Elastic net",
+    "ElasticNetCV": "Elastic net",
+    "BayesianRidge": "Bayesian ridge",
+    "HuberRegressor": "Huber regression",
+    "QuantileRegressor": "Quantile regression",
+    "PoissonRegressor": "Poisson regression",
+    "TweedieRegressor": "Tweedie regression",
+    "LogisticRegression": "Logistic regression",
+    "LogisticRegressionCV": "Logistic regression",
+    "SGDClassifier": "SGD linear model",
+    "SGDRegressor": "SGD linear model",
+    "Perceptron": "Perceptron",
+    "PassiveAggressiveClassifier": "Passive-aggressive",
+    "RandomForestClassifier": "Random forest",
+    "RandomForestRegressor": "Random forest",
+    "ExtraTreesClassifier": "Extra trees",
+    "ExtraTreesRegressor": "Extra trees",
+    "GradientBoostingClassifier": "Gradient boosting (sklearn)",
+    "GradientBoostingRegressor": "Gradient boosting (sklearn)",
+    "HistGradientBoostingClassifier": "HistGradientBoosting",
+    "HistGradientBoostingRegressor": "HistGradientBoosting",
+    "AdaBoostClassifier": "AdaBoost",
+    "AdaBoostRegressor": "AdaBoost",
+    "DecisionTreeClassifier": "Decision tree",
+    "DecisionTreeRegressor": "Decision tree",
+    "KNeighborsClassifier": "k-nearest neighbours",
+    "KNeighborsRegressor": "k-nearest neighbours",
+    "SVC": "SVM",
+    "SVR": "SVM",
+    "NuSVC": "SVM",
+    "NuSVR": "SVM",
+    "LinearSVC": "Linear SVM",
+    "LinearSVR": "Linear SVM",
+    "MLPClassifier": "MLP (sklearn)",
+    "MLPRegressor": "MLP (sklearn)",
+    "GaussianNB": "Naive Bayes",
+    "MultinomialNB": "Naive Bayes",
+    "ComplementNB": "Naive Bayes",
+    "BernoulliNB": "Naive Bayes",
+    "KernelRidge": "Kernel ridge",
+    "GaussianProcessClassifier": "Gaussian process",
+    "GaussianProcessRegressor": "Gaussian process",
+    "LinearDiscriminantAnalysis": "LDA",
+    "QuadraticDiscriminantAnalysis": "QDA",
+    "DummyClassifier": "Dummy baseline",
+    "DummyRegressor": "Dummy baseline",
     # statsmodels
-    "ARIMA": "statsmodels ARIMA", "SARIMAX": "statsmodels SARIMAX", "AutoReg": "statsmodels AutoReg",
-    "ExponentialSmoothing": "statsmodels exponential smoothing", "SimpleExpSmoothing": "statsmodels exponential smoothing",
-    "Holt": "statsmodels exponential smoothing", "ETSModel": "statsmodels ETS", "VAR": "statsmodels VAR",
-    "ThetaModel": "statsmodels Theta", "UnobservedComponents": "statsmodels unobserved components",
-    "OLS": "statsmodels OLS", "WLS": "statsmodels WLS", "GLM": "statsmodels GLM", "Logit": "statsmodels Logit",
-    "Probit": "statsmodels Probit", "MNLogit": "statsmodels MNLogit", "QuantReg": "statsmodels quantile regression",
+    "ARIMA": "statsmodels ARIMA",
+    "SARIMAX": "statsmodels SARIMAX",
+    "AutoReg": "statsmodels AutoReg",
+    "ExponentialSmoothing": "statsmodels exponential smoothing",
+    "SimpleExpSmoothing": "statsmodels exponential smoothing",
+    "Holt": "statsmodels exponential smoothing",
+    "ETSModel": "statsmodels ETS",
+    "VAR": "statsmodels VAR",
+    "ThetaModel": "statsmodels Theta",
+    "UnobservedComponents": "statsmodels unobserved components",
+    "OLS": "statsmodels OLS",
+    "WLS": "statsmodels WLS",
+    "GLM": "statsmodels GLM",
+    "Logit": "statsmodels Logit",
+    "Probit": "statsmodels Probit",
+    "MNLogit": "statsmodels MNLogit",
+    "QuantReg": "statsmodels quantile regression",
     # sktime / aeon
-    "Rocket": "ROCKET", "MiniRocket": "ROCKET", "MultiRocket": "ROCKET", "RocketClassifier": "ROCKET",
+    "Rocket": "ROCKET",
+    "MiniRocket": "ROCKET",
+    "MultiRocket": "ROCKET",
+    "RocketClassifier": "ROCKET",
     "NaiveForecaster": "Naive forecaster",
 }
-_PATTERNS = [(re.compile(p), family) for p, family in (
-    (r"^LGBM", "LightGBM"), (r"^XGB", "XGBoost"), (r"^CatBoost", "CatBoost"),
-    (r"(Classifier|Regressor|Forecaster)$", ""),  # any other estimator: its own name is its family
-)]
+_PATTERNS = [
+    (re.compile(p), family)
+    for p, family in (
+        (r"^LGBM", "LightGBM"),
+        (r"^XGB", "XGBoost"),
+        (r"^CatBoost", "CatBoost"),
+        (
+            r"(Classifier|Regressor|Forecaster)$",
+            "",
+        ),  # any other estimator: its own name is its family
+    )
+]
 # meta-estimators: they wrap the models that name the family
 _WRAPPERS = {
-    "VotingClassifier": "voting", "VotingRegressor": "voting", "StackingClassifier": "stacking",
-    "StackingRegressor": "stacking", "BaggingClassifier": "bagging", "BaggingRegressor": "bagging",
-    "GridSearchCV": "grid search", "RandomizedSearchCV": "random search", "HalvingGridSearchCV": "grid search",
-    "OneVsRestClassifier": "one-vs-rest", "MultiOutputClassifier": "multi-output", "MultiOutputRegressor": "multi-output",
-    "ClassifierChain": "chain", "RegressorChain": "chain", "CalibratedClassifierCV": "calibrated",
+    "VotingClassifier": "voting",
+    "VotingRegressor": "voting",
+    "StackingClassifier": "stacking",
+    "StackingRegressor": "stacking",
+    "BaggingClassifier": "bagging",
+    "BaggingRegressor": "bagging",
+    "GridSearchCV": "grid search",
+    "RandomizedSearchCV": "random search",
+    "HalvingGridSearchCV": "grid search",
+    "OneVsRestClassifier": "one-vs-rest",
+    "MultiOutputClassifier": "multi-output",
+    "MultiOutputRegressor": "multi-output",
+    "ClassifierChain": "chain",
+    "RegressorChain": "chain",
+    "CalibratedClassifierCV": "calibrated",
     "TransformedTargetRegressor": "transformed target",
 }
-_FEATURES = {"TfidfVectorizer": "TF-IDF", "CountVectorizer": "word counts", "HashingVectorizer": "hashed words",
-             "SentenceTransformer": "sentence embeddings"}
+_FEATURES = {
+    "TfidfVectorizer": "TF-IDF",
+    "CountVectorizer": "word counts",
+    "HashingVectorizer": "hashed words",
+    "SentenceTransformer": "sentence embeddings",
+}
 # module functions that train a model from a parameter dict: (module, function) -> family
-_TRAIN_FUNCTIONS = {("lightgbm", "train"): "LightGBM", ("xgboost", "train"): "XGBoost", ("catboost", "train"): "CatBoost"}
-_NN_LAYERS = re.compile(r"^(Linear|Conv[123]d|Conv[123]D|LSTM|GRU|RNN|Transformer\w*|MultiheadAttention|Embedding|"
-                        r"Dense|SimpleRNN|Attention|MultiHeadAttention|BatchNorm\w*|Dropout)$")
+_TRAIN_FUNCTIONS = {
+    ("lightgbm", "train"): "LightGBM",
+    ("xgboost", "train"): "XGBoost",
+    ("catboost", "train"): "CatBoost",
+}
+_NN_LAYERS = re.compile(
+    r"^(Linear|Conv[123]d|Conv[123]D|LSTM|GRU|RNN|Transformer\w*|MultiheadAttention|Embedding|"
+    r"Dense|SimpleRNN|Attention|MultiHeadAttention|BatchNorm\w*|Dropout)$"
+)
 # settings that do not describe the model
-_NOISE = {"random_state", "n_jobs", "verbose", "verbosity", "seed", "random_seed", "silent", "thread_count",
-          "nthread", "n_threads", "logging_level", "allow_writing_files", "device", "callbacks"}
+_NOISE = {
+    "random_state",
+    "n_jobs",
+    "verbose",
+    "verbosity",
+    "seed",
+    "random_seed",
+    "silent",
+    "thread_count",
+    "nthread",
+    "n_threads",
+    "logging_level",
+    "allow_writing_files",
+    "device",
+    "callbacks",
+}
 MAX_PARAMS = 6
 
 
@@ -79,7 +168,13 @@ class ModelInfo:
 
 
 def _name(func: ast.expr) -> str:
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return (
+        func.attr
+        if isinstance(func, ast.Attribute)
+        else func.id
+        if isinstance(func, ast.Name)
+        else ""
+    )
 
 
 def _family(name: str) -> str | None:
@@ -95,24 +190,41 @@ class _Reader:
     def __init__(self, tree: ast.Module) -> None:
         self.modules: dict[str, str] = {}  # local name -> top-level module ("lgb" -> "lightgbm")
         self.dicts: dict[str, ast.expr] = {}  # NAME = dict(...) / {...}: the first assignment wins
-        self.values: dict[str, ast.expr] = {}  # module-level NAME = 3.0, "l2", (1, 2): a parameter's value
+        self.values: dict[
+            str, ast.expr
+        ] = {}  # module-level NAME = 3.0, "l2", (1, 2): a parameter's value
         # `for C in (1.0, 4.0):`: a parameter a script tries several values of, choosing among them itself
-        self.tried: dict[str, ast.expr] = {n.target.id: n.iter for n in ast.walk(tree) if isinstance(n, ast.For)
-                                           and isinstance(n.target, ast.Name) and _literal(n.iter)}
+        self.tried: dict[str, ast.expr] = {
+            n.target.id: n.iter
+            for n in ast.walk(tree)
+            if isinstance(n, ast.For) and isinstance(n.target, ast.Name) and _literal(n.iter)
+        }
         for node in tree.body:
-            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                    and _literal(node.value)):
+            if (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and _literal(node.value)
+            ):
                 self.values.setdefault(node.targets[0].id, node.value)
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
-                    self.modules[alias.asname or alias.name.split(".")[0]] = alias.name.split(".")[0]
+                    self.modules[alias.asname or alias.name.split(".")[0]] = alias.name.split(".")[
+                        0
+                    ]
             elif isinstance(node, ast.ImportFrom) and node.module:
                 for alias in node.names:
                     self.modules[alias.asname or alias.name] = node.module.split(".")[0]
-            elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                  and (isinstance(node.value, ast.Dict) or (isinstance(node.value, ast.Call)
-                                                            and _name(node.value.func) == "dict"))):
+            elif (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and (
+                    isinstance(node.value, ast.Dict)
+                    or (isinstance(node.value, ast.Call) and _name(node.value.func) == "dict")
+                )
+            ):
                 self.dicts.setdefault(node.targets[0].id, node.value)
 
     def keywords(self, mapping: ast.expr | None, depth: int = 0) -> list[tuple[str, ast.expr]]:
@@ -120,8 +232,11 @@ class _Reader:
         if isinstance(mapping, ast.Name) and depth < 3:
             return self.keywords(self.dicts.get(mapping.id), depth + 1)
         if isinstance(mapping, ast.Dict):
-            return [(k.value, v) for k, v in zip(mapping.keys, mapping.values, strict=True)
-                    if isinstance(k, ast.Constant) and isinstance(k.value, str)]
+            return [
+                (k.value, v)
+                for k, v in zip(mapping.keys, mapping.values, strict=True)
+                if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            ]
         if isinstance(mapping, ast.Call):
             return self.call_keywords(mapping, depth + 1)
         return []
@@ -168,12 +283,18 @@ def _short(text: str, limit: int = 30) -> str:
 _OPTIMIZERS = {"Adam", "AdamW", "SGD", "RMSprop", "Adagrad", "Nadam"}
 
 
-def _neural_network(tree: ast.Module, calls: list[ast.Call], modules: dict[str, str]) -> ModelInfo | None:
+def _neural_network(
+    tree: ast.Module, calls: list[ast.Call], modules: dict[str, str]
+) -> ModelInfo | None:
     """PyTorch (an nn.Module subclass or nn.* layers) or Keras (Sequential or layers with keras imported)."""
     names = [_name(c.func) for c in calls]
-    torch = any(isinstance(c, ast.ClassDef) and any(ast.unparse(b).endswith("Module") for b in c.bases)
-                for c in ast.walk(tree)) or any(ast.unparse(c.func).startswith(("nn.", "torch.nn.")) for c in calls)
-    keras = not torch and ("Sequential" in names or bool({"keras", "tensorflow"} & set(modules.values())))
+    torch = any(
+        isinstance(c, ast.ClassDef) and any(ast.unparse(b).endswith("Module") for b in c.bases)
+        for c in ast.walk(tree)
+    ) or any(ast.unparse(c.func).startswith(("nn.", "torch.nn.")) for c in calls)
+    keras = not torch and (
+        "Sequential" in names or bool({"keras", "tensorflow"} & set(modules.values()))
+    )
     layers = _unique([n for n in names if _NN_LAYERS.match(n)])
     if not (torch or (keras and layers)):
         return None
@@ -193,10 +314,18 @@ def _unique(items: list[str]) -> list[str]:
 def _conditional_calls(tree: ast.Module) -> set[ast.Call]:
     """Calls made only under a condition: a general solution builds TF-IDF features for the text columns
     a table has, and a table without any has none."""
-    guarded = [node for node in ast.walk(tree) if isinstance(node, ast.IfExp)
-               or (isinstance(node, ast.If) and "__name__" not in ast.unparse(node.test))  # not a script's main
-               or (isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp)
-                   and any(g.ifs for g in node.generators))]
+    guarded = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.IfExp)
+        or (
+            isinstance(node, ast.If) and "__name__" not in ast.unparse(node.test)
+        )  # not a script's main
+        or (
+            isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp)
+            and any(g.ifs for g in node.generators)
+        )
+    ]
     return {call for node in guarded for call in ast.walk(node) if isinstance(call, ast.Call)}
 
 
@@ -206,7 +335,10 @@ def describe_model(code: str) -> ModelInfo:
     except (SyntaxError, ValueError):
         return ModelInfo(UNKNOWN, "")
     reader = _Reader(tree)
-    calls = sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset))
+    calls = sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Call)),
+        key=lambda n: (n.lineno, n.col_offset),
+    )
     models: list[tuple[str, str]] = []  # (family, params)
     wrappers, features, conditional = [], [], _conditional_calls(tree)
     for call in calls:
@@ -216,7 +348,11 @@ def describe_model(code: str) -> ModelInfo:
         elif name in _FEATURES:
             features.append(_FEATURES[name] + (" where it applies" if call in conditional else ""))
         elif family := reader.train_function(call):
-            params = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "params"), None)
+            params = (
+                call.args[0]
+                if call.args
+                else next((k.value for k in call.keywords if k.arg == "params"), None)
+            )
             models.append((family, reader.render(reader.keywords(params))))
         elif family := _family(name):
             models.append((family, reader.render(reader.call_keywords(call))))

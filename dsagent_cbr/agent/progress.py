@@ -40,8 +40,13 @@ def heartbeat(progress: Progress, every: float = HEARTBEAT, **fields: Any) -> It
 
 
 class LiveProgress:
-    def __init__(self, title: str, enabled: bool | None = None, total: int | None = None,
-                 stream: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        title: str,
+        enabled: bool | None = None,
+        total: int | None = None,
+        stream: TextIO | None = None,
+    ) -> None:
         self.title = title
         self.enabled = sys.stdout.isatty() if enabled is None else enabled
         self.fields: dict[str, Any] = {"total": total} if total else {}
@@ -66,15 +71,30 @@ class LiveProgress:
         best = f.get("best")
         if self._status is None:
             if fields.get("elapsed") is not None and fields.get("status") is None:
-                print(f"iteration {f.get('iteration', 0)} ({f.get('role', '')}): still running after "
-                      f"{fields['elapsed']:.0f} s", file=self.stream or sys.stderr, flush=True)
+                print(
+                    f"iteration {f.get('iteration', 0)} ({f.get('role', '')}): still running after "
+                    f"{fields['elapsed']:.0f} s",
+                    file=self.stream or sys.stderr,
+                    flush=True,
+                )
             if fields.get("status") is not None:
-                line = progress_line(f.get("iteration", 0), f.get("total"), f.get("role"), fields["status"],
-                                     fields.get("score"), best, str(f.get("metric", "")), f.get("left"))
+                line = progress_line(
+                    f.get("iteration", 0),
+                    f.get("total"),
+                    f.get("role"),
+                    fields["status"],
+                    fields.get("score"),
+                    best,
+                    str(f.get("metric", "")),
+                    f.get("left"),
+                )
                 print(line, file=self.stream or sys.stderr, flush=True)
             return
-        parts = [self.title, f"iteration {f.get('iteration', '-')}" + (f"/{f['total']}" if f.get("total") else ""),
-                 f"{f.get('role', '')}"]
+        parts = [
+            self.title,
+            f"iteration {f.get('iteration', '-')}" + (f"/{f['total']}" if f.get("total") else ""),
+            f"{f.get('role', '')}",
+        ]
         if f.get("attempt"):
             parts.append(f"debug attempt {f['attempt']}")
         if fields.get("elapsed") is not None:
@@ -91,10 +111,20 @@ def fmt(value: float | None) -> str:
     return "—" if value is None else f"{value:.5g}"
 
 
-def progress_line(iteration: int, total: int | None, role: str | None, status: str | None,
-                  score: float | None, best: float | None, metric: str, left: float | None = None) -> str:
+def progress_line(
+    iteration: int,
+    total: int | None,
+    role: str | None,
+    status: str | None,
+    score: float | None,
+    best: float | None,
+    metric: str,
+    left: float | None = None,
+) -> str:
     """One plain line for a finished iteration, e.g. 'iteration 3/8 (execute): ok, rmse 5.1234, best
     4.9876' (the scores the rows are judged by), and ', 95 s left' of a budget."""
-    head = f"iteration {iteration}" + (f"/{total}" if total else "") + (f" ({role})" if role else "")
+    head = (
+        f"iteration {iteration}" + (f"/{total}" if total else "") + (f" ({role})" if role else "")
+    )
     tail = f", {left:.0f} s left" if left is not None else ""
     return f"{head}: {status or 'done'}, {metric} {fmt(score)}, best {fmt(best)}{tail}"

@@ -39,8 +39,15 @@ class Verdict:
     why: str
 
 
-def recheck(bank: RetainedBank, tasks: dict[str, Task], policy: SandboxPolicy, folder: Path, *,
-            dry_run: bool = False, say: Callable[[Verdict], None] = lambda v: None) -> list[Verdict]:
+def recheck(
+    bank: RetainedBank,
+    tasks: dict[str, Task],
+    policy: SandboxPolicy,
+    folder: Path,
+    *,
+    dry_run: bool = False,
+    say: Callable[[Verdict], None] = lambda v: None,
+) -> list[Verdict]:
     """Every retained solution judged again (`tasks`: by name, the task folders to judge them on); the
     dropped ones are removed with their insights unless `dry_run`."""
     verdicts = []
@@ -55,7 +62,9 @@ def recheck(bank: RetainedBank, tasks: dict[str, Task], policy: SandboxPolicy, f
 
 def _judge(case: Case, task: Task | None, policy: SandboxPolicy, folder: Path) -> Verdict:
     if task is None:
-        return Verdict(case, "not checked", f"no task folder named {case.task_name!r} was given or found")
+        return Verdict(
+            case, "not checked", f"no task folder named {case.task_name!r} was given or found"
+        )
     if not id_lists(task) or case.selection_score is None:
         why = "its task lists no test ids beside the test file: no label was ever shown"
         return Verdict(case, "kept", why)
@@ -64,17 +73,28 @@ def _judge(case: Case, task: Task | None, policy: SandboxPolicy, folder: Path) -
         return Verdict(case, "dropped", f"it no longer runs ({result.status}: {result.error})")
     now, before = result.selection_metric, case.selection_score
     if now is None or fell(task.direction, before, now, prior_score(task, hold_out(task))):
-        return Verdict(case, "dropped", f"selection {task.metric_name} {_shown(now)} now against {before:.4g} "
-                                        "when retained: the score came from labels it was shown")
-    return Verdict(case, "kept", f"selection {task.metric_name} {now:.4g} now, {before:.4g} when retained")
+        return Verdict(
+            case,
+            "dropped",
+            f"selection {task.metric_name} {_shown(now)} now against {before:.4g} "
+            "when retained: the score came from labels it was shown",
+        )
+    return Verdict(
+        case, "kept", f"selection {task.metric_name} {now:.4g} now, {before:.4g} when retained"
+    )
 
 
 def _insights_beside(bank: RetainedBank, solution: Case) -> list[str]:
     """The insight retained with `solution`: same task, run and iteration."""
     run, iteration = solution.extra.get("run"), solution.extra.get("iteration")
-    return [c.id for c in bank.list("insight", where={"kind": "retained"})
-            if c.task_name == solution.task_name and c.extra.get("run") == run
-            and c.extra.get("iteration") == iteration and run is not None]
+    return [
+        c.id
+        for c in bank.list("insight", where={"kind": "retained"})
+        if c.task_name == solution.task_name
+        and c.extra.get("run") == run
+        and c.extra.get("iteration") == iteration
+        and run is not None
+    ]
 
 
 def _shown(value: float | None) -> str:

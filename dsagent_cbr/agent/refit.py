@@ -10,8 +10,10 @@ from __future__ import annotations
 from dsagent_cbr.agent.record import Refit
 from dsagent_cbr.tasks.metrics import Metric
 
-REFIT_NOTE = ("the submitted model also learned the selection rows, which stop being a fair judge of it: the "
-              "selection score judged the script before the refit")
+REFIT_NOTE = (
+    "the submitted model also learned the selection rows, which stop being a fair judge of it: the "
+    "selection score judged the script before the refit"
+)
 FALL = 0.1  # of a score's lead over the prior baseline: how much worse it may come out again
 
 
@@ -20,19 +22,30 @@ def stopping_note(rounds: list[list[int]] | None) -> str:
     stop on rows it learns, which never stop improving)."""
     if not rounds:
         return ""
-    kept = ", ".join(f"{first} rounds (alone it ran {had})" if had > first else f"{had} rounds"
-                     for first, had in rounds)
+    kept = ", ".join(
+        f"{first} rounds (alone it ran {had})" if had > first else f"{had} rounds"
+        for first, had in rounds
+    )
     return f"; its early-stopped models kept the first fit's stopping points: {kept}"
 
 
-def refitted(test: float | None, rounds: list[list[int]] | None, selection: float | None = None) -> Refit:
+def refitted(
+    test: float | None, rounds: list[list[int]] | None, selection: float | None = None
+) -> Refit:
     """A refit that ran and was submitted: its test score (only reported), its score on the selection rows
     it learned (a check), and what its early stopping kept."""
-    return Refit(status="ok", test_after_refit=test, selection_after_refit=selection, rounds=rounds,
-                 why=REFIT_NOTE + stopping_note(rounds))
+    return Refit(
+        status="ok",
+        test_after_refit=test,
+        selection_after_refit=selection,
+        rounds=rounds,
+        why=REFIT_NOTE + stopping_note(rounds),
+    )
 
 
-def fall(metric: Metric, first: float | None, refit: float | None, prior: float | None) -> str | None:
+def fall(
+    metric: Metric, first: float | None, refit: float | None, prior: float | None
+) -> str | None:
     """Why the refit is not submitted, or None. `first` is the first fit's selection score, `refit` the
     refit's on the same rows, `prior` the prior baseline's there."""
     if first is None:
@@ -41,10 +54,12 @@ def fall(metric: Metric, first: float | None, refit: float | None, prior: float 
         return "the refit's predictions of the selection rows could not be graded"
     if not fell(metric.direction, first, refit, prior):
         return None
-    return (f"on the selection rows, which it learned, the refit scored {metric.name} {refit:.4g} against "
-            f"the first fit's {first:.4g} (the prior baseline: {_shown(prior)}): a model rarely predicts rows "
-            "it learned worse, so the script behaved otherwise when refit; the first fit's predictions are "
-            "submitted")
+    return (
+        f"on the selection rows, which it learned, the refit scored {metric.name} {refit:.4g} against "
+        f"the first fit's {first:.4g} (the prior baseline: {_shown(prior)}): a model rarely predicts rows "
+        "it learned worse, so the script behaved otherwise when refit; the first fit's predictions are "
+        "submitted"
+    )
 
 
 def fell(direction: str, before: float, now: float, prior: float | None) -> bool:

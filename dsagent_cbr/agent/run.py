@@ -50,27 +50,64 @@ FIRST_GRADED = "first graded run better than the starter"
 
 
 class Run:
-    def __init__(self, kind: Kind, task: Task, run_dir: Path, bank: Bank, executor: Executor, *,
-                 model: Model | None = None, progress: Progress | None = None, planned: int | None = None,
-                 seed: int = 0, sandbox: dict[str, object] | None = None, refit: bool = False,
-                 reference: float | None = None, retain: bool = True, observers: Sequence[Observer] = (),
-                 clock: Clock | None = None) -> None:
-        self.task, self.run_dir, self.bank, self.executor, self.model = task, run_dir, bank, executor, model
+    def __init__(
+        self,
+        kind: Kind,
+        task: Task,
+        run_dir: Path,
+        bank: Bank,
+        executor: Executor,
+        *,
+        model: Model | None = None,
+        progress: Progress | None = None,
+        planned: int | None = None,
+        seed: int = 0,
+        sandbox: dict[str, object] | None = None,
+        refit: bool = False,
+        reference: float | None = None,
+        retain: bool = True,
+        observers: Sequence[Observer] = (),
+        clock: Clock | None = None,
+    ) -> None:
+        self.task, self.run_dir, self.bank, self.executor, self.model = (
+            task,
+            run_dir,
+            bank,
+            executor,
+            model,
+        )
         self.progress, self.wants_refit, self.retains = progress or Quiet(), refit, retain
         self.journal = RunJournal(run_dir)
-        self.record = RunRecord(kind=kind, task=task.name, model=model.model if model else "none",
-                                metric=task.metric_name, direction=task.direction, seed=seed, run_dir=str(run_dir),
-                                planned_iterations=planned, test_answers=task.has_answers, sandbox=sandbox or {})
+        self.record = RunRecord(
+            kind=kind,
+            task=task.name,
+            model=model.model if model else "none",
+            metric=task.metric_name,
+            direction=task.direction,
+            seed=seed,
+            run_dir=str(run_dir),
+            planned_iterations=planned,
+            test_answers=task.has_answers,
+            sandbox=sandbox or {},
+        )
         self.best: Row | None = None
         self.baseline: float | None = None  # the starter's score, when it ran
         self.prior: float | None = None  # a constant's from the training rows (harness/baseline.py)
         self.starter_seconds: float | None = None
         self.reference = reference  # the hand-written reference's, for the report only
-        self.ended: Outcome | None = None  # set when a failure of ours or the budget stopped the run
-        self.lock = threading.RLock()  # a --parallel search's nodes consider their rows from their own threads
+        self.ended: Outcome | None = (
+            None  # set when a failure of ours or the budget stopped the run
+        )
+        self.lock = (
+            threading.RLock()
+        )  # a --parallel search's nodes consider their rows from their own threads
         self.observers = tuple(observers)  # told of every save of the record (the report's drawer)
-        self.clock = clock or Clock(None)  # the command's wall clock: its budget bounds the starter and the refit
-        self.halt = threading.Event()  # set as a stop begins: the steps in flight are cancelled, none begins
+        self.clock = clock or Clock(
+            None
+        )  # the command's wall clock: its budget bounds the starter and the refit
+        self.halt = (
+            threading.Event()
+        )  # set as a stop begins: the steps in flight are cancelled, none begins
         self.closed = threading.Event()  # set once the record is final: nothing is written after it
 
     @property
@@ -94,8 +131,17 @@ class Run:
             out = self.journal.step(t, role, guarded, attempt=attempt)
         return out.get("value") if "error" not in out else None  # type: ignore[return-value]
 
-    def execute(self, t: int, attempt: int, code: str, *, refit: bool = False, timeout: float | None = None,
-                folder: Path | None = None, cancel: threading.Event | None = None) -> RunResult:
+    def execute(
+        self,
+        t: int,
+        attempt: int,
+        code: str,
+        *,
+        refit: bool = False,
+        timeout: float | None = None,
+        folder: Path | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
         """Run `code` as step t's attempt (step-NN/, step-NN/debug-K/, or refit/ unless `folder` says
         where), once across resumes; `cancel` set meanwhile kills it (errors.Cancelled)."""
         self.open_for(t)
@@ -103,8 +149,16 @@ class Run:
         folder = folder or (self.run_dir / "refit" if refit else step_dir(self.run_dir, t, attempt))
         write_text_atomic(folder / "script.py", code)
         with heartbeat(self.progress, iteration=t, role="refit" if refit else "execute"):
-            return RunResult.from_dict(self.journal.step(t, "refit" if refit else "execute", lambda: self.executor.run(
-                code, folder / "exec", refit=refit, timeout=timeout, cancel=cancel).to_dict(), attempt=attempt))
+            return RunResult.from_dict(
+                self.journal.step(
+                    t,
+                    "refit" if refit else "execute",
+                    lambda: self.executor.run(
+                        code, folder / "exec", refit=refit, timeout=timeout, cancel=cancel
+                    ).to_dict(),
+                    attempt=attempt,
+                )
+            )
 
     def open_for(self, t: int, *, halted: bool = False) -> None:
         """Step t may go on: the run's record is not closed and, with `halted`, no stop has begun (a node's
@@ -114,14 +168,23 @@ class Run:
 
     def say(self, t: int, role: str, attempt: int = 0) -> None:
         left = self.clock.left()
-        self.progress.update(iteration=t, total=self.record.planned_iterations, role=role, attempt=attempt,
-                             best=self.best.score if self.best else None, tokens=self.record.tokens,
-                             cost=self.record.cost_usd, left=None if math.isinf(left) else max(left, 0.0))
+        self.progress.update(
+            iteration=t,
+            total=self.record.planned_iterations,
+            role=role,
+            attempt=attempt,
+            best=self.best.score if self.best else None,
+            tokens=self.record.tokens,
+            cost=self.record.cost_usd,
+            left=None if math.isinf(left) else max(left, 0.0),
+        )
 
     # -- rows and the best so far ------------------------------------------------------------------
     def baseline_run(self) -> RunResult:
         """Iteration 0: the starter as it is, so that the log and the report start from a number."""
-        result = self.execute(0, 0, self.task.starter.read_text(encoding="utf-8"), timeout=self.clock.limit())
+        result = self.execute(
+            0, 0, self.task.starter.read_text(encoding="utf-8"), timeout=self.clock.limit()
+        )
         self._judge(result)
         self.baseline = result.score if result.ok else None
         self.starter_seconds = result.wall_time
@@ -140,21 +203,31 @@ class Run:
         self.rows.append(row)
         return row
 
-    def consider(self, row: Row, code: str, result: RunResult, attempt: int = 0, *,
-                 retain: str | None = None) -> bool:
+    def consider(
+        self, row: Row, code: str, result: RunResult, attempt: int = 0, *, retain: str | None = None
+    ) -> bool:
         """Record a run's outcome in its row; when its score is the best yet, make it the run's solution
         and, given a plan text to retain with it, add the pair to the bank when it has a selection score
         that beats the starter's."""
         with self.lock:
             return self._consider(row, code, result, attempt, retain)
 
-    def _consider(self, row: Row, code: str, result: RunResult, attempt: int, retain: str | None) -> bool:
+    def _consider(
+        self, row: Row, code: str, result: RunResult, attempt: int, retain: str | None
+    ) -> bool:
         self.open_for(row.iteration, halted=True)
         self._judge(result)
-        row.status, row.error, row.valid, row.test = result.status, result.error, result.valid_metric, result.test_metric
+        row.status, row.error, row.valid, row.test = (
+            result.status,
+            result.error,
+            result.valid_metric,
+            result.test_metric,
+        )
         row.selection, row.score = result.selection_metric, result.score if result.ok else None
         row.wall_time = result.wall_time
-        row.script = str(step_dir(self.run_dir, row.iteration, attempt).relative_to(self.run_dir) / "script.py")
+        row.script = str(
+            step_dir(self.run_dir, row.iteration, attempt).relative_to(self.run_dir) / "script.py"
+        )
         if not self._improves(result):
             return False
         self.select(row, code, Path(result.workspace))
@@ -168,8 +241,13 @@ class Run:
         with self.lock:
             self.open_for(row.iteration, halted=True)
             self.best = row
-            publish_outputs(self.run_dir, self.task, code, workspace,
-                            hold_out(self.task) if self.record.selection_rows else None)
+            publish_outputs(
+                self.run_dir,
+                self.task,
+                code,
+                workspace,
+                hold_out(self.task) if self.record.selection_rows else None,
+            )
 
     def retain(self, row: Row, code: str, plan: str) -> None:
         """Add the row's (task, script) pair and its insight to the bank, when the run retains and the
@@ -182,7 +260,9 @@ class Run:
     def _improves(self, result: RunResult) -> bool:
         if not result.ok:
             return False
-        if self.record.selected_by == FIRST_GRADED:  # deploy keeps its first graded script beating the starter
+        if (
+            self.record.selected_by == FIRST_GRADED
+        ):  # deploy keeps its first graded script beating the starter
             if self.best is not None:
                 return False
             comparable = result.score is not None and self.baseline is not None
@@ -197,13 +277,31 @@ class Run:
     def _retain(self, row: Row, code: str, plan: str) -> dict[str, str]:
         """The (task, solution) pair as the paper's agent bank keeps it, with an insight of how it came."""
         task, extra = self.task, {"run": self.run_dir.name, "iteration": row.iteration}
-        solution = Case(kind="solution", text=task.description, source_kind="retained", modality=task.modality,
-                        title=f"{task.name} (retained, iteration {row.iteration})", task_type=task.task_type,
-                        task_name=task.name, script=code, metric=task.metric_name, valid_score=row.valid,
-                        selection_score=row.selection, extra=extra)
-        insight = Case(kind="insight", text=f"Task: {task.description}\n\nPlan: {plan}\n\nLog: {row.log}",
-                       title=f"retained insight from {task.name}", competition=task.name, source_kind="retained",
-                       modality=task.modality, task_type=task.task_type, task_name=task.name, extra=extra)
+        solution = Case(
+            kind="solution",
+            text=task.description,
+            source_kind="retained",
+            modality=task.modality,
+            title=f"{task.name} (retained, iteration {row.iteration})",
+            task_type=task.task_type,
+            task_name=task.name,
+            script=code,
+            metric=task.metric_name,
+            valid_score=row.valid,
+            selection_score=row.selection,
+            extra=extra,
+        )
+        insight = Case(
+            kind="insight",
+            text=f"Task: {task.description}\n\nPlan: {plan}\n\nLog: {row.log}",
+            title=f"retained insight from {task.name}",
+            competition=task.name,
+            source_kind="retained",
+            modality=task.modality,
+            task_type=task.task_type,
+            task_name=task.name,
+            extra=extra,
+        )
         self.bank.add([solution, insight])
         return {"solution": solution.id, "insight": insight.id}
 
@@ -212,7 +310,9 @@ class Run:
         final: nothing is written after it. `refit_other`: the loop's own refit of a selected row whose
         script it alone can refit (the search's blends); None from it where the row is one script."""
         with self.stopping():
-            self.record.estimate = estimate(self.task, self.rows, self.best, self.run_dir, self.record.seed)
+            self.record.estimate = estimate(
+                self.task, self.rows, self.best, self.run_dir, self.record.seed
+            )
             self.refit_best(refit_other)
         return self.finish(final=True)
 
@@ -228,7 +328,9 @@ class Run:
             return
         code = (self.run_dir / self.best.script).read_text(encoding="utf-8")
         if REFIT_VARIABLE not in code:
-            self.record.refit = Refit(status="skipped", why=f"the selected script does not read {REFIT_VARIABLE}")
+            self.record.refit = Refit(
+                status="skipped", why=f"the selected script does not read {REFIT_VARIABLE}"
+            )
             return
         late = self.too_late_to_refit(self.best.wall_time or 0.0, "the first fit")
         if late is not None:
@@ -236,13 +338,18 @@ class Run:
             return
         result = self.execute(self.best.iteration, 0, code, refit=True, timeout=self.clock.limit())
         if not result.ok:
-            self.record.refit = Refit(status=result.status, error=result.error, test_after_refit=result.test_metric)
+            self.record.refit = Refit(
+                status=result.status, error=result.error, test_after_refit=result.test_metric
+            )
             return
         rounds = read_refit_rounds(Path(result.workspace))
-        self.record.refit = self.judged_refit(self.best.selection, result.selection_metric, result.test_metric,
-                                              rounds)
+        self.record.refit = self.judged_refit(
+            self.best.selection, result.selection_metric, result.test_metric, rounds
+        )
         if self.record.refit.status == "ok":
-            publish_outputs(self.run_dir, self.task, code, Path(result.workspace), hold_out(self.task))
+            publish_outputs(
+                self.run_dir, self.task, code, Path(result.workspace), hold_out(self.task)
+            )
 
     def too_late_to_refit(self, took: float, what: str) -> Refit | None:
         """A refit that could not end within the budget is skipped (the first fit stays the submission):
@@ -253,12 +360,19 @@ class Run:
         why = f"{max(left, 0):.0f} s of the budget left, and {what} took {took:.0f} s"
         return Refit(status="skipped", why=why)
 
-    def judged_refit(self, first: float | None, selection: float | None, test: float | None,
-                     rounds: list[list[int]] | None) -> Refit:
+    def judged_refit(
+        self,
+        first: float | None,
+        selection: float | None,
+        test: float | None,
+        rounds: list[list[int]] | None,
+    ) -> Refit:
         """The refit's record: submitted, or refused when it fell on the selection rows it learned."""
         why = refit.fall(self.task.metric, first, selection, self.prior)
         if why:
-            return Refit(status="refused", why=why, selection_after_refit=selection, test_after_refit=test)
+            return Refit(
+                status="refused", why=why, selection_after_refit=selection, test_after_refit=test
+            )
         return refit.refitted(test, rounds, selection)
 
     # -- how a run ends ----------------------------------------------------------------------------
@@ -273,7 +387,10 @@ class Run:
             self.discard_in_flight()
         except (KeyboardInterrupt, InfrastructureError) as exc:
             outcome = outcome_of(exc) or Outcome.INFRASTRUCTURE
-            self.stop(outcome, "interrupted" if outcome is Outcome.INTERRUPTED else f"infrastructure: {exc}")
+            self.stop(
+                outcome,
+                "interrupted" if outcome is Outcome.INTERRUPTED else f"infrastructure: {exc}",
+            )
             self.discard_in_flight()
             self.finish(final=True)
             raise
@@ -292,8 +409,13 @@ class Run:
 
     def end(self, row: Row) -> RunRecord:
         """An iteration is over: one progress line, and the record saved."""
-        self.progress.update(iteration=row.iteration, status=row.status, score=row.score,
-                             best=self.best.score if self.best else None, metric=self.task.metric_name)
+        self.progress.update(
+            iteration=row.iteration,
+            status=row.status,
+            score=row.score,
+            best=self.best.score if self.best else None,
+            metric=self.task.metric_name,
+        )
         return self.finish()
 
     def finish(self, *, final: bool = False) -> RunRecord:
@@ -318,12 +440,20 @@ class Run:
         record.exit_code = record.outcome.exit_code
         record.best_iteration = best.iteration if best else None
         record.best_valid, record.best_test = (best.valid, best.test) if best else (None, None)
-        record.best_selection, record.best_score = (best.selection, best.score) if best else (None, None)
-        record.baselines = {"starter": self.baseline, "prior": self.prior, "reference": self.reference}
+        record.best_selection, record.best_score = (
+            (best.selection, best.score) if best else (None, None)
+        )
+        record.baselines = {
+            "starter": self.baseline,
+            "prior": self.prior,
+            "reference": self.reference,
+        }
         record.took = round(self.clock.now(), 1)
         record.model_errors = self.journal.errors()
         record.best_solution = str(self.run_dir / "best_solution.py") if best else None
-        record.submission = str(self.run_dir / self.task.predictions) if best and self.task.predictions else None
+        record.submission = (
+            str(self.run_dir / self.task.predictions) if best and self.task.predictions else None
+        )
         importance = self.run_dir / IMPORTANCE
         record.feature_importance = str(importance) if importance.is_file() else None
         record.save(self.run_dir)

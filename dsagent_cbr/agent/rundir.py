@@ -74,7 +74,9 @@ def load_config(run_dir: Path) -> SavedRun:
         raise CbrError(f"{path} is not JSON cbr can read ({exc}).") from None
     if not isinstance(data, dict):
         kind = json_kind(data)
-        raise CbrError(f"{path} is not a run's config cbr can read (it holds a JSON {kind}, not an object).")
+        raise CbrError(
+            f"{path} is not a run's config cbr can read (it holds a JSON {kind}, not an object)."
+        )
     try:
         return SavedRun.model_validate(data)
     except ValidationError as exc:
@@ -83,7 +85,14 @@ def load_config(run_dir: Path) -> SavedRun:
 
 def json_kind(value: object) -> str:
     """What JSON calls a parsed value's type, for a sentence saying it is the wrong one."""
-    kinds = {bool: "boolean", int: "number", float: "number", str: "string", list: "array", dict: "object"}
+    kinds = {
+        bool: "boolean",
+        int: "number",
+        float: "number",
+        str: "string",
+        list: "array",
+        dict: "object",
+    }
     return kinds.get(type(value), "null")
 
 
@@ -96,7 +105,11 @@ def shape_error(path: Path, exc: ValidationError, within: str = "") -> CbrError:
     first = exc.errors()[0]
     where = ".".join(str(part) for part in (within, *first["loc"]) if part != "") or "the file"
     # the value as JSON, cut short: whatever an edited file holds reaches the terminal escaped
-    got = "" if first["type"] == "missing" else f", not {json.dumps(first['input'], default=str)[:60]}"
+    got = (
+        ""
+        if first["type"] == "missing"
+        else f", not {json.dumps(first['input'], default=str)[:60]}"
+    )
     return unreadable_config(path, where, first["msg"][:1].lower() + first["msg"][1:] + got)
 
 
@@ -119,7 +132,9 @@ def row_workspace(run_dir: Path, row_script: str | None) -> Path:
 IMPORTANCE = "feature_importance.json"
 
 
-def publish_outputs(run_dir: Path, task: Task, code: str, workspace: Path, held: Held | None) -> None:
+def publish_outputs(
+    run_dir: Path, task: Task, code: str, workspace: Path, held: Held | None
+) -> None:
     """The chosen solution where a user looks first: best_solution.py, the predictions file (the
     submission to upload, without the selection rows the run was given) and the model's feature
     importances at the run folder's root, each replaced atomically. What the script wrote is read as

@@ -27,7 +27,11 @@ class Entry:
     started: datetime  # aware: entries written in another time zone still sort right
 
     def as_json(self) -> dict[str, str]:
-        return {"run_dir": str(self.run_dir), "task": self.task, "started": self.started.isoformat()}
+        return {
+            "run_dir": str(self.run_dir),
+            "task": self.task,
+            "started": self.started.isoformat(),
+        }
 
 
 def index_path(home: Path) -> Path:

@@ -28,20 +28,30 @@ Matcher = Callable[[ast.AST], bool]
 
 
 def _name(func: ast.expr) -> str:
-    return func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else ""
+    return (
+        func.attr
+        if isinstance(func, ast.Attribute)
+        else func.id
+        if isinstance(func, ast.Name)
+        else ""
+    )
 
 
 def _call(*names: str, args: str | None = None, keyword: tuple[str, str] | None = None) -> Matcher:
     """A call of one of `names` (the last part of `a.b.name(...)`); with `args`, a regular expression its
     positional arguments (unparsed, joined by ", ") must match; with `keyword`, (keyword, expression) its
     value must match."""
+
     def match(node: ast.AST) -> bool:
         if not isinstance(node, ast.Call) or _name(node.func) not in names:
             return False
         if args is not None and not re.search(args, ", ".join(ast.unparse(a) for a in node.args)):
             return False
-        return keyword is None or any(k.arg == keyword[0] and re.search(keyword[1], ast.unparse(k.value))
-                                      for k in node.keywords)
+        return keyword is None or any(
+            k.arg == keyword[0] and re.search(keyword[1], ast.unparse(k.value))
+            for k in node.keywords
+        )
+
     return match
 
 
@@ -52,21 +62,46 @@ def _keyword(*names: str) -> Matcher:
 
 def _accessor(owner: str, *attrs: str) -> Matcher:
     """`x.owner.attr`, e.g. `when.dt.month`."""
-    return lambda node: (isinstance(node, ast.Attribute) and node.attr in attrs
-                         and isinstance(node.value, ast.Attribute) and node.value.attr == owner)
+    return lambda node: (
+        isinstance(node, ast.Attribute)
+        and node.attr in attrs
+        and isinstance(node.value, ast.Attribute)
+        and node.value.attr == owner
+    )
 
 
 def _derived_column(node: ast.AST) -> bool:
     """`X["family"] = X["sibsp"] + X["parch"]`: a column computed by arithmetic or a comparison of others."""
-    if not (isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets)):
+    if not (
+        isinstance(node, ast.Assign) and any(isinstance(t, ast.Subscript) for t in node.targets)
+    ):
         return False
-    return any(isinstance(part, ast.BinOp | ast.Compare)
-               and any(isinstance(leaf, ast.Subscript) for leaf in ast.walk(part))
-               for part in ast.walk(node.value))
+    return any(
+        isinstance(part, ast.BinOp | ast.Compare)
+        and any(isinstance(leaf, ast.Subscript) for leaf in ast.walk(part))
+        for part in ast.walk(node.value)
+    )
 
 
-_STATISTICS = ("mean", "std", "var", "min", "max", "median", "quantile", "percentile", "nanmean", "nanstd",
-               "nanmin", "nanmax", "nanmedian", "nanquantile", "nanpercentile", "sum", "nansum")
+_STATISTICS = (
+    "mean",
+    "std",
+    "var",
+    "min",
+    "max",
+    "median",
+    "quantile",
+    "percentile",
+    "nanmean",
+    "nanstd",
+    "nanmin",
+    "nanmax",
+    "nanmedian",
+    "nanquantile",
+    "nanpercentile",
+    "sum",
+    "nansum",
+)
 
 
 def _row_statistic(node: ast.AST) -> bool:
@@ -80,14 +115,37 @@ def _row_statistic(node: ast.AST) -> bool:
 
 # what names the target in a script: y, y_train, train_y, TARGET, labels
 _TARGET = r"\b(?i:y|y_\w+|\w+_y|target\w*|labels?)\b"
-_DATE_PARTS = ("year", "month", "day", "hour", "minute", "weekday", "dayofweek", "day_of_week", "dayofyear",
-               "day_of_year", "quarter", "week", "weekofyear", "is_weekend", "is_month_start", "is_month_end")
+_DATE_PARTS = (
+    "year",
+    "month",
+    "day",
+    "hour",
+    "minute",
+    "weekday",
+    "dayofweek",
+    "day_of_week",
+    "dayofyear",
+    "day_of_year",
+    "quarter",
+    "week",
+    "weekofyear",
+    "is_weekend",
+    "is_month_start",
+    "is_month_end",
+)
 # (what a step is called, how it shows in a script), in the order a summary lists them; one step may have
 # several rows. Names are the last part of a call, so `pd.get_dummies` and `get_dummies` both match.
 _STEPS: tuple[tuple[str, Matcher], ...] = (
-    ("TF-IDF of text", _call("TfidfVectorizer", "TfidfTransformer", "CountVectorizer", "HashingVectorizer")),
-    ("character n-grams", _call("TfidfVectorizer", "CountVectorizer", "HashingVectorizer",
-                                keyword=("analyzer", "char"))),
+    (
+        "TF-IDF of text",
+        _call("TfidfVectorizer", "TfidfTransformer", "CountVectorizer", "HashingVectorizer"),
+    ),
+    (
+        "character n-grams",
+        _call(
+            "TfidfVectorizer", "CountVectorizer", "HashingVectorizer", keyword=("analyzer", "char")
+        ),
+    ),
     ("sentence embeddings", _call("SentenceTransformer")),
     ("pretrained transformer", _call("AutoTokenizer", "AutoModel")),
     ("one-hot", _call("OneHotEncoder", "get_dummies", "DictVectorizer")),
@@ -96,7 +154,10 @@ _STEPS: tuple[tuple[str, Matcher], ...] = (
     ("native categoricals", _keyword("categorical_feature", "cat_features", "enable_categorical")),
     ("categories as codes", _call("OrdinalEncoder", "LabelEncoder", "factorize")),
     ("categories as codes", _accessor("cat", "codes")),
-    ("target encoding", _call("TargetEncoder", "CatBoostEncoder", "MEstimateEncoder", "WOEEncoder")),
+    (
+        "target encoding",
+        _call("TargetEncoder", "CatBoostEncoder", "MEstimateEncoder", "WOEEncoder"),
+    ),
     ("date parts", _accessor("dt", *_DATE_PARTS)),
     ("date parts", _call("getattr", args=r"\.dt\b")),  # getattr(when.dt, part) over a list of parts
     ("lags", _call("shift")),
@@ -107,18 +168,43 @@ _STEPS: tuple[tuple[str, Matcher], ...] = (
     ("row statistics", _row_statistic),
     ("group aggregates", _call("groupby")),
     ("derived columns", _derived_column),
-    ("imputed", _call("SimpleImputer", "KNNImputer", "IterativeImputer", "nan_to_num", "interpolate",
-                      "ffill", "bfill")),
-    ("imputed", _call("fillna", args=r"^(?!'')")),  # fillna("") blanks missing text: nothing is estimated
-    ("scaled", _call("StandardScaler", "MinMaxScaler", "RobustScaler", "MaxAbsScaler", "Normalizer")),
+    (
+        "imputed",
+        _call(
+            "SimpleImputer",
+            "KNNImputer",
+            "IterativeImputer",
+            "nan_to_num",
+            "interpolate",
+            "ffill",
+            "bfill",
+        ),
+    ),
+    (
+        "imputed",
+        _call("fillna", args=r"^(?!'')"),
+    ),  # fillna("") blanks missing text: nothing is estimated
+    (
+        "scaled",
+        _call("StandardScaler", "MinMaxScaler", "RobustScaler", "MaxAbsScaler", "Normalizer"),
+    ),
     ("power-transformed", _call("PowerTransformer", "QuantileTransformer")),
     ("binned", _call("KBinsDiscretizer", "cut", "qcut")),
     ("polynomial features", _call("PolynomialFeatures")),
     ("splines", _call("SplineTransformer")),
     ("PCA", _call("PCA")),
     ("SVD", _call("TruncatedSVD")),
-    ("feature selection", _call("SelectKBest", "SelectPercentile", "SelectFromModel", "VarianceThreshold",
-                                "RFE", "RFECV")),
+    (
+        "feature selection",
+        _call(
+            "SelectKBest",
+            "SelectPercentile",
+            "SelectFromModel",
+            "VarianceThreshold",
+            "RFE",
+            "RFECV",
+        ),
+    ),
     ("log target", _call("log1p", "log", args=_TARGET)),
     ("log target", _call("expm1")),  # predictions brought back from the log scale
     ("log target", _call("exp", args=r"\.predict\(")),
@@ -132,10 +218,16 @@ _FEATURE_FUNCTION = re.compile(r"feature|design|encode|engineer|transform|prepar
 def _guarded(tree: ast.Module) -> set[int]:
     """ids of the nodes run only under a condition (a script's `if __name__ == "__main__":` is none): a
     general solution one-hots the categorical columns a table has, and a table may have none."""
-    guards = [node for node in ast.walk(tree) if isinstance(node, ast.IfExp)
-              or (isinstance(node, ast.If) and "__name__" not in ast.unparse(node.test))
-              or (isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp)
-                  and any(g.ifs for g in node.generators))]
+    guards = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.IfExp)
+        or (isinstance(node, ast.If) and "__name__" not in ast.unparse(node.test))
+        or (
+            isinstance(node, ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp)
+            and any(g.ifs for g in node.generators)
+        )
+    ]
     return {id(inner) for node in guards for inner in ast.walk(node)}
 
 
@@ -151,10 +243,15 @@ def feature_steps(tree: ast.Module) -> tuple[list[str], list[str]]:
             if matches(node):
                 seen[label] = seen.get(label, False) or id(node) not in guarded
     if not seen:
-        own = [n.name for n in ast.walk(tree)
-               if isinstance(n, ast.FunctionDef) and _FEATURE_FUNCTION.search(n.name)]
+        own = [
+            n.name
+            for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef) and _FEATURE_FUNCTION.search(n.name)
+        ]
         return [f"hand-made in {own[0]}()"] if own else [], []
-    return [s for s, always in seen.items() if always], [s for s, always in seen.items() if not always]
+    return [s for s, always in seen.items() if always], [
+        s for s, always in seen.items() if not always
+    ]
 
 
 def _model(code: str, tree: ast.Module) -> tuple[str, str, str]:
@@ -169,8 +266,11 @@ def _model(code: str, tree: ast.Module) -> tuple[str, str, str]:
     # brackets after the family; the features are listed after the model here, so only the wrappers stay.
     # A note not listed here keeps its brackets, which says no less.
     wrappers = []
-    if notes := re.fullmatch(r"(.*?) \(((?:voting|stacking|bagging|grid search|random search|one-vs-rest|"
-                             r"multi-output|chain|calibrated|transformed target|on )[^()]*)\)", family):
+    if notes := re.fullmatch(
+        r"(.*?) \(((?:voting|stacking|bagging|grid search|random search|one-vs-rest|"
+        r"multi-output|chain|calibrated|transformed target|on )[^()]*)\)",
+        family,
+    ):
         family = notes.group(1)
         wrappers = [n for n in notes.group(2).split(", ") if not n.startswith("on ")]
     return family, params, ", ".join(wrappers)
@@ -180,13 +280,18 @@ def _imported_family(tree: ast.Module) -> str:
     """The family of the estimators a script imports without calling them by name, as in
     `for forest in (RandomForestClassifier, ExtraTreesClassifier): forest(...)`, which describe_model
     does not follow: its parameters are not known, its family is."""
-    names = [alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-             for alias in node.names if alias.name != "*"]
+    names = [
+        alias.asname or alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.name != "*"
+    ]
     return describe_model("\n".join(f"{name}()" for name in names)).family
 
 
 def _features(always: list[str], conditional: list[str]) -> str:
-    """"features: scaled; if present: TF-IDF of text, date parts" (steps for the columns a table has)."""
+    """ "features: scaled; if present: TF-IDF of text, date parts" (steps for the columns a table has)."""
     if not conditional:
         return "features: " + (", ".join(always) or "as given")
     present = "if present: " + ", ".join(conditional)
@@ -195,9 +300,16 @@ def _features(always: list[str], conditional: list[str]) -> str:
 
 def _line(family: str, params: str, wrappers: str, features: str) -> str:
     """The line within MAX_CHARS: the model's parameters give way first, each whole, then the end."""
+
     def line(shown: str) -> str:
-        return (family + (f" ({shown})" if shown else "") + (f" via {wrappers}" if wrappers else "")
-                + "; " + features)
+        return (
+            family
+            + (f" ({shown})" if shown else "")
+            + (f" via {wrappers}" if wrappers else "")
+            + "; "
+            + features
+        )
+
     while len(_one_line(line(params))) > MAX_CHARS and params not in ("", "…"):
         kept = params.removesuffix(", …").rsplit(", ", 1)[0] if ", " in params else ""
         params = f"{kept}, …" if kept else "…"
@@ -219,14 +331,21 @@ def summarise_script(code: str) -> str:
     `Logistic regression (C=1.0); features: TF-IDF of text, one-hot`."""
     try:
         tree = ast.parse(code)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # ValueError: a NUL byte in the text
+    except (
+        SyntaxError,
+        ValueError,
+        RecursionError,
+        MemoryError,
+    ):  # ValueError: a NUL byte in the text
         return NOT_PARSED
     try:
         if (blend := _blend(tree)) is not None:
             return blend
         code, tree = _unwrapped(code, tree)
         return _line(*_model(code, tree), _features(*feature_steps(tree)))
-    except RecursionError:  # ast.unparse recurses; a parsable but absurdly deep expression exhausts it
+    except (
+        RecursionError
+    ):  # ast.unparse recurses; a parsable but absurdly deep expression exhausts it
         return TOO_DEEP
 
 
@@ -236,18 +355,30 @@ def _unwrapped(code: str, tree: ast.Module) -> tuple[str, ast.Module]:
     try:
         inner = unwrap_adapted(code)[0]
         return (inner, ast.parse(inner)) if inner != code else (code, tree)
-    except (SyntaxError, TypeError, ValueError):  # the shim's settings read as no literal, e.g. {[1]: 2}
+    except (
+        SyntaxError,
+        TypeError,
+        ValueError,
+    ):  # the shim's settings read as no literal, e.g. {[1]: 2}
         return code, tree
 
 
 def _blend(tree: ast.Module) -> str | None:
     """The search's ensemble script (untrusted/blend.py, its members' code in MEMBERS and their weights in
     PLAN): "Blend of 3 scripts (weighted mean): 0.25 LightGBM, 0.45 XGBoost, 0.3 LightGBM"."""
-    values = {t.id: node.value for node in tree.body if isinstance(node, ast.Assign)
-              for t in node.targets if isinstance(t, ast.Name)}
+    values = {
+        t.id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
     members = values.get("MEMBERS")
-    if not (isinstance(members, ast.List) and members.elts
-            and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in members.elts)):
+    if not (
+        isinstance(members, ast.List)
+        and members.elts
+        and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in members.elts)
+    ):
         return None
     try:
         plan = ast.literal_eval(values["PLAN"]) if "PLAN" in values else {}

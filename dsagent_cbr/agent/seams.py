@@ -43,9 +43,16 @@ class Model(Protocol):
 
     model: str
 
-    def complete(self, role: str, messages: Messages, *, temperature: float = ...,
-                 max_tokens: int | None = ..., validate: Callable[[str], T],
-                 timeout: float | None = ...) -> Reply[T]: ...
+    def complete(
+        self,
+        role: str,
+        messages: Messages,
+        *,
+        temperature: float = ...,
+        max_tokens: int | None = ...,
+        validate: Callable[[str], T],
+        timeout: float | None = ...,
+    ) -> Reply[T]: ...
 
     def usage(self) -> Usage: ...
 
@@ -59,8 +66,14 @@ class Hit(Protocol):
 
 
 class Bank(Protocol):
-    def search(self, text: str, kind: str = ..., k: int = ..., where: dict[str, object] | None = ...,
-               exclude_task: str | None = ...) -> Sequence[Hit]: ...
+    def search(
+        self,
+        text: str,
+        kind: str = ...,
+        k: int = ...,
+        where: dict[str, object] | None = ...,
+        exclude_task: str | None = ...,
+    ) -> Sequence[Hit]: ...
 
     def list(self, kind: str = ..., where: dict[str, object] | None = ...) -> list[Case]: ...
 
@@ -72,8 +85,14 @@ class Executor(Protocol):
     shortens the run's own time limit (a search near the end of its budget). When `cancel` is set while
     the script runs (its run stopped), the script is killed and errors.Cancelled raised."""
 
-    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None,
-            cancel: threading.Event | None = None) -> RunResult: ...
+    def run(
+        self,
+        code: str,
+        folder: Path,
+        refit: bool = False,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RunResult: ...
 
 
 class Progress(Protocol):
@@ -97,9 +116,22 @@ class SandboxExecutor:
     task: Task
     policy: SandboxPolicy
 
-    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None,
-            cancel: threading.Event | None = None) -> RunResult:
+    def run(
+        self,
+        code: str,
+        folder: Path,
+        refit: bool = False,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
         clear_folder(folder)  # a run cut off mid-flight is redone from scratch
         limit = self.policy.timeout if timeout is None else min(timeout, self.policy.timeout)
-        return run_script(self.task, code, run_dir=folder, policy=self.policy, refit=refit, timeout=limit,
-                          cancel=cancel)
+        return run_script(
+            self.task,
+            code,
+            run_dir=folder,
+            policy=self.policy,
+            refit=refit,
+            timeout=limit,
+            cancel=cancel,
+        )

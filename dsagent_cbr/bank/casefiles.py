@@ -16,18 +16,33 @@ from pathlib import Path, PurePath
 from typing import Any
 
 from dsagent_cbr.bank.cases import Case
-from dsagent_cbr.bank.checks import MAX_SCRIPT_CHARS, MAX_TEXT_CHARS, problem_with, problem_with_file_case
+from dsagent_cbr.bank.checks import (
+    MAX_SCRIPT_CHARS,
+    MAX_TEXT_CHARS,
+    problem_with,
+    problem_with_file_case,
+)
 
 IMPORT_SUFFIXES = (".txt", ".md", ".case")
-MAX_FILE_BYTES = 4 * MAX_SCRIPT_CHARS + 10_000  # UTF-8 takes at most 4 bytes a character; room for front matter
+MAX_FILE_BYTES = (
+    4 * MAX_SCRIPT_CHARS + 10_000
+)  # UTF-8 takes at most 4 bytes a character; room for front matter
 
 # folder name -> modality; DS-Agent's tsa_cases mix forecasting and classification, hence "time-series"
 FOLDER_MODALITIES = {
-    "tabular_cases": "tabular", "tabular": "tabular",
-    "nlp_cases": "text", "nlp": "text", "text": "text", "text_cases": "text",
-    "tsa_cases": "time-series", "time-series": "time-series", "timeseries": "time-series",
-    "forecasting": "forecasting", "forecasting_cases": "forecasting",
-    "time-series-classification": "time-series-classification", "tsc": "time-series-classification",
+    "tabular_cases": "tabular",
+    "tabular": "tabular",
+    "nlp_cases": "text",
+    "nlp": "text",
+    "text": "text",
+    "text_cases": "text",
+    "tsa_cases": "time-series",
+    "time-series": "time-series",
+    "timeseries": "time-series",
+    "forecasting": "forecasting",
+    "forecasting_cases": "forecasting",
+    "time-series-classification": "time-series-classification",
+    "tsc": "time-series-classification",
 }
 
 
@@ -35,7 +50,9 @@ FOLDER_MODALITIES = {
 class Loaded:
     cases: list[Case] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # one line per file that could not be used
-    skipped: list[str] = field(default_factory=list)  # a line per link, pipe, socket or device: never read
+    skipped: list[str] = field(
+        default_factory=list
+    )  # a line per link, pipe, socket or device: never read
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
@@ -46,7 +63,7 @@ def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
     if end < 0:
         raise ValueError("front matter opened with +++ is never closed")
     header = tomllib.loads(text[3:end])
-    body = text[end + 4:]
+    body = text[end + 4 :]
     return header, body.lstrip("\n")
 
 
@@ -83,7 +100,7 @@ def infer_competitions(stems: list[str]) -> dict[str, str]:
 
 def infer_source_kind(stem: str, competition: str) -> str:
     """DS-Agent numbers the technical reports of a competition and names notebooks after their title."""
-    rest = stem[len(competition):].lstrip("-")
+    rest = stem[len(competition) :].lstrip("-")
     return "writeup" if re.fullmatch(r"\d+", rest) or "place-solution" in rest else "notebook"
 
 
@@ -91,7 +108,9 @@ def read_text_file(path: Path, follow_links: bool = True) -> str:
     """UTF-8 text, or ValueError saying why the file cannot be used. A file that cannot fit the size cap
     of a case (checks.py) is refused before it is read. Without follow_links the file is opened with
     O_NOFOLLOW, so a link swapped in after the folder was listed is refused, not read through."""
-    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)  # NONBLOCK: a FIFO never hangs us
+    flags = (
+        os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)
+    )  # NONBLOCK: a FIFO never hangs us
     try:
         fd = os.open(path, flags)
     except OSError as exc:
@@ -110,8 +129,10 @@ def _text_of(fd: int) -> str:
             if not stat.S_ISREG(info.st_mode):
                 raise ValueError("not a regular file")
             if info.st_size > MAX_FILE_BYTES:
-                raise ValueError(f"{info.st_size / 1e6:.1f} MB is over the size cap of a case ({MAX_TEXT_CHARS:,} "
-                                 f"characters of text, {MAX_SCRIPT_CHARS:,} of script); split it into several files")
+                raise ValueError(
+                    f"{info.st_size / 1e6:.1f} MB is over the size cap of a case ({MAX_TEXT_CHARS:,} "
+                    f"characters of text, {MAX_SCRIPT_CHARS:,} of script); split it into several files"
+                )
             data = fh.read(MAX_FILE_BYTES + 1)
         except OSError as exc:
             raise ValueError(f"unreadable ({exc.strerror or exc})") from exc
@@ -126,18 +147,34 @@ def _text_of(fd: int) -> str:
     return text
 
 
-def insight_from_text(text: str, *, stem: str, modality: str = "", competition: str = "",
-                      source_kind: str = "", origin: str = "") -> Case:
+def insight_from_text(
+    text: str,
+    *,
+    stem: str,
+    modality: str = "",
+    competition: str = "",
+    source_kind: str = "",
+    origin: str = "",
+) -> Case:
     header, body = split_front_matter(text)
     body = body.strip()
     if not body:
         raise ValueError("no text after the front matter")
     comp = str(header.get("competition", competition))
-    url = str(header.get("url", "")) or (f"https://www.kaggle.com/competitions/{comp}" if comp else "")
-    return Case(kind="insight", text=body, title=str(header.get("title", stem)), competition=comp,
-                source_url=url, source_kind=str(header.get("kind", header.get("source_kind", source_kind or "writeup"))),
-                modality=str(header.get("modality", modality)), task_type=str(header.get("task_type", "")),
-                extra={"origin": origin} if origin else {})
+    url = str(header.get("url", "")) or (
+        f"https://www.kaggle.com/competitions/{comp}" if comp else ""
+    )
+    return Case(
+        kind="insight",
+        text=body,
+        title=str(header.get("title", stem)),
+        competition=comp,
+        source_url=url,
+        source_kind=str(header.get("kind", header.get("source_kind", source_kind or "writeup"))),
+        modality=str(header.get("modality", modality)),
+        task_type=str(header.get("task_type", "")),
+        extra={"origin": origin} if origin else {},
+    )
 
 
 # Below the folder being imported nothing is followed, and what is listed is what is read: each folder is
@@ -145,7 +182,9 @@ def insight_from_text(text: str, *, stem: str, modality: str = "", competition: 
 # that descriptor (dir_fd), checked on what was opened. A folder swapped for a link between the listing
 # and the read is refused, not entered: a link may point anywhere (/etc/passwd, a key, another user's notes).
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK  # NONBLOCK: a FIFO swapped in never hangs us
+_FILE_FLAGS = (
+    os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+)  # NONBLOCK: a FIFO swapped in never hangs us
 MAX_DEPTH = 32  # folders inside the imported one; deeper ones are skipped with a line
 Found = dict[Path, str | ValueError]  # a case file's text, or why it cannot be used
 
@@ -158,15 +197,21 @@ class _NotPlain(Exception):
         self.mode = mode
 
 
-_KINDS = ((stat.S_ISFIFO, "a pipe (FIFO)"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
-          (stat.S_ISBLK, "a device"))
+_KINDS = (
+    (stat.S_ISFIFO, "a pipe (FIFO)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
 
 
 def _skip_line(path: Path, mode: int) -> str:
     if stat.S_ISLNK(mode):
         return f"{path}: a symbolic link; import never follows links"
     what = next((what for test, what in _KINDS if test(mode)), None)
-    if what is None:  # a file that became a folder, or the reverse, between the listing and the open
+    if (
+        what is None
+    ):  # a file that became a folder, or the reverse, between the listing and the open
         return f"{path}: changed while being imported; not read"
     return f"{path}: {what}; import reads regular files only and never opens it"
 
@@ -200,7 +245,9 @@ def import_texts(root: Path) -> tuple[Found, list[str]]:
     found: Found = {}
     skipped: list[str] = []
     try:
-        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK)  # followed: the user named it
+        fd = os.open(
+            root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK
+        )  # followed: the user named it
     except OSError as exc:
         return found, [f"{root}: not a folder that can be read ({exc.strerror or exc})"]
     try:
@@ -263,8 +310,13 @@ def load_import_folder(root: Path, modality: str = "", source_kind: str = "") ->
                 raise text
             comp = comps[path.stem]
             case = insight_from_text(
-                text, stem=path.stem, modality=modality or modality_from_folders(relative), competition=comp,
-                source_kind=source_kind or infer_source_kind(path.stem, comp), origin=str(relative))
+                text,
+                stem=path.stem,
+                modality=modality or modality_from_folders(relative),
+                competition=comp,
+                source_kind=source_kind or infer_source_kind(path.stem, comp),
+                origin=str(relative),
+            )
             refused = problem_with(case) or problem_with_file_case(case)
             if refused:
                 raise ValueError(refused)
@@ -281,13 +333,20 @@ def load_seed(casebank: Path) -> Loaded:
     for path in sorted((casebank / "insights").rglob("*.md")):
         try:
             relative = path.relative_to(casebank / "insights")
-            loaded.cases.append(insight_from_text(read_text_file(path), stem=path.stem,
-                                                  modality=modality_from_folders(relative),
-                                                  origin=f"casebank/insights/{relative}"))
+            loaded.cases.append(
+                insight_from_text(
+                    read_text_file(path),
+                    stem=path.stem,
+                    modality=modality_from_folders(relative),
+                    origin=f"casebank/insights/{relative}",
+                )
+            )
         except (ValueError, tomllib.TOMLDecodeError) as exc:
             loaded.problems.append(f"{path}: {exc}")
     solutions = casebank / "solutions"
-    for folder in sorted(p for p in solutions.iterdir() if p.is_dir()) if solutions.is_dir() else []:
+    for folder in (
+        sorted(p for p in solutions.iterdir() if p.is_dir()) if solutions.is_dir() else []
+    ):
         try:
             loaded.cases.append(solution_from_folder(folder))
         except (ValueError, tomllib.TOMLDecodeError) as exc:
@@ -308,12 +367,24 @@ def solution_from_folder(folder: Path) -> Case:
         value = meta.get(key)
         return float(value) if isinstance(value, int | float) else None
 
-    return Case(kind="solution", text=description, title=f"{name} (seed solution)", task_name=name,
-                script=script, metric=str(meta.get("metric", "")), modality=str(meta.get("modality", "")),
-                task_type=str(meta.get("task_type", "")), valid_score=score("valid_score"),
-                test_score=score("test_score"), source_kind=str(meta.get("source", "reference")),
-                extra={"direction": str(meta.get("direction", "")), "train_seconds": score("train_seconds"),
-                       "origin": f"casebank/solutions/{folder.name}"})
+    return Case(
+        kind="solution",
+        text=description,
+        title=f"{name} (seed solution)",
+        task_name=name,
+        script=script,
+        metric=str(meta.get("metric", "")),
+        modality=str(meta.get("modality", "")),
+        task_type=str(meta.get("task_type", "")),
+        valid_score=score("valid_score"),
+        test_score=score("test_score"),
+        source_kind=str(meta.get("source", "reference")),
+        extra={
+            "direction": str(meta.get("direction", "")),
+            "train_seconds": score("train_seconds"),
+            "origin": f"casebank/solutions/{folder.name}",
+        },
+    )
 
 
 def fingerprint(casebank: Path) -> str:

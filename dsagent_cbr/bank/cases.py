@@ -10,8 +10,13 @@ from typing import Any, Literal
 CaseKind = Literal["insight", "solution"]
 # Imported insights often only say "time series" (DS-Agent's tsa_cases mix forecasting and classification),
 # so matching and filtering can work on the family instead of the exact modality.
-FAMILIES = {"tabular": "tabular", "text": "text", "forecasting": "time-series",
-            "time-series-classification": "time-series", "time-series": "time-series"}
+FAMILIES = {
+    "tabular": "tabular",
+    "text": "text",
+    "forecasting": "time-series",
+    "time-series-classification": "time-series",
+    "time-series": "time-series",
+}
 
 
 def modality_family(modality: str) -> str:
@@ -31,7 +36,9 @@ class Case:
     title: str = ""
     competition: str = ""
     source_url: str = ""
-    source_kind: str = ""  # insights: writeup | notebook | retained; solutions: reference | retained
+    source_kind: str = (
+        ""  # insights: writeup | notebook | retained; solutions: reference | retained
+    )
     modality: str = ""
     task_type: str = ""
     # solution cases only
@@ -41,7 +48,9 @@ class Case:
     valid_score: float | None = None  # as its script printed it
     selection_score: float | None = None  # retained: cbr's grade on the rows it held back
     test_score: float | None = None
-    extra: dict[str, Any] = field(default_factory=dict)  # provenance: rank, votes, fetched_at, run id...
+    extra: dict[str, Any] = field(
+        default_factory=dict
+    )  # provenance: rank, votes, fetched_at, run id...
 
     def __post_init__(self) -> None:
         if not self.id:

@@ -12,7 +12,10 @@ KINDS = ("insight", "solution")
 # "time-series": imported insights that only say time series (DS-Agent's tsa_cases); "": not known
 CASE_MODALITIES = ("", *MODALITIES, "time-series")
 CASE_TASK_TYPES = ("", *TASK_TYPES)
-SOURCE_KINDS = {"insight": ("", "writeup", "notebook", "retained"), "solution": ("", "reference", "retained")}
+SOURCE_KINDS = {
+    "insight": ("", "writeup", "notebook", "retained"),
+    "solution": ("", "reference", "retained"),
+}
 FILE_SOURCE_KINDS = ("writeup", "notebook")  # what a user's file may claim: only runs retain
 
 # A case is one write-up, notebook digest or solution. Only its first few hundred words are embedded
@@ -21,8 +24,16 @@ FILE_SOURCE_KINDS = ("writeup", "notebook")  # what a user's file may claim: onl
 MAX_TEXT_CHARS = 100_000
 MAX_SCRIPT_CHARS = 200_000
 
-METADATA_FIELDS = ("title", "competition", "source_url", "source_kind", "modality", "task_type", "task_name",
-                   "metric")
+METADATA_FIELDS = (
+    "title",
+    "competition",
+    "source_url",
+    "source_kind",
+    "modality",
+    "task_type",
+    "task_name",
+    "metric",
+)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
@@ -46,15 +57,19 @@ def problem_with(case: Case) -> str | None:
         return f"task type must be one of {', '.join(t for t in CASE_TASK_TYPES if t)}, not {_named(case.task_type)}"
     if case.source_kind not in SOURCE_KINDS[case.kind]:
         allowed = ", ".join(s for s in SOURCE_KINDS[case.kind] if s)
-        return f"source kind of a{'n' if case.kind == 'insight' else ''} {case.kind} must be one of {allowed}, " \
-               f"not {_named(case.source_kind)}"
+        return (
+            f"source kind of a{'n' if case.kind == 'insight' else ''} {case.kind} must be one of {allowed}, "
+            f"not {_named(case.source_kind)}"
+        )
     if not case.text.strip():
         return "empty text"
     if "\x00" in case.text or "\x00" in case.script:
         return "text contains NUL bytes"
     if len(case.text) > MAX_TEXT_CHARS:
-        return (f"text of {len(case.text):,} characters is over the cap of {MAX_TEXT_CHARS:,} per case; "
-                "split it into several cases")
+        return (
+            f"text of {len(case.text):,} characters is over the cap of {MAX_TEXT_CHARS:,} per case; "
+            "split it into several cases"
+        )
     if len(case.script) > MAX_SCRIPT_CHARS:
         return f"script of {len(case.script):,} characters is over the cap of {MAX_SCRIPT_CHARS:,} per case"
     if case.kind == "solution" and not case.script.strip():
@@ -67,6 +82,8 @@ def problem_with_file_case(case: Case) -> str | None:
     retained case stands for a run's own validated work (runs and bench treat it so), and only runs
     retain, so a file may not claim to be one."""
     if case.source_kind == "retained":
-        return (f"source kind 'retained' is only for cases a run retains; a file may claim "
-                f"{' or '.join(FILE_SOURCE_KINDS)}")
+        return (
+            f"source kind 'retained' is only for cases a run retains; a file may claim "
+            f"{' or '.join(FILE_SOURCE_KINDS)}"
+        )
     return None

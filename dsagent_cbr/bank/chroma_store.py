@@ -30,8 +30,12 @@ def connect(url: str) -> Any:
         raise CbrError(f"Chroma URL {url!r} has no host.")
     port = parsed.port or (443 if parsed.scheme == "https" else 8000)
     try:
-        client = chromadb.HttpClient(host=parsed.hostname, port=port, ssl=parsed.scheme == "https",
-                                     settings=chromadb.Settings(anonymized_telemetry=False))
+        client = chromadb.HttpClient(
+            host=parsed.hostname,
+            port=port,
+            ssl=parsed.scheme == "https",
+            settings=chromadb.Settings(anonymized_telemetry=False),
+        )
         client.heartbeat()
     except Exception as exc:
         raise InfrastructureError(f"Cannot reach the Chroma server at {url}: {exc}") from exc
@@ -43,9 +47,13 @@ def _embedded(path: Path) -> Any:
 
     path.mkdir(parents=True, exist_ok=True)
     try:
-        return chromadb.PersistentClient(path=str(path), settings=chromadb.Settings(anonymized_telemetry=False))
+        return chromadb.PersistentClient(
+            path=str(path), settings=chromadb.Settings(anonymized_telemetry=False)
+        )
     except Exception as exc:
-        raise damaged(path / "chroma.sqlite3", f"cannot be opened by Chroma ({_first_line(exc)})") from exc
+        raise damaged(
+            path / "chroma.sqlite3", f"cannot be opened by Chroma ({_first_line(exc)})"
+        ) from exc
 
 
 def _first_line(exc: BaseException) -> str:
@@ -59,8 +67,13 @@ class ChromaStore:
     In the embedded mode every call that fails inside Chroma is reported as a damaged index file with
     the fix, not as Chroma's own traceback; a server's failures are the server's and say so."""
 
-    def __init__(self, path: Path | None = None, url: str | None = None, prefix: str = "cbr",
-                 client: Any = None) -> None:
+    def __init__(
+        self,
+        path: Path | None = None,
+        url: str | None = None,
+        prefix: str = "cbr",
+        client: Any = None,
+    ) -> None:
         self.name = f"chroma ({url})" if url else "chroma"
         self.location = url or str(path)
         self._path = None if url else path
@@ -85,8 +98,12 @@ class ChromaStore:
             raise
         except Exception as exc:
             if self._path is None:
-                raise InfrastructureError(f"The Chroma server at {self.location} failed: {_first_line(exc)}") from exc
-            raise damaged(self._path / "chroma.sqlite3", f"cannot be read by Chroma ({_first_line(exc)})") from exc
+                raise InfrastructureError(
+                    f"The Chroma server at {self.location} failed: {_first_line(exc)}"
+                ) from exc
+            raise damaged(
+                self._path / "chroma.sqlite3", f"cannot be read by Chroma ({_first_line(exc)})"
+            ) from exc
 
     def refresh(self) -> None:
         """Nothing cached here: Chroma reads its files on every call."""
@@ -95,9 +112,13 @@ class ChromaStore:
         if collection not in self._cols:
             with self._guard():
                 self._cols[collection] = self._client.get_or_create_collection(
-                    f"{self._prefix}-{collection}", embedding_function=None,
+                    f"{self._prefix}-{collection}",
+                    embedding_function=None,
                     # a higher ef keeps HNSW effectively exact on banks of a few thousand cases
-                    configuration={"hnsw": {"space": "cosine", "ef_search": 200, "ef_construction": 200}})
+                    configuration={
+                        "hnsw": {"space": "cosine", "ef_search": 200, "ef_construction": 200}
+                    },
+                )
         return self._cols[collection]
 
     def add(self, collection: str, records: list[Record], vectors: np.ndarray) -> None:
@@ -105,17 +126,22 @@ class ChromaStore:
         done: list[str] = []
         try:
             for start in range(0, len(records), self._batch):
-                part = records[start:start + self._batch]
+                part = records[start : start + self._batch]
                 ids = [r.id for r in part]
-                col.add(ids=ids, embeddings=vectors[start:start + len(part)].astype(np.float32),
-                        metadatas=[{**r.metadata, "payload": r.payload} for r in part],
-                        documents=[json.loads(r.payload).get("text", "")[:2000] for r in part])
+                col.add(
+                    ids=ids,
+                    embeddings=vectors[start : start + len(part)].astype(np.float32),
+                    metadatas=[{**r.metadata, "payload": r.payload} for r in part],
+                    documents=[json.loads(r.payload).get("text", "")[:2000] for r in part],
+                )
                 done.extend(ids)
         except Exception as exc:
             if done:  # all or nothing: take back what went in before the failure
                 with self._guard():
                     col.delete(ids=done)
-            raise CbrError(f"Chroma refused the batch ({_first_line(exc)}); nothing was added.") from exc
+            raise CbrError(
+                f"Chroma refused the batch ({_first_line(exc)}); nothing was added."
+            ) from exc
 
     def delete(self, collection: str, ids: list[str]) -> None:
         if ids:
@@ -136,24 +162,34 @@ class ChromaStore:
 
     def records(self, collection: str, where: dict[str, Any] | None = None) -> list[Record]:
         with self._guard():
-            got = self._col(collection).get(where=to_chroma_where(parse_where(where)), include=["metadatas"])
+            got = self._col(collection).get(
+                where=to_chroma_where(parse_where(where)), include=["metadatas"]
+            )
         return [_record(i, m) for i, m in zip(got["ids"], got["metadatas"], strict=True)]
 
     def count(self, collection: str) -> int:
         with self._guard():
             return int(self._col(collection).count())
 
-    def query(self, collection: str, vector: np.ndarray, k: int, where: dict[str, Any] | None = None) -> list[Match]:
+    def query(
+        self, collection: str, vector: np.ndarray, k: int, where: dict[str, Any] | None = None
+    ) -> list[Match]:
         col = self._col(collection)
         clauses = parse_where(where)
         with self._guard():
             total = col.count()
             if total == 0 or k <= 0:
                 return []
-            got = col.query(query_embeddings=[np.asarray(vector, np.float32)], n_results=min(k, total),
-                            where=to_chroma_where(clauses), include=["metadatas", "distances"])
+            got = col.query(
+                query_embeddings=[np.asarray(vector, np.float32)],
+                n_results=min(k, total),
+                where=to_chroma_where(clauses),
+                include=["metadatas", "distances"],
+            )
         out = []
-        for i, meta, dist in zip(got["ids"][0], got["metadatas"][0], got["distances"][0], strict=True):
+        for i, meta, dist in zip(
+            got["ids"][0], got["metadatas"][0], got["distances"][0], strict=True
+        ):
             if matches(meta, clauses):  # belt and braces: Chroma already filtered
                 out.append(Match(i, 1.0 - float(dist), str(meta.get("payload", "{}"))))
         return out

@@ -15,8 +15,11 @@ _LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
 _URL = re.compile(r"https?://\S+|www\.\S+")
 _TAG = re.compile(r"<[^>]{1,200}>")
 _CODE_FENCE = re.compile(r"```.*?```", re.S)
-_COURTESY = re.compile(r"\b(thank|thanks|congrat|grateful|gratitude|kudos|teammates?|shout[- ]?out|"
-                       r"upvote|hosting this competition)\b", re.I)
+_COURTESY = re.compile(
+    r"\b(thank|thanks|congrat|grateful|gratitude|kudos|teammates?|shout[- ]?out|"
+    r"upvote|hosting this competition)\b",
+    re.I,
+)
 _SPACE = re.compile(r"[ \t]+")
 
 CHUNK_WORDS = 180  # stays under MiniLM's 256 word pieces for ordinary English
@@ -40,7 +43,7 @@ def clean_text(text: str) -> str:
 
 def chunks(text: str, words: int = CHUNK_WORDS, limit: int = MAX_CHUNKS) -> list[str]:
     tokens = text.split()
-    parts = [" ".join(tokens[i:i + words]) for i in range(0, len(tokens), words)][:limit]
+    parts = [" ".join(tokens[i : i + words]) for i in range(0, len(tokens), words)][:limit]
     return parts or [text]
 
 

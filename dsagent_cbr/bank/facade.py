@@ -57,7 +57,9 @@ def _all_ids(store: VectorStore) -> set[str]:
 
 
 class CaseBank(Rebuilding):
-    def __init__(self, place: Place, embedder: Embedder, bank_dir: Path, casebank_dir: Path | None = None):
+    def __init__(
+        self, place: Place, embedder: Embedder, bank_dir: Path, casebank_dir: Path | None = None
+    ):
         self.place = place
         self.embedder = embedder
         self.bank_dir = bank_dir
@@ -93,10 +95,14 @@ class CaseBank(Rebuilding):
 
     def _recover(self, roll_back: bool = True) -> None:
         line = recover(self.place, roll_back)
-        if self.journal.next_path.exists():  # a compacted journal that its rebuild never put in place
+        if (
+            self.journal.next_path.exists()
+        ):  # a compacted journal that its rebuild never put in place
             self.journal.next_path.unlink()
-            line = line or ("An interrupted `cbr bank rebuild` was rolled back: it had only begun, and the bank "
-                            "is as it was before the rebuild.")
+            line = line or (
+                "An interrupted `cbr bank rebuild` was rolled back: it had only begun, and the bank "
+                "is as it was before the rebuild."
+            )
         if line:
             notice(line)
 
@@ -166,25 +172,43 @@ class CaseBank(Rebuilding):
             self.ensure_seeded(force=True, record=False)
         self._mark_applied(size)
         if missing or gone:
-            notice(f"The bank's index was behind its journal ({self.journal.path}): indexed {len(missing)} "
-                   f"case(s) and removed {len(gone)} to match it.")
+            notice(
+                f"The bank's index was behind its journal ({self.journal.path}): indexed {len(missing)} "
+                f"case(s) and removed {len(gone)} to match it."
+            )
 
     def _store_user_cases(self, seed_now: list[Case]) -> list[Case]:
         """Cases in the index that did not come from the seed files."""
-        seed_ids = set(json.loads(self.store.get_meta().get("seed_ids", "[]"))) | {c.id for c in seed_now}
-        return [c for kind in KINDS for c in self.list(kind) if c.id not in seed_ids
-                and not str(c.extra.get("origin", "")).startswith("casebank/")]
+        seed_ids = set(json.loads(self.store.get_meta().get("seed_ids", "[]"))) | {
+            c.id for c in seed_now
+        }
+        return [
+            c
+            for kind in KINDS
+            for c in self.list(kind)
+            if c.id not in seed_ids and not str(c.extra.get("origin", "")).startswith("casebank/")
+        ]
 
     def _rerecord(self) -> None:
         """The journal is shorter than the index last saw it (cut or edited by hand): the index's user
         cases that it no longer mentions are written to it again."""
         state = self.journal.state()
         seed_now = self._load_seed().cases if self.casebank_dir else []
-        lost = [c for c in self._store_user_cases(seed_now) if c.id not in state.cases and c.id not in state.removed]
-        size = self.journal.append([{"op": "add", "case": c.to_dict()} for c in lost]) if lost else self.journal.size()
+        lost = [
+            c
+            for c in self._store_user_cases(seed_now)
+            if c.id not in state.cases and c.id not in state.removed
+        ]
+        size = (
+            self.journal.append([{"op": "add", "case": c.to_dict()} for c in lost])
+            if lost
+            else self.journal.size()
+        )
         self._mark_applied(size)
-        notice(f"The bank's journal {self.journal.path} is shorter than when the index last read it; "
-               f"{len(lost)} case(s) the index holds were written to it again.")
+        notice(
+            f"The bank's journal {self.journal.path} is shorter than when the index last read it; "
+            f"{len(lost)} case(s) the index holds were written to it again."
+        )
 
     def _start_journal(self) -> None:
         """A bank without a journal: a new one, or one made before journals. Its user cases (those not
@@ -194,24 +218,32 @@ class CaseBank(Rebuilding):
         user = self._store_user_cases(seed_now)
         ops = [{"op": "add", "case": c.to_dict()} for c in user]
         meta = self.store.get_meta()
-        if seed_now and meta.get("seed_fingerprint") == casefiles.fingerprint(self.casebank_dir or Path()):
+        if seed_now and meta.get("seed_fingerprint") == casefiles.fingerprint(
+            self.casebank_dir or Path()
+        ):
             present = self.store.ids("insight") | self.store.ids("solution")
-            removed = sorted({c.id for c in seed_now} - present)  # seed cases the user removed stay removed
+            removed = sorted(
+                {c.id for c in seed_now} - present
+            )  # seed cases the user removed stay removed
             if removed:
                 ops.append({"op": "remove", "ids": removed})
         _, size = self.journal.create(ops)
         self._mark_applied(size)
         if ops:
-            notice(f"This bank had no journal: recorded its {len(user)} user case(s) in {self.journal.path}, "
-                   "from which `cbr bank rebuild` can always rebuild the index.")
+            notice(
+                f"This bank had no journal: recorded its {len(user)} user case(s) in {self.journal.path}, "
+                "from which `cbr bank rebuild` can always rebuild the index."
+            )
 
     def _check_model(self) -> None:
         recorded = self.store.get_meta().get("embedding_model")
         if recorded is None:
             self.store.set_meta({"embedding_model": self.embedder.model_name})
         elif recorded != self.embedder.model_name:
-            notice(f"The index was built with the embedding model {recorded}; rebuilding it with "
-                   f"{self.embedder.model_name}.")
+            notice(
+                f"The index was built with the embedding model {recorded}; rebuilding it with "
+                f"{self.embedder.model_name}."
+            )
             self.rebuild()  # vectors of another model are not comparable with our queries
 
     # -- reading ---------------------------------------------------------------------------------
@@ -232,11 +264,19 @@ class CaseBank(Rebuilding):
         with self.lock():
             self._fresh()
 
-    def search(self, text: str, kind: str = "insight", k: int = 5, where: dict[str, Any] | None = None,
-               exclude_task: str | None = None) -> list[Hit]:
+    def search(
+        self,
+        text: str,
+        kind: str = "insight",
+        k: int = 5,
+        where: dict[str, Any] | None = None,
+        exclude_task: str | None = None,
+    ) -> list[Hit]:
         _kind(kind)
         vector = self.embedder.embed_query(doctext.query_text(text))
-        matches = self._read(lambda store: store.query(kind, vector, k, _where(where, exclude_task)))
+        matches = self._read(
+            lambda store: store.query(kind, vector, k, _where(where, exclude_task))
+        )
         return [Hit(Case.from_dict(json.loads(m.payload)), m.score) for m in matches]
 
     def get(self, case_id: str) -> Case | None:
@@ -253,14 +293,22 @@ class CaseBank(Rebuilding):
 
     def stats(self) -> dict[str, Any]:
         self._read(lambda store: store.get_meta())  # follow a switch before reading anything else
-        out: dict[str, Any] = {"store": self.store.name, "location": self.place.where(self._slot or ""),
-                               "embedding_model": self.embedder.model_name,
-                               "embedded": self.embedder.stats.computed, "embed_cache_hits": self.embedder.stats.cached}
+        out: dict[str, Any] = {
+            "store": self.store.name,
+            "location": self.place.where(self._slot or ""),
+            "embedding_model": self.embedder.model_name,
+            "embedded": self.embedder.stats.computed,
+            "embed_cache_hits": self.embedder.stats.cached,
+        }
         for kind in KINDS:
             records = self.store.records(kind)
-            out[kind] = {"count": len(records),
-                         "by_modality": dict(Counter(str(r.metadata.get("modality") or "?") for r in records)),
-                         "by_kind": dict(Counter(str(r.metadata.get("kind") or "?") for r in records))}
+            out[kind] = {
+                "count": len(records),
+                "by_modality": dict(
+                    Counter(str(r.metadata.get("modality") or "?") for r in records)
+                ),
+                "by_kind": dict(Counter(str(r.metadata.get("kind") or "?") for r in records)),
+            }
         out["seed"] = self.store.get_meta().get("seed_fingerprint", "")
         out["journal"] = str(self.journal.path)
         out["user_cases"] = len(self.journal.state().cases) if self.journal.exists() else 0
@@ -270,9 +318,14 @@ class CaseBank(Rebuilding):
         """Every case as one JSON line; returns how many."""
         # The stores hand back every record as a list already, so joining them costs no more memory than
         # reading them did, and the file is written whole like every other.
-        payloads = [record.payload for kind in KINDS
-                    for record in self._read(lambda store, kind=kind: store.records(kind))]
-        write_text_atomic(Path(path), "".join(p + "\n" for p in payloads))  # json.dumps output has no raw newlines
+        payloads = [
+            record.payload
+            for kind in KINDS
+            for record in self._read(lambda store, kind=kind: store.records(kind))
+        ]
+        write_text_atomic(
+            Path(path), "".join(p + "\n" for p in payloads)
+        )  # json.dumps output has no raw newlines
         return len(payloads)
 
     # -- writing ---------------------------------------------------------------------------------
@@ -315,7 +368,9 @@ class CaseBank(Rebuilding):
                 return report
             size = self.journal.append([{"op": "add", "case": c.to_dict()} for c in written])
             try:
-                report.added = self._index(fresh, {k: vectors[k][keep[k]] for k in KINDS if fresh[k]})
+                report.added = self._index(
+                    fresh, {k: vectors[k][keep[k]] for k in KINDS if fresh[k]}
+                )
             except CbrError:
                 # the index refused: take the cases back out of the journal's meaning too
                 self.journal.append([{"op": "remove", "ids": [c.id for c in written]}])
@@ -330,11 +385,17 @@ class CaseBank(Rebuilding):
             for kind, batch in fresh.items():
                 if not batch:
                     continue
-                records = [Record(c.id, metadata_of(c), json.dumps(c.to_dict(), default=str)) for c in batch]
+                records = [
+                    Record(c.id, metadata_of(c), json.dumps(c.to_dict(), default=str))
+                    for c in batch
+                ]
                 self.store.add(kind, records, vectors[kind])
                 written.append((kind, [c.id for c in batch]))
         except Exception as exc:
-            for kind, ids in written:  # the other collection may already hold its part: take it back
+            for (
+                kind,
+                ids,
+            ) in written:  # the other collection may already hold its part: take it back
                 self.store.delete(kind, ids)
             if isinstance(exc, CbrError):
                 raise
@@ -349,8 +410,12 @@ class CaseBank(Rebuilding):
                 self.store.delete(kind, sorted(present))
                 removed.extend(sorted(present))
         seeded = json.loads(self.store.get_meta().get("seed_ids", "[]"))
-        if set(seeded) & set(removed):  # a seed case the user removed stays removed until `bank build`
-            self.store.set_meta({"seed_ids": json.dumps([i for i in seeded if i not in set(removed)])})
+        if set(seeded) & set(
+            removed
+        ):  # a seed case the user removed stays removed until `bank build`
+            self.store.set_meta(
+                {"seed_ids": json.dumps([i for i in seeded if i not in set(removed)])}
+            )
         return removed
 
     def remove(self, ids: list[str]) -> list[str]:
@@ -369,7 +434,7 @@ class CaseBank(Rebuilding):
         flat = self.embedder.embed_documents([p for parts in pieces for p in parts])
         out, at = [], 0
         for parts in pieces:
-            out.append(flat[at:at + len(parts)].mean(axis=0))
+            out.append(flat[at : at + len(parts)].mean(axis=0))
             at += len(parts)
         return normalise(np.stack(out))
 
@@ -406,10 +471,14 @@ class CaseBank(Rebuilding):
             new = [c for c in new if not problem_with(c)]
             if new:
                 batches = by_kind(new)
-                report.added = self._index(batches, {k: self._embed_cases(v) for k, v in batches.items() if v})
+                report.added = self._index(
+                    batches, {k: self._embed_cases(v) for k, v in batches.items() if v}
+                )
             if stale:
                 self._delete(stale)
-            self.store.set_meta({"seed_fingerprint": current, "seed_ids": json.dumps(sorted(wanted_ids))})
+            self.store.set_meta(
+                {"seed_fingerprint": current, "seed_ids": json.dumps(sorted(wanted_ids))}
+            )
         return report
 
     def close(self) -> None:
@@ -424,21 +493,36 @@ def _kind(kind: str) -> None:
         raise CbrError(f"Case kind must be insight or solution, not {kind!r}.")
 
 
-def _bank(settings: Any, cache_path: Path | None, query_prefix: str | None,
-          document_prefix: str | None) -> CaseBank:
+def _bank(
+    settings: Any, cache_path: Path | None, query_prefix: str | None, document_prefix: str | None
+) -> CaseBank:
     if settings.store not in STORES:
         raise CbrError(f"Unknown store {settings.store!r}; use one of {', '.join(STORES)}.")
     bank_dir = Path(settings.bank_path)
     bank_dir.mkdir(parents=True, exist_ok=True)
     cache = EmbeddingCache(cache_path or bank_dir / "embeddings.sqlite")
-    embedder = Embedder(settings.embedding_model, cache=cache, query_prefix=query_prefix,
-                        document_prefix=document_prefix)
-    return CaseBank(make_place(settings.store, bank_dir, settings.chroma_url), embedder, bank_dir,
-                    Path(settings.casebank_dir) if settings.casebank_dir else None)
+    embedder = Embedder(
+        settings.embedding_model,
+        cache=cache,
+        query_prefix=query_prefix,
+        document_prefix=document_prefix,
+    )
+    return CaseBank(
+        make_place(settings.store, bank_dir, settings.chroma_url),
+        embedder,
+        bank_dir,
+        Path(settings.casebank_dir) if settings.casebank_dir else None,
+    )
 
 
-def open_bank(settings: Any, *, seed: bool = True, cache_path: Path | None = None,
-              query_prefix: str | None = None, document_prefix: str | None = None) -> CaseBank:
+def open_bank(
+    settings: Any,
+    *,
+    seed: bool = True,
+    cache_path: Path | None = None,
+    query_prefix: str | None = None,
+    document_prefix: str | None = None,
+) -> CaseBank:
     """The bank in settings.bank_path with settings.store, seeded from settings.casebank_dir."""
     return _bank(settings, cache_path, query_prefix, document_prefix).open(seed=seed)
 

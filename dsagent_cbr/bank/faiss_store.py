@@ -73,7 +73,9 @@ class FaissStore:
     def _load(self, collection: str) -> _Collection:
         folder = self.root / collection
         if not folder.exists() and (self.root / f"{collection}.old").exists():
-            os.replace(self.root / f"{collection}.old", folder)  # a swap was interrupted: keep the old copy
+            os.replace(
+                self.root / f"{collection}.old", folder
+            )  # a swap was interrupted: keep the old copy
         if not folder.exists():
             return _Collection([], np.zeros((0, 0), np.float32), self.hnsw)
         try:
@@ -89,7 +91,9 @@ class FaissStore:
         except (OSError, ValueError, EOFError) as exc:
             raise damaged(folder / "vectors.npy", f"cannot be read ({_why(exc)})") from exc
         if len(vectors) != len(records):
-            raise damaged(folder, f"is inconsistent ({len(vectors)} vectors, {len(records)} records)")
+            raise damaged(
+                folder, f"is inconsistent ({len(vectors)} vectors, {len(records)} records)"
+            )
         return _Collection(records, vectors, self.hnsw)
 
     def _save(self, collection: str, col: _Collection) -> None:
@@ -98,7 +102,10 @@ class FaissStore:
         try:
             with (tmp / "records.jsonl").open("w", encoding="utf-8") as fh:
                 for r in col.records:
-                    fh.write(json.dumps({"id": r.id, "metadata": r.metadata, "payload": r.payload}) + "\n")
+                    fh.write(
+                        json.dumps({"id": r.id, "metadata": r.metadata, "payload": r.payload})
+                        + "\n"
+                    )
             np.save(tmp / "vectors.npy", col.vectors)
             old = self.root / f"{collection}.old"
             if folder.exists():
@@ -132,10 +139,14 @@ class FaissStore:
         with self._writing(collection) as col:
             self._add(collection, col, records, vectors)
 
-    def _add(self, collection: str, col: _Collection, records: list[Record], vectors: np.ndarray) -> None:
+    def _add(
+        self, collection: str, col: _Collection, records: list[Record], vectors: np.ndarray
+    ) -> None:
         clash = [r.id for r in records if r.id in col.pos]
         if clash:
-            raise CbrError(f"FAISS collection {collection} already holds {clash[0]}; nothing was added.")
+            raise CbrError(
+                f"FAISS collection {collection} already holds {clash[0]}; nothing was added."
+            )
         vectors = np.asarray(vectors, np.float32)
         merged = vectors if not len(col.records) else np.vstack([col.vectors, vectors])
         try:
@@ -165,7 +176,9 @@ class FaissStore:
     def count(self, collection: str) -> int:
         return len(self._col(collection).records)
 
-    def query(self, collection: str, vector: np.ndarray, k: int, where: dict[str, Any] | None = None) -> list[Match]:
+    def query(
+        self, collection: str, vector: np.ndarray, k: int, where: dict[str, Any] | None = None
+    ) -> list[Match]:
         import faiss
 
         col = self._col(collection)
@@ -175,14 +188,24 @@ class FaissStore:
         query = np.asarray(vector, np.float32).reshape(1, -1)
         params = None
         if clauses:
-            allowed = np.array([i for i, r in enumerate(col.records) if matches(r.metadata, clauses)], dtype=np.int64)
+            allowed = np.array(
+                [i for i, r in enumerate(col.records) if matches(r.metadata, clauses)],
+                dtype=np.int64,
+            )
             if not len(allowed):
                 return []
             selector = faiss.IDSelectorBatch(allowed)
-            params = faiss.SearchParametersHNSW(sel=selector) if self.hnsw else faiss.SearchParameters(sel=selector)
+            params = (
+                faiss.SearchParametersHNSW(sel=selector)
+                if self.hnsw
+                else faiss.SearchParameters(sel=selector)
+            )
         scores, rows = col.index.search(query, min(k, len(col.records)), params=params)
-        return [Match(col.records[r].id, float(s), col.records[r].payload)
-                for s, r in zip(scores[0], rows[0], strict=True) if r >= 0]
+        return [
+            Match(col.records[r].id, float(s), col.records[r].payload)
+            for s, r in zip(scores[0], rows[0], strict=True)
+            if r >= 0
+        ]
 
     def get_meta(self) -> dict[str, str]:
         path = self.root / "meta.json"
@@ -197,7 +220,10 @@ class FaissStore:
         return meta
 
     def set_meta(self, values: dict[str, str]) -> None:
-        write_bytes_atomic(self.root / "meta.json", json.dumps({**self.get_meta(), **values}, indent=1).encode("utf-8"))
+        write_bytes_atomic(
+            self.root / "meta.json",
+            json.dumps({**self.get_meta(), **values}, indent=1).encode("utf-8"),
+        )
 
     def refresh(self) -> None:
         """Forget the collections read so far: another process may have written since."""

@@ -73,12 +73,18 @@ class CaseJournal:
         """Where a compacted journal waits (during a rebuild) until it replaces this one."""
         return self.path.with_name(self.path.name + ".next")
 
-    def create(self, ops: list[dict[str, Any]] | None = None, *, staged: bool = False) -> tuple[str, int]:
+    def create(
+        self, ops: list[dict[str, Any]] | None = None, *, staged: bool = False
+    ) -> tuple[str, int]:
         """A new journal holding `ops`, replacing any old one atomically (or, when staged, written to
         next_path for `commit_staged`); returns its id and size."""
         journal_id = uuid.uuid4().hex[:16]
-        data = b"".join([json_line({"op": "journal", "id": journal_id, "version": 1}),
-                         *(json_line(op) for op in ops or [])])
+        data = b"".join(
+            [
+                json_line({"op": "journal", "id": journal_id, "version": 1}),
+                *(json_line(op) for op in ops or []),
+            ]
+        )
         write_bytes_atomic(self.next_path if staged else self.path, data)
         return journal_id, len(data)
 
@@ -89,7 +95,9 @@ class CaseJournal:
     @staticmethod
     def compacted(state: JournalState) -> list[dict[str, Any]]:
         """The ops of a journal that says what `state` says and no more: texts of removed cases are gone."""
-        ops: list[dict[str, Any]] = [{"op": "add", "case": c.to_dict()} for c in state.cases.values()]
+        ops: list[dict[str, Any]] = [
+            {"op": "add", "case": c.to_dict()} for c in state.cases.values()
+        ]
         return ops + ([{"op": "remove", "ids": sorted(state.removed)}] if state.removed else [])
 
     def ident(self) -> str:
@@ -99,12 +107,16 @@ class CaseJournal:
             head = json.loads(first)
             return str(head["id"]) if head.get("op") == "journal" else ""
         except (ValueError, KeyError, AttributeError):
-            raise CbrError(f"The bank journal {self.path} does not start with its header line; it is not a "
-                           "journal this version wrote (move it aside and run `cbr bank rebuild`).") from None
+            raise CbrError(
+                f"The bank journal {self.path} does not start with its header line; it is not a "
+                "journal this version wrote (move it aside and run `cbr bank rebuild`)."
+            ) from None
 
     def append(self, ops: list[dict[str, Any]]) -> int:
         """Append whole lines and fsync; returns the journal's size after them. Call under the bank lock."""
-        if not self.path.is_file():  # append_lines would create it; a journal without its header is not one
+        if (
+            not self.path.is_file()
+        ):  # append_lines would create it; a journal without its header is not one
             raise FileNotFoundError(self.path)
         return append_lines(self.path, [json_line(op) for op in ops])
 
@@ -114,8 +126,10 @@ class CaseJournal:
             try:
                 op = json.loads(raw)
             except ValueError:
-                raise CbrError(f"Line {number} after byte {start} of the bank journal {self.path} is not "
-                               "JSON; the journal was edited or damaged, fix or remove that line.") from None
+                raise CbrError(
+                    f"Line {number} after byte {start} of the bank journal {self.path} is not "
+                    "JSON; the journal was edited or damaged, fix or remove that line."
+                ) from None
             yield at, op
 
     def state(self) -> JournalState:

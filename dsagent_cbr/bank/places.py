@@ -81,8 +81,10 @@ class FolderPlace:
         return str(self.bank_dir / slot)
 
     def slots(self) -> list[str]:
-        return sorted((p.name for p in self.bank_dir.iterdir() if p.is_dir() and self._pattern.match(p.name)),
-                      key=self.generation)
+        return sorted(
+            (p.name for p in self.bank_dir.iterdir() if p.is_dir() and self._pattern.match(p.name)),
+            key=self.generation,
+        )
 
     def generation(self, slot: str) -> int:
         found = self._pattern.match(slot)
@@ -91,7 +93,9 @@ class FolderPlace:
     def current(self) -> str | None:
         if self.pointer.is_file():
             return self.pointer.read_text(encoding="utf-8").strip() or None
-        return self.store if (self.bank_dir / self.store).is_dir() else None  # generation 0: no pointer yet
+        return (
+            self.store if (self.bank_dir / self.store).is_dir() else None
+        )  # generation 0: no pointer yet
 
     def new_slot(self) -> str:
         return f"{self.store}.g{_next(self)}"
@@ -168,7 +172,9 @@ class ServerPlace:
             yield
         except Exception as exc:
             first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-            raise InfrastructureError(f"The Chroma server at {self.url} stopped answering: {first}") from exc
+            raise InfrastructureError(
+                f"The Chroma server at {self.url} stopped answering: {first}"
+            ) from exc
 
     def _names(self) -> list[str]:
         with self._answering():
@@ -246,15 +252,21 @@ def recover(place: Place, roll_back: bool = True) -> str | None:
         place.point_to(target)
         for slot in [s for s in [*others, current] if s and s != target]:
             place.discard(slot)
-        return (f"An interrupted `cbr bank rebuild` was finished: the index it had completed, "
-                f"{place.where(target)}, is now in use.")
+        return (
+            f"An interrupted `cbr bank rebuild` was finished: the index it had completed, "
+            f"{place.where(target)}, is now in use."
+        )
     for slot in others:
         place.discard(slot)
     if newer:
-        return (f"An interrupted `cbr bank rebuild` was rolled back: its unfinished index, "
-                f"{', '.join(place.where(s) for s in newer)}, was removed and the bank is as it was before.")
-    return (f"An interrupted `cbr bank rebuild` was finished: the old index it had replaced, "
-            f"{', '.join(place.where(s) for s in others)}, was removed.")
+        return (
+            f"An interrupted `cbr bank rebuild` was rolled back: its unfinished index, "
+            f"{', '.join(place.where(s) for s in newer)}, was removed and the bank is as it was before."
+        )
+    return (
+        f"An interrupted `cbr bank rebuild` was finished: the old index it had replaced, "
+        f"{', '.join(place.where(s) for s in others)}, was removed."
+    )
 
 
 def make_place(store: str, bank_dir: Path, chroma_url: str | None) -> Place:

@@ -41,7 +41,9 @@ class Rebuilding:
             staged_id, size = self.journal.create(CaseJournal.compacted(state), staged=True)
             slot = self.place.new_slot()
             try:
-                store = self._fill(slot, list(cases.values()), seed_ids, {f"journal:{staged_id}": str(size)})
+                store = self._fill(
+                    slot, list(cases.values()), seed_ids, {f"journal:{staged_id}": str(size)}
+                )
             except BaseException:
                 # an error (not a kill): put things back now rather than at the next command
                 self.place.discard(slot)
@@ -56,19 +58,30 @@ class Rebuilding:
             if old and old != slot:
                 self.place.discard(old)
             if carried:
-                notice(f"Carried over {len(carried)} case(s) that {self.place.label} held and this bank's "
-                       "journal does not (added from elsewhere).")
+                notice(
+                    f"Carried over {len(carried)} case(s) that {self.place.label} held and this bank's "
+                    "journal does not (added from elsewhere)."
+                )
         return AddReport(added=list(cases))
 
-    def _fill(self: CaseBank, slot: str, cases: list[Case], seed_ids: set[str], meta: dict[str, str]) -> VectorStore:
+    def _fill(
+        self: CaseBank, slot: str, cases: list[Case], seed_ids: set[str], meta: dict[str, str]
+    ) -> VectorStore:
         """A complete new store in `slot` holding `cases`, embedded and written a batch at a time."""
         store = self.place.open(slot, fresh=True)
         for start in range(0, len(cases), REBUILD_BATCH):
-            for kind, batch in by_kind(cases[start:start + REBUILD_BATCH]).items():
+            for kind, batch in by_kind(cases[start : start + REBUILD_BATCH]).items():
                 if batch:
-                    records = [Record(c.id, metadata_of(c), json.dumps(c.to_dict(), default=str)) for c in batch]
+                    records = [
+                        Record(c.id, metadata_of(c), json.dumps(c.to_dict(), default=str))
+                        for c in batch
+                    ]
                     store.add(kind, records, self._embed_cases(batch))
-        meta = {**meta, "embedding_model": self.embedder.model_name, "seed_ids": json.dumps(sorted(seed_ids))}
+        meta = {
+            **meta,
+            "embedding_model": self.embedder.model_name,
+            "seed_ids": json.dumps(sorted(seed_ids)),
+        }
         if self.casebank_dir and self.casebank_dir.is_dir():
             meta["seed_fingerprint"] = casefiles.fingerprint(self.casebank_dir)
         store.set_meta(meta)
@@ -82,9 +95,11 @@ class Rebuilding:
                 try:
                     self._use(slot)
                 except CbrError as exc:
-                    raise CbrError(f"{exc} But this bank was made before banks kept a journal, so its own cases "
-                                   f"exist only in that index; remove {self.place.label}* to start again from "
-                                   "the seed files.") from exc
+                    raise CbrError(
+                        f"{exc} But this bank was made before banks kept a journal, so its own cases "
+                        f"exist only in that index; remove {self.place.label}* to start again from "
+                        "the seed files."
+                    ) from exc
                 self._start_journal()
             else:
                 self.journal.create()

@@ -20,9 +20,16 @@ class AddReport:
 
 def metadata_of(case: Case) -> dict[str, str | float | int | bool]:
     """Flat fields the stores filter on (Chroma takes no None or nested values)."""
-    return {"kind": case.source_kind, "modality": case.modality, "family": modality_family(case.modality),
-            "task_type": case.task_type, "competition": case.competition, "task_name": case.task_name,
-            "metric": case.metric, "source_url": case.source_url}
+    return {
+        "kind": case.source_kind,
+        "modality": case.modality,
+        "family": modality_family(case.modality),
+        "task_type": case.task_type,
+        "competition": case.competition,
+        "task_name": case.task_name,
+        "metric": case.metric,
+        "source_url": case.source_url,
+    }
 
 
 def by_kind(cases: list[Case]) -> dict[str, list[Case]]:

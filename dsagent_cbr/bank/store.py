@@ -42,8 +42,9 @@ class VectorStore(Protocol):
 
     def records(self, collection: str, where: dict[str, Any] | None = None) -> list[Record]: ...
 
-    def query(self, collection: str, vector: np.ndarray, k: int, where: dict[str, Any] | None = None) -> list[Match]:
-        ...
+    def query(
+        self, collection: str, vector: np.ndarray, k: int, where: dict[str, Any] | None = None
+    ) -> list[Match]: ...
 
     def get_meta(self) -> dict[str, str]: ...
 
@@ -64,13 +65,19 @@ def parse_where(where: dict[str, Any] | None) -> list[Clause]:
         if isinstance(value, dict):
             if len(value) != 1:
                 raise CbrError(f"Filter on {key} must have one operator, got {sorted(value)}.")
-            (op, arg), = value.items()
+            ((op, arg),) = value.items()
             if op in ("$eq", "$in"):
-                clauses.append((key, "$in", tuple(arg) if isinstance(arg, list | tuple) else (arg,)))
+                clauses.append(
+                    (key, "$in", tuple(arg) if isinstance(arg, list | tuple) else (arg,))
+                )
             elif op in ("$ne", "$nin"):
-                clauses.append((key, "$nin", tuple(arg) if isinstance(arg, list | tuple) else (arg,)))
+                clauses.append(
+                    (key, "$nin", tuple(arg) if isinstance(arg, list | tuple) else (arg,))
+                )
             else:
-                raise CbrError(f"Filter operator {op} is not supported (use $eq, $ne, $in or $nin).")
+                raise CbrError(
+                    f"Filter operator {op} is not supported (use $eq, $ne, $in or $nin)."
+                )
         elif isinstance(value, list | tuple):
             clauses.append((key, "$in", tuple(value)))
         else:

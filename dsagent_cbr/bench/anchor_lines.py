@@ -20,9 +20,15 @@ def anchors(records: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     found: dict[str, dict[str, list[float]]] = {}
     for r in records:
         kind = r.get("kind")
-        if kind in AUTOML_KINDS and r.get("outcome") == "ok" and r.get("selection_metric") is not None:
+        if (
+            kind in AUTOML_KINDS
+            and r.get("outcome") == "ok"
+            and r.get("selection_metric") is not None
+        ):
             name = r["agent"].replace(f"{kind}:", f"{AUTOML_KINDS[kind]}-")
-            found.setdefault(r["task"], {}).setdefault(name, []).append(float(r["selection_metric"]))
+            found.setdefault(r["task"], {}).setdefault(name, []).append(
+                float(r["selection_metric"])
+            )
     return {task: {name: sum(v) / len(v) for name, v in by.items()} for task, by in found.items()}
 
 
@@ -31,10 +37,17 @@ def draw_anchors(records: list[dict[str, Any]]) -> int:
     lines, drawn = anchors(records), 0
     for r in records:
         run_dir = Path(r.get("run_dir") or "")
-        if r.get("kind") not in AGENT_KINDS or r["task"] not in lines or not (run_dir / "summary.json").is_file():
+        if (
+            r.get("kind") not in AGENT_KINDS
+            or r["task"] not in lines
+            or not (run_dir / "summary.json").is_file()
+        ):
             continue
         record = load_record(run_dir)
-        record.baselines = {**record.baselines, **lines[r["task"]]}  # the pictures only: summary.json stays
+        record.baselines = {
+            **record.baselines,
+            **lines[r["task"]],
+        }  # the pictures only: summary.json stays
         write_report(run_dir, record)
         drawn += 1
     return drawn

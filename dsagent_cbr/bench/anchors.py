@@ -17,7 +17,10 @@ from typing import Any
 
 from dsagent_cbr.tasks.model import Task
 
-SETTINGS_START, SETTINGS_END = "# --- settings (written by cbr bench) ---", "# --- end of settings ---"
+SETTINGS_START, SETTINGS_END = (
+    "# --- settings (written by cbr bench) ---",
+    "# --- end of settings ---",
+)
 
 
 def unsupported(task: Task, learner: str, metrics: dict[str, str]) -> str | None:
@@ -25,8 +28,10 @@ def unsupported(task: Task, learner: str, metrics: dict[str, str]) -> str | None
     if task.modality == "forecasting":
         return f"forecasting: windows to multi-step, multi-dimensional horizons are not one {learner} table"
     if task.modality == "time-series-classification":
-        return ("time-series classification: (cases, channels, length) arrays, NaN-padded where lengths differ, "
-                f"are not one {learner} table")
+        return (
+            "time-series classification: (cases, channels, length) arrays, NaN-padded where lengths differ, "
+            f"are not one {learner} table"
+        )
     if task.modality not in ("tabular", "text") or task.data_format != "csv":
         return f"{task.modality} tasks in {task.data_format} format are not supported"
     if task.metric_name not in metrics:
@@ -48,16 +53,23 @@ def settings(task: Task, prefix: str, metrics: dict[str, str], **first: Any) -> 
     """A learner's settings block, each name behind `prefix`: `first` (its own), then what every anchor
     needs to know of the task."""
     regression = task.task_type == "regression"
-    shared = {"TASK": "regression" if regression else "classification", "METRIC": metrics[task.metric_name],
-              "OUTPUT": output(task), "CLASSES": list(task.classes), "TEXT": task.modality == "text",
-              "LOG_TARGET": task.metric_name == "rmsle"}
+    shared = {
+        "TASK": "regression" if regression else "classification",
+        "METRIC": metrics[task.metric_name],
+        "OUTPUT": output(task),
+        "CLASSES": list(task.classes),
+        "TEXT": task.modality == "text",
+        "LOG_TARGET": task.metric_name == "rmsle",
+    }
     return {f"{prefix}_{name}": value for name, value in {**first, **shared}.items()}
 
 
 def model_code(template: Path, values: dict[str, Any]) -> str:
     """The template's code after its docstring, with its settings block rewritten to `values`."""
     text = template.read_text(encoding="utf-8")
-    body = text[text.index('"""', 3) + 3:].lstrip("\n")  # the template's own docstring stays behind
+    body = text[text.index('"""', 3) + 3 :].lstrip(
+        "\n"
+    )  # the template's own docstring stays behind
     start, end = body.index(SETTINGS_START), body.index(SETTINGS_END) + len(SETTINGS_END)
     block = "\n".join([SETTINGS_START, *(f"{k} = {v!r}" for k, v in values.items()), SETTINGS_END])
     return body[:start] + block + body[end:]
@@ -66,9 +78,15 @@ def model_code(template: Path, values: dict[str, Any]) -> str:
 def splice(starter: str, code: str) -> str:
     """The starter with its train_model and predict replaced by `code` (at train_model's place)."""
     tree = ast.parse(starter)
-    at = [i for i, n in enumerate(tree.body) if isinstance(n, ast.FunctionDef) and n.name in ("train_model", "predict")]
+    at = [
+        i
+        for i, n in enumerate(tree.body)
+        if isinstance(n, ast.FunctionDef) and n.name in ("train_model", "predict")
+    ]
     if len(at) != 2 or at[1] != at[0] + 1:
-        raise ValueError("the starter does not define train_model and predict next to each other at the top level")
+        raise ValueError(
+            "the starter does not define train_model and predict next to each other at the top level"
+        )
     spans = [(tree.body[i].lineno, tree.body[i].end_lineno or tree.body[i].lineno) for i in at]
     lines = starter.splitlines()
     (first, _), (_, last) = min(spans), max(spans)
@@ -76,7 +94,9 @@ def splice(starter: str, code: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def anchor_script(task: Task, learner: str, problem: str | None, template: Path, values: dict[str, Any]) -> str:
+def anchor_script(
+    task: Task, learner: str, problem: str | None, template: Path, values: dict[str, Any]
+) -> str:
     """The starter of `task` with the learner's template (settings `values`) in place of the random guess;
     `problem` is why the learner cannot run on the task, if it cannot."""
     if problem:

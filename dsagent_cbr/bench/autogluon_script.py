@@ -25,19 +25,32 @@ from dsagent_cbr.tasks.model import Task
 
 TEMPLATE = Path(__file__).parents[1] / "untrusted" / "autogluon_anchor.py"
 PRESETS = "medium_quality"
-PYTHON_VARIABLE = "CBR_AUTOGLUON_PYTHON"  # an interpreter with autogluon.tabular, if not the default below
+PYTHON_VARIABLE = (
+    "CBR_AUTOGLUON_PYTHON"  # an interpreter with autogluon.tabular, if not the default below
+)
 VENV_PYTHON = Path("/opt/cbr-autogluon/bin/python")  # what setup-autogluon.sh makes
 # our metric -> AutoGluon's eval_metric (rmsle: root_mean_squared_error on log1p(y); mcrmse: per target)
-AUTOGLUON_METRIC = {"accuracy": "accuracy", "auroc": "roc_auc", "logloss": "log_loss",
-                    "rmse": "root_mean_squared_error", "mse": "mean_squared_error", "mae": "mean_absolute_error",
-                    "medae": "median_absolute_error", "rmsle": "root_mean_squared_error",
-                    "mcrmse": "root_mean_squared_error"}
+AUTOGLUON_METRIC = {
+    "accuracy": "accuracy",
+    "auroc": "roc_auc",
+    "logloss": "log_loss",
+    "rmse": "root_mean_squared_error",
+    "mse": "mean_squared_error",
+    "mae": "mean_absolute_error",
+    "medae": "median_absolute_error",
+    "rmsle": "root_mean_squared_error",
+    "mcrmse": "root_mean_squared_error",
+}
 # run by the candidate interpreter: can it import AutoGluon Tabular and cbr (the trial runs `cbr run` there)?
-_PROBE = ("import importlib.util as u, sys; "
-          "sys.exit(0 if u.find_spec('autogluon') and u.find_spec('autogluon.tabular') and u.find_spec('dsagent_cbr') "
-          "else 1)")
-_VERSIONS = ("import importlib.metadata as m, json; "
-             "print(json.dumps({n: m.version(n) for n in ('autogluon.tabular', 'catboost', 'pandas')}))")
+_PROBE = (
+    "import importlib.util as u, sys; "
+    "sys.exit(0 if u.find_spec('autogluon') and u.find_spec('autogluon.tabular') and u.find_spec('dsagent_cbr') "
+    "else 1)"
+)
+_VERSIONS = (
+    "import importlib.metadata as m, json; "
+    "print(json.dumps({n: m.version(n) for n in ('autogluon.tabular', 'catboost', 'pandas')}))"
+)
 
 
 def unsupported(task: Task) -> str | None:
@@ -47,17 +60,23 @@ def unsupported(task: Task) -> str | None:
 
 def settings_for(task: Task, budget: float) -> dict[str, Any]:
     """No seed: AutoGluon seeds its models itself (0), as its users run it."""
-    return anchors.settings(task, "AUTOGLUON", AUTOGLUON_METRIC, BUDGET=float(budget), PRESETS=PRESETS)
+    return anchors.settings(
+        task, "AUTOGLUON", AUTOGLUON_METRIC, BUDGET=float(budget), PRESETS=PRESETS
+    )
 
 
 def autogluon_script(task: Task, budget: float) -> str:
     """The starter of `task` with AutoGluon in place of the random guess."""
-    return anchors.anchor_script(task, "AutoGluon", unsupported(task), TEMPLATE, settings_for(task, budget))
+    return anchors.anchor_script(
+        task, "AutoGluon", unsupported(task), TEMPLATE, settings_for(task, budget)
+    )
 
 
 def _has_autogluon(python: str) -> bool:
     try:
-        return subprocess.run([python, "-c", _PROBE], capture_output=True, timeout=60).returncode == 0
+        return (
+            subprocess.run([python, "-c", _PROBE], capture_output=True, timeout=60).returncode == 0
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -78,9 +97,15 @@ def missing() -> str | None:
     if python() is not None:
         return None
     named = os.environ.get(PYTHON_VARIABLE, "").strip()
-    where = f"{PYTHON_VARIABLE}={named} cannot import it" if named else f"no venv at {VENV_PYTHON.parents[1]}"
-    return (f"AutoGluon is not installed ({where}): run setup-autogluon.sh, or name a python that has "
-            f"autogluon.tabular in {PYTHON_VARIABLE}")
+    where = (
+        f"{PYTHON_VARIABLE}={named} cannot import it"
+        if named
+        else f"no venv at {VENV_PYTHON.parents[1]}"
+    )
+    return (
+        f"AutoGluon is not installed ({where}): run setup-autogluon.sh, or name a python that has "
+        f"autogluon.tabular in {PYTHON_VARIABLE}"
+    )
 
 
 @cache
@@ -91,7 +116,9 @@ def versions() -> dict[str, str]:
     if interpreter is None:
         return {}
     try:
-        done = subprocess.run([interpreter, "-c", _VERSIONS], capture_output=True, text=True, timeout=60)
+        done = subprocess.run(
+            [interpreter, "-c", _VERSIONS], capture_output=True, text=True, timeout=60
+        )
         found = json.loads(done.stdout)
     except (OSError, subprocess.TimeoutExpired, ValueError):
         return {}

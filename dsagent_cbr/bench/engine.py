@@ -14,8 +14,12 @@ from dsagent_cbr.bench.trial import TrialJob, execute
 from dsagent_cbr.cluster import ray_session, share_of_cores
 
 
-def run_jobs(jobs: list[TrialJob], parallel: int, address: str | None,
-             on_record: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+def run_jobs(
+    jobs: list[TrialJob],
+    parallel: int,
+    address: str | None,
+    on_record: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:
     """Run every job, at most `parallel` at once; on_record gets each trial's record as it lands."""
     with ray_session(address) as ray:
         cluster_cpus = int(ray.cluster_resources().get("CPU", 0))
@@ -32,9 +36,18 @@ def run_jobs(jobs: list[TrialJob], parallel: int, address: str | None,
                 job = running.pop(ref)
                 try:
                     record = ray.get(ref)
-                except ray.exceptions.RayError as exc:  # a worker that died is ours, not the model's
-                    record = {"id": job.trial_id, "task": job.task, "agent": job.agent, "kind": job.kind,
-                              "trial": job.index, "test_answers": job.test_answers, "outcome": "infrastructure",
-                              "reason": f"the Ray task failed: {str(exc).splitlines()[0]}"}
+                except (
+                    ray.exceptions.RayError
+                ) as exc:  # a worker that died is ours, not the model's
+                    record = {
+                        "id": job.trial_id,
+                        "task": job.task,
+                        "agent": job.agent,
+                        "kind": job.kind,
+                        "trial": job.index,
+                        "test_answers": job.test_answers,
+                        "outcome": "infrastructure",
+                        "reason": f"the Ray task failed: {str(exc).splitlines()[0]}",
+                    }
                 on_record(record)
     return {"cluster_cpus": cluster_cpus, "parallel": parallel, "trial_cores": cores}

@@ -17,8 +17,17 @@ __all__ = ["FLAML_METRIC", "flaml_script", "settings_for", "splice", "unsupporte
 
 TEMPLATE = Path(__file__).parents[1] / "untrusted" / "flaml_anchor.py"
 # our metric -> FLAML's metric searched on (medae has no FLAML name: mae is the nearest it offers)
-FLAML_METRIC = {"accuracy": "accuracy", "auroc": "roc_auc", "logloss": "log_loss", "rmse": "rmse", "mse": "mse",
-                "mae": "mae", "medae": "mae", "rmsle": "rmse", "mcrmse": "rmse"}
+FLAML_METRIC = {
+    "accuracy": "accuracy",
+    "auroc": "roc_auc",
+    "logloss": "log_loss",
+    "rmse": "rmse",
+    "mse": "mse",
+    "mae": "mae",
+    "medae": "mae",
+    "rmsle": "rmse",
+    "mcrmse": "rmse",
+}
 
 
 def unsupported(task: Task) -> str | None:
@@ -32,4 +41,6 @@ def settings_for(task: Task, budget: float, seed: int) -> dict[str, Any]:
 
 def flaml_script(task: Task, budget: float, seed: int) -> str:
     """The starter of `task` with FLAML in place of the random guess."""
-    return anchors.anchor_script(task, "FLAML", unsupported(task), TEMPLATE, settings_for(task, budget, seed))
+    return anchors.anchor_script(
+        task, "FLAML", unsupported(task), TEMPLATE, settings_for(task, budget, seed)
+    )

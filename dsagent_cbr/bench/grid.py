@@ -22,7 +22,11 @@ from dsagent_cbr.tasks.model import Task
 SPEC_FILE = "grid.json"
 BASE_BANK = "bank-base"
 CASES = "cases.jsonl"
-GROUPS = ("all", "deployment", "development")  # words of --tasks that name recipe groups, never a task
+GROUPS = (
+    "all",
+    "deployment",
+    "development",
+)  # words of --tasks that name recipe groups, never a task
 
 
 def _recipe_group(group: str, tasks_dir: Path) -> list[Path]:
@@ -37,11 +41,17 @@ def select_tasks(selection: str, tasks_dir: Path) -> dict[str, Path]:
     for item in (part.strip() for part in selection.split(",")):
         if not item:
             continue
-        for folder in _recipe_group(item, tasks_dir) if item in GROUPS else [find_task(item, tasks_dir)]:
+        for folder in (
+            _recipe_group(item, tasks_dir) if item in GROUPS else [find_task(item, tasks_dir)]
+        ):
             task = load_task(folder)  # resolves the folder, and names what is wrong with it
             first = chosen.setdefault(task.name, task.root)
-            if first != task.root:  # trials are named by task: two folders of one name would share them
-                raise CbrError(f"Two task folders are named {task.name} ({first} and {task.root}); rename one.")
+            if (
+                first != task.root
+            ):  # trials are named by task: two folders of one name would share them
+                raise CbrError(
+                    f"Two task folders are named {task.name} ({first} and {task.root}); rename one."
+                )
     if not chosen:
         raise CbrError(f"--tasks {selection!r} selects no task (no recipes in {tasks_dir}).")
     return chosen
@@ -66,12 +76,20 @@ def open_grid(grid_dir: Path, spec: GridSpec) -> bool:
 
 
 def _not_this_grid(grid_dir: Path, saved: GridSpec, spec: GridSpec) -> str:
-    moved = [t for t in spec.tasks if saved.task_folders.get(t) not in (None, spec.task_folders.get(t))]
+    moved = [
+        t for t in spec.tasks if saved.task_folders.get(t) not in (None, spec.task_folders.get(t))
+    ]
     if moved and replace(saved, task_folders=spec.task_folders).digest() == spec.digest():
-        task = moved[0]  # the same trials from another folder: say which, since a name alone looks the same
-        return (f"{grid_dir} ran {task} from {saved.task_folders[task]}, not {spec.task_folders[task]}; "
-                "give --tasks that folder, or choose another --grid or --name.")
-    return f"{grid_dir} holds another grid (its grid.json differs); choose another --grid or --name."
+        task = moved[
+            0
+        ]  # the same trials from another folder: say which, since a name alone looks the same
+        return (
+            f"{grid_dir} ran {task} from {saved.task_folders[task]}, not {spec.task_folders[task]}; "
+            "give --tasks that folder, or choose another --grid or --name."
+        )
+    return (
+        f"{grid_dir} holds another grid (its grid.json differs); choose another --grid or --name."
+    )
 
 
 def _cli(args: list[str], what: str) -> None:
@@ -97,7 +115,10 @@ def ensure_base_bank(grid_dir: Path, store: str, source: Path | None) -> Path:
         shutil.copytree(source, tmp)
     else:
         _cli(["bank", "build", "--store", store, "--bank-dir", str(tmp)], "build the seed bank")
-    _cli(["bank", "export", str(tmp / CASES), "--store", store, "--bank-dir", str(tmp)], "list the bank's cases")
+    _cli(
+        ["bank", "export", str(tmp / CASES), "--store", store, "--bank-dir", str(tmp)],
+        "list the bank's cases",
+    )
     if final.exists():
         shutil.rmtree(final)
     tmp.replace(final)
@@ -109,7 +130,10 @@ def retained_ids(bank: Path, task: str) -> list[str]:
     ids = []
     for line in (bank / CASES).read_text(encoding="utf-8").splitlines():
         case = json.loads(line)
-        if case.get("source_kind") == "retained" and task in (case.get("task_name"), case.get("competition")):
+        if case.get("source_kind") == "retained" and task in (
+            case.get("task_name"),
+            case.get("competition"),
+        ):
             ids.append(case["id"])
     return ids
 
@@ -120,14 +144,18 @@ def wall_limit(spec: GridSpec, trial: Trial) -> float:
     if kind == "deploy":
         return 5 * spec.timeout + 900
     if kind == "develop" and trial.agent.variant == "search":
-        return spec.budget + spec.timeout + 1800  # its last node's limit shrinks to the budget's end
+        return (
+            spec.budget + spec.timeout + 1800
+        )  # its last node's limit shrinks to the budget's end
     if kind == "develop":
         return spec.iterations * 6 * spec.timeout + 1800
     return script_timeout(spec, trial) + 300
 
 
 def script_timeout(spec: GridSpec, trial: Trial) -> float:
-    if trial.agent.kind in AUTOML_KINDS:  # the budget, the learner's own overrun, and room to load and predict
+    if (
+        trial.agent.kind in AUTOML_KINDS
+    ):  # the budget, the learner's own overrun, and room to load and predict
         return max(spec.timeout, 2 * float(trial.agent.variant) + 300)
     return spec.timeout
 
@@ -143,21 +171,63 @@ def _command(spec: GridSpec, trial: Trial, task: Task, folder: Path) -> list[str
     agent = trial.agent
     limits = ["--timeout", f"{script_timeout(spec, trial):g}", "--memory", f"{spec.memory_mb:g}"]
     if agent.kind in ("deploy", "develop"):
-        common = ["--model", str(agent.model), "--json", "--no-cache", "--store", spec.store,
-                  "--bank-dir", str(folder / "bank"), "--runs-dir", str(folder / "runs"), *limits]
+        common = [
+            "--model",
+            str(agent.model),
+            "--json",
+            "--no-cache",
+            "--store",
+            spec.store,
+            "--bank-dir",
+            str(folder / "bank"),
+            "--runs-dir",
+            str(folder / "runs"),
+            *limits,
+        ]
         if spec.max_cost is not None:
             common += ["--max-cost", f"{spec.max_cost:g}"]
         if agent.kind == "deploy":
-            return [*trials.cli_command(), "deploy", str(task.root), "--strategy", agent.variant,
-                    "--seed", str(trial.seed), *common]
-        length = ["--budget", f"{spec.budget:g}"] if agent.variant == "search" else ["-T", str(spec.iterations)]
+            return [
+                *trials.cli_command(),
+                "deploy",
+                str(task.root),
+                "--strategy",
+                agent.variant,
+                "--seed",
+                str(trial.seed),
+                *common,
+            ]
+        length = (
+            ["--budget", f"{spec.budget:g}"]
+            if agent.variant == "search"
+            else ["-T", str(spec.iterations)]
+        )
         ablation = {"no-rerank": ["--no-rerank"], "no-cbr": ["--no-cbr"]}.get(agent.variant, [])
-        return [*trials.cli_command(), "develop", str(task.root), *length, *ablation, "--seed", str(trial.seed),
-                *common]
+        return [
+            *trials.cli_command(),
+            "develop",
+            str(task.root),
+            *length,
+            *ablation,
+            "--seed",
+            str(trial.seed),
+            *common,
+        ]
     cli = trials.cli_command()
-    if agent.kind == "autogluon":  # AutoGluon's own environment runs `cbr run`: autogluon_script.py says why
+    if (
+        agent.kind == "autogluon"
+    ):  # AutoGluon's own environment runs `cbr run`: autogluon_script.py says why
         cli = [autogluon_script.python() or cli[0], *cli[1:]]
-    return [*cli, "run", str(task.root), str(folder / "solution.py"), "--json", "--out", str(folder / "run"), *limits]
+    return [
+        *cli,
+        "run",
+        str(task.root),
+        str(folder / "solution.py"),
+        "--json",
+        "--out",
+        str(folder / "run"),
+        *limits,
+    ]
 
 
 def _script(trial: Trial, task: Task) -> tuple[str | None, str | None]:
@@ -166,10 +236,18 @@ def _script(trial: Trial, task: Task) -> tuple[str | None, str | None]:
     if kind == "flaml":
         reason = flaml_script.unsupported(task)
         budget = float(trial.agent.variant)
-        return (None, reason) if reason else (flaml_script.flaml_script(task, budget, trial.seed), None)
+        return (
+            (None, reason)
+            if reason
+            else (flaml_script.flaml_script(task, budget, trial.seed), None)
+        )
     if kind == "autogluon":
         reason = autogluon_script.unsupported(task) or autogluon_script.missing()
-        return (None, reason) if reason else (autogluon_script.autogluon_script(task, float(trial.agent.variant)), None)
+        return (
+            (None, reason)
+            if reason
+            else (autogluon_script.autogluon_script(task, float(trial.agent.variant)), None)
+        )
     if kind == "starter":
         return task.starter.read_text(encoding="utf-8"), None
     if kind == "reference":
@@ -195,12 +273,24 @@ def plan(grid_dir: Path, spec: GridSpec, bank: Path | None) -> Plan:
             out.finished.append(t.id)
             continue
         uses_bank = t.agent.kind in ("deploy", "develop")
-        out.jobs.append(trials.TrialJob(
-            trial_id=t.id, task=t.task, agent=t.agent.label, kind=t.agent.kind, index=t.index, seed=t.seed,
-            folder=str(folder), command=_command(spec, t, task, folder),
-            wall_limit=wall_limit(spec, t), bank_base=str(bank) if uses_bank and bank else None,
-            bank_remove=removals.get(t.task, []) if uses_bank else [], store=spec.store, script=script,
-            test_answers=task.has_answers))
+        out.jobs.append(
+            trials.TrialJob(
+                trial_id=t.id,
+                task=t.task,
+                agent=t.agent.label,
+                kind=t.agent.kind,
+                index=t.index,
+                seed=t.seed,
+                folder=str(folder),
+                command=_command(spec, t, task, folder),
+                wall_limit=wall_limit(spec, t),
+                bank_base=str(bank) if uses_bank and bank else None,
+                bank_remove=removals.get(t.task, []) if uses_bank else [],
+                store=spec.store,
+                script=script,
+                test_answers=task.has_answers,
+            )
+        )
     return out
 
 

@@ -65,8 +65,16 @@ def _rate(flags: list[bool]) -> float | None:
 
 
 def _new_cell(kind: str | None, maximize: bool) -> dict[str, Any]:
-    return {"kind": kind, "maximize": maximize, "ranks": [], "scores": [], "norm": [], "success": [],
-            "one_pass": [], "cost": []}
+    return {
+        "kind": kind,
+        "maximize": maximize,
+        "ranks": [],
+        "scores": [],
+        "norm": [],
+        "success": [],
+        "one_pass": [],
+        "cost": [],
+    }
 
 
 def measure(records: list[dict[str, Any]], baselines: dict[str, dict[str, Any]]) -> dict[str, Any]:
@@ -102,18 +110,33 @@ def measure(records: list[dict[str, Any]], baselines: dict[str, dict[str, Any]])
     for (task, agent), c in sorted(cells.items()):
         graded = [s for s in c["scores"] if s is not None]
         norms = [n for n in c["norm"] if n is not None]
-        rows.append({"task": task, "agent": agent, "kind": c["kind"], "runs": len(c["scores"]),
-                     "infrastructure": infra.get((task, agent), 0), "success": _rate(c["success"]),
-                     "one_pass": _rate(c["one_pass"]), "one_pass_asked": len(c["one_pass"]),
-                     "mean_test": _mean(graded), "best_test": (max if c["maximize"] else min)(graded) if graded else None,
-                     "mean_rank": _mean(c["ranks"]), "best_rank": min(c["ranks"]) if c["ranks"] else None,
-                     "pool": len(by_task.get(task, [])), "normalised": _mean(norms) if len(norms) == len(c["norm"]) else None,
-                     "cost_per_run": _mean(c["cost"])})
+        rows.append(
+            {
+                "task": task,
+                "agent": agent,
+                "kind": c["kind"],
+                "runs": len(c["scores"]),
+                "infrastructure": infra.get((task, agent), 0),
+                "success": _rate(c["success"]),
+                "one_pass": _rate(c["one_pass"]),
+                "one_pass_asked": len(c["one_pass"]),
+                "mean_test": _mean(graded),
+                "best_test": (max if c["maximize"] else min)(graded) if graded else None,
+                "mean_rank": _mean(c["ranks"]),
+                "best_rank": min(c["ranks"]) if c["ranks"] else None,
+                "pool": len(by_task.get(task, [])),
+                "normalised": _mean(norms) if len(norms) == len(c["norm"]) else None,
+                "cost_per_run": _mean(c["cost"]),
+            }
+        )
     return {"cells": rows, "agents": _agent_totals(rows, cells, infra)}
 
 
-def _agent_totals(rows: list[dict[str, Any]], cells: dict[tuple[str, str], dict[str, Any]],
-                  infra: dict[tuple[str, str], int]) -> list[dict[str, Any]]:
+def _agent_totals(
+    rows: list[dict[str, Any]],
+    cells: dict[tuple[str, str], dict[str, Any]],
+    infra: dict[tuple[str, str], int],
+) -> list[dict[str, Any]]:
     out = []
     for agent in dict.fromkeys(r["agent"] for r in rows):
         mine = [r for r in rows if r["agent"] == agent and r["runs"]]
@@ -121,13 +144,24 @@ def _agent_totals(rows: list[dict[str, Any]], cells: dict[tuple[str, str], dict[
         success = [s for c in raw for s in c["success"]]
         one_pass = [s for c in raw for s in c["one_pass"]]
         norms = [r["normalised"] for r in mine if r["normalised"] is not None]
-        out.append({"agent": agent, "tasks": len(mine), "runs": len(success),
-                    "infrastructure": sum(n for (_, a), n in infra.items() if a == agent),
-                    "success": _rate(success), "successes": sum(success), "one_pass": _rate(one_pass),
-                    "one_pass_passed": sum(one_pass), "one_pass_asked": len(one_pass),
-                    "mean_rank": _mean([r["mean_rank"] for r in mine]), "best_rank": _mean([r["best_rank"] for r in mine]),
-                    "normalised": _mean(norms), "normalised_tasks": len(norms),
-                    "cost_per_run": _mean([x for c in raw for x in c["cost"]])})
+        out.append(
+            {
+                "agent": agent,
+                "tasks": len(mine),
+                "runs": len(success),
+                "infrastructure": sum(n for (_, a), n in infra.items() if a == agent),
+                "success": _rate(success),
+                "successes": sum(success),
+                "one_pass": _rate(one_pass),
+                "one_pass_passed": sum(one_pass),
+                "one_pass_asked": len(one_pass),
+                "mean_rank": _mean([r["mean_rank"] for r in mine]),
+                "best_rank": _mean([r["best_rank"] for r in mine]),
+                "normalised": _mean(norms),
+                "normalised_tasks": len(norms),
+                "cost_per_run": _mean([x for c in raw for x in c["cost"]]),
+            }
+        )
     return out
 
 
@@ -146,7 +180,8 @@ def untested_tasks(records: list[dict[str, Any]]) -> list[str]:
         said = {r["test_answers"] for r in runs if r.get("test_answers") is not None}
         counted = [r for r in runs if r.get("outcome") != "infrastructure"]
         inferred = not any(_finite(r.get("test_metric")) is not None for r in counted) and any(
-            _finite(r.get("selection_metric")) is not None for r in counted)
+            _finite(r.get("selection_metric")) is not None for r in counted
+        )
         if said == {False} or (not said and inferred):
             out.append(task)
     return out
@@ -162,11 +197,26 @@ def selection_cells(records: list[dict[str, Any]], tasks: list[str]) -> list[dic
         for agent in dict.fromkeys(r["agent"] for r in mine):
             runs = [r for r in mine if r["agent"] == agent]
             counted = [r for r in runs if r.get("outcome") != "infrastructure"]
-            scores = [s for r in counted if r.get("success") and (s := _finite(r.get("selection_metric"))) is not None]
-            maximize = next((r.get("direction") for r in runs if r.get("direction")), "maximize") == "maximize"
-            rows.append({"task": task, "agent": agent, "kind": runs[0].get("kind"), "runs": len(counted),
-                         "successes": sum(bool(r.get("success")) for r in counted), "scored": len(scores),
-                         "mean_selection": _mean(scores),
-                         "best_selection": (max if maximize else min)(scores) if scores else None,
-                         "infrastructure": len(runs) - len(counted)})
+            scores = [
+                s
+                for r in counted
+                if r.get("success") and (s := _finite(r.get("selection_metric"))) is not None
+            ]
+            maximize = (
+                next((r.get("direction") for r in runs if r.get("direction")), "maximize")
+                == "maximize"
+            )
+            rows.append(
+                {
+                    "task": task,
+                    "agent": agent,
+                    "kind": runs[0].get("kind"),
+                    "runs": len(counted),
+                    "successes": sum(bool(r.get("success")) for r in counted),
+                    "scored": len(scores),
+                    "mean_selection": _mean(scores),
+                    "best_selection": (max if maximize else min)(scores) if scores else None,
+                    "infrastructure": len(runs) - len(counted),
+                }
+            )
     return rows

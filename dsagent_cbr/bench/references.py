@@ -17,6 +17,9 @@ DEPLOYMENT_REFERENCES = EXPERIMENTS_DIR / "references"
 
 
 def reference_script(task_name: str, stage: str) -> Path | None:
-    path = (DEVELOPMENT_REFERENCES / task_name / "solution.py" if stage == "development"
-            else DEPLOYMENT_REFERENCES / f"{task_name}.py")
+    path = (
+        DEVELOPMENT_REFERENCES / task_name / "solution.py"
+        if stage == "development"
+        else DEPLOYMENT_REFERENCES / f"{task_name}.py"
+    )
     return path if path.is_file() else None

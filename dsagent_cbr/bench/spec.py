@@ -14,7 +14,12 @@ from dsagent_cbr.errors import CbrError
 # kind -> variants (the first is the default when only the kind is given)
 VARIANTS: dict[str, tuple[str, ...]] = {
     "deploy": ("cbr", "zero-shot", "one-shot-random"),
-    "develop": ("full", "no-rerank", "no-cbr", "search"),  # search: --budget's wall clock, no node cap
+    "develop": (
+        "full",
+        "no-rerank",
+        "no-cbr",
+        "search",
+    ),  # search: --budget's wall clock, no node cap
     "flaml": ("60", "300"),
     "autogluon": ("60", "300"),
     "starter": ("",),
@@ -56,13 +61,19 @@ def parse_agents(names: list[str], models: list[str]) -> list[Agent]:
     for name in names:
         kind, _, variant = name.strip().partition(":")
         if kind not in VARIANTS:
-            raise CbrError(f"Unknown agent {name!r}; agents are {', '.join(VARIANTS)} (e.g. deploy:zero-shot, flaml:300, autogluon:300).")
+            raise CbrError(
+                f"Unknown agent {name!r}; agents are {', '.join(VARIANTS)} (e.g. deploy:zero-shot, flaml:300, autogluon:300)."
+            )
         variant = variant or VARIANTS[kind][0]
         if kind in AUTOML_KINDS:
             if not variant.isdigit() or int(variant) <= 0:
-                raise CbrError(f"{AUTOML_KINDS[kind]}'s budget must be whole seconds, as in {kind}:60, not {name!r}.")
+                raise CbrError(
+                    f"{AUTOML_KINDS[kind]}'s budget must be whole seconds, as in {kind}:60, not {name!r}."
+                )
         elif variant not in VARIANTS[kind]:
-            raise CbrError(f"{kind} has no variant {variant!r}; choose one of {', '.join(VARIANTS[kind])}.")
+            raise CbrError(
+                f"{kind} has no variant {variant!r}; choose one of {', '.join(VARIANTS[kind])}."
+            )
         if kind in MODEL_KINDS:
             if not models:
                 raise CbrError(f"Agent {name} needs at least one --models entry.")

@@ -33,6 +33,7 @@ RECORD = "trial.json"
 @dataclass
 class TrialJob:
     """Everything a worker needs; built by the driver, so workers never re-derive the grid."""
+
     trial_id: str
     task: str
     agent: str  # label
@@ -46,7 +47,9 @@ class TrialJob:
     bank_remove: list[str] = field(default_factory=list)  # retained cases of this task, taken out
     store: str = "faiss"
     script: str | None = None  # written to <folder>/solution.py before the command runs (FLAML)
-    test_answers: bool | None = None  # False: the task has none, and the tables show selection scores instead
+    test_answers: bool | None = (
+        None  # False: the task has none, and the tables show selection scores instead
+    )
 
 
 def is_done(folder: Path) -> bool:
@@ -69,12 +72,25 @@ def cli_command() -> list[str]:
     return [sys.executable, "-m", "dsagent_cbr.cli"]
 
 
-def run_cli(command: list[str], cwd: Path, env: dict[str, str], wall_limit: float) -> tuple[int | None, bool]:
+def run_cli(
+    command: list[str], cwd: Path, env: dict[str, str], wall_limit: float
+) -> tuple[int | None, bool]:
     """Run one CLI command with stdout/stderr to files; (exit code, hit the wall limit)."""
-    parent, libc = os.getpid(), ctypes.CDLL(None, use_errno=True)  # loaded here: the child only calls it
+    parent, libc = (
+        os.getpid(),
+        ctypes.CDLL(None, use_errno=True),
+    )  # loaded here: the child only calls it
     with (cwd / "stdout.txt").open("wb") as out, (cwd / "stderr.txt").open("wb") as err:
-        proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=lambda: _die_with(libc, parent))
+        proc = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=env,
+            stdout=out,
+            stderr=err,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            preexec_fn=lambda: _die_with(libc, parent),
+        )
         try:
             return proc.wait(timeout=wall_limit), False
         except subprocess.TimeoutExpired:
@@ -90,12 +106,27 @@ def _prepare_bank(job: TrialJob, folder: Path, env: dict[str, str]) -> str | Non
     bank = folder / "bank"
     shutil.copytree(job.bank_base, bank, ignore=shutil.ignore_patterns("cases.jsonl"))
     if job.bank_remove:
-        code, _ = run_cli([*cli_command(), "bank", "remove", *job.bank_remove, "--store", job.store,
-                           "--bank-dir", str(bank)], folder, env, 600)
+        code, _ = run_cli(
+            [
+                *cli_command(),
+                "bank",
+                "remove",
+                *job.bank_remove,
+                "--store",
+                job.store,
+                "--bank-dir",
+                str(bank),
+            ],
+            folder,
+            env,
+            600,
+        )
         for name in ("stdout.txt", "stderr.txt"):
             (folder / name).replace(folder / f"bank-remove-{name}")
         if code != 0:
-            return f"could not take this task's retained cases out of the trial's bank (exit {code})"
+            return (
+                f"could not take this task's retained cases out of the trial's bank (exit {code})"
+            )
     return None
 
 
@@ -129,36 +160,71 @@ def summarise(kind: str, data: dict[str, Any]) -> dict[str, Any]:
         record = RunRecord.model_validate(data)
         facts = record.deploy
         error = (facts.llm_error or facts.adapter_error) if facts else None
-        return {"success": record.solved, "run_outcome": str(record.outcome),
-                "one_pass": facts.one_pass if facts else None, "solved_by": facts.solved_by if facts else None,
-                "test_metric": record.best_test, "valid_metric": record.best_valid,
-                "selection_metric": record.best_selection, "score": record.best_score,
-                "error": error or (None if record.stopped == "completed" else record.stopped),
-                "stopped": record.stopped, "cost_usd": record.cost_usd, "tokens": record.tokens,
-                "run_dir": record.run_dir}
-    return {"success": data.get("status") == "ok", "one_pass": None, "test_metric": data.get("test_metric"),
-            "valid_metric": data.get("valid_metric"), "selection_metric": data.get("selection_metric"),
-            "score": data.get("selection_metric") if data.get("selection_rows") else data.get("valid_metric"),
-            "error": data.get("error"), "status": data.get("status"),
-            "cost_usd": 0.0, "tokens": 0, "script_seconds": data.get("wall_time")}
+        return {
+            "success": record.solved,
+            "run_outcome": str(record.outcome),
+            "one_pass": facts.one_pass if facts else None,
+            "solved_by": facts.solved_by if facts else None,
+            "test_metric": record.best_test,
+            "valid_metric": record.best_valid,
+            "selection_metric": record.best_selection,
+            "score": record.best_score,
+            "error": error or (None if record.stopped == "completed" else record.stopped),
+            "stopped": record.stopped,
+            "cost_usd": record.cost_usd,
+            "tokens": record.tokens,
+            "run_dir": record.run_dir,
+        }
+    return {
+        "success": data.get("status") == "ok",
+        "one_pass": None,
+        "test_metric": data.get("test_metric"),
+        "valid_metric": data.get("valid_metric"),
+        "selection_metric": data.get("selection_metric"),
+        "score": data.get("selection_metric")
+        if data.get("selection_rows")
+        else data.get("valid_metric"),
+        "error": data.get("error"),
+        "status": data.get("status"),
+        "cost_usd": 0.0,
+        "tokens": 0,
+        "script_seconds": data.get("wall_time"),
+    }
 
 
 def _last_line(path: Path) -> str:
     try:
-        lines = [ln.strip() for ln in path.read_text(encoding="utf-8", errors="replace").splitlines() if ln.strip()]
+        lines = [
+            ln.strip()
+            for ln in path.read_text(encoding="utf-8", errors="replace").splitlines()
+            if ln.strip()
+        ]
     except OSError:
         return ""
     return lines[-1] if lines else ""
 
 
-def classify(kind: str, data: dict[str, Any] | None, summary: dict[str, Any], exit_code: int | None,
-             timed_out: bool, stderr_line: str, wall_limit: float) -> tuple[str, str | None]:
+def classify(
+    kind: str,
+    data: dict[str, Any] | None,
+    summary: dict[str, Any],
+    exit_code: int | None,
+    timed_out: bool,
+    stderr_line: str,
+    wall_limit: float,
+) -> tuple[str, str | None]:
     """(outcome, reason): ok, failed (the model's or the script's), or infrastructure (ours: the budget,
     a dead server, no sandbox, an interrupt, as the run's record says; or no record at all)."""
     if timed_out:
-        return "infrastructure", f"the trial passed the harness's wall limit of {wall_limit:g}s and was killed"
+        return (
+            "infrastructure",
+            f"the trial passed the harness's wall limit of {wall_limit:g}s and was killed",
+        )
     if data is None:
-        return "infrastructure", f"no result was written (exit {exit_code}): {stderr_line or 'no output'}"
+        return (
+            "infrastructure",
+            f"no result was written (exit {exit_code}): {stderr_line or 'no output'}",
+        )
     if kind in AGENT_KINDS and Outcome(summary["run_outcome"]).ours:
         return "infrastructure", str(summary.get("stopped") or stderr_line)
     if summary["success"]:
@@ -176,11 +242,20 @@ def execute(job: TrialJob, cores: int | None = None) -> dict[str, Any]:
     if cores:
         env[CORES_ENV] = str(cores)
     started = time.time()
-    record: dict[str, Any] = {"id": job.trial_id, "task": job.task, "agent": job.agent, "kind": job.kind,
-                              "trial": job.index, "seed": job.seed, "test_answers": job.test_answers,
-                              "command": job.command,
-                              "host": os.uname().nodename, "cores": cores, "started": started,
-                              "commit": source_commit()}
+    record: dict[str, Any] = {
+        "id": job.trial_id,
+        "task": job.task,
+        "agent": job.agent,
+        "kind": job.kind,
+        "trial": job.index,
+        "seed": job.seed,
+        "test_answers": job.test_answers,
+        "command": job.command,
+        "host": os.uname().nodename,
+        "cores": cores,
+        "started": started,
+        "commit": source_commit(),
+    }
     problem = _prepare_bank(job, folder, env)
     if job.script is not None:
         write_text_atomic(folder / "solution.py", job.script)
@@ -190,9 +265,20 @@ def execute(job: TrialJob, cores: int | None = None) -> dict[str, Any]:
     else:
         exit_code, timed_out = run_cli(job.command, folder, env, job.wall_limit)
         data = find_result(job.kind, folder)
-        summary = summarise(job.kind, data) if data is not None else {"success": False, "test_metric": None}
-        outcome, reason = classify(job.kind, data, summary, exit_code, timed_out,
-                                   _last_line(folder / "stderr.txt"), job.wall_limit)
+        summary = (
+            summarise(job.kind, data)
+            if data is not None
+            else {"success": False, "test_metric": None}
+        )
+        outcome, reason = classify(
+            job.kind,
+            data,
+            summary,
+            exit_code,
+            timed_out,
+            _last_line(folder / "stderr.txt"),
+            job.wall_limit,
+        )
         record.update(summary, outcome=outcome, reason=reason, exit_code=exit_code)
         if data is not None:
             record.update(metric=data.get("metric"), direction=data.get("direction"))

@@ -14,25 +14,41 @@ from dsagent_cbr.bank.checks import CASE_MODALITIES, CASE_TASK_TYPES, FILE_SOURC
 from dsagent_cbr.commands.options import bank_options, json_option
 from dsagent_cbr.errors import CbrError
 
-_KIND = click.option("--kind", type=click.Choice(["insight", "solution"]), default="insight", show_default=True,
-                     help="Which collection.")
+_KIND = click.option(
+    "--kind",
+    type=click.Choice(["insight", "solution"]),
+    default="insight",
+    show_default=True,
+    help="Which collection.",
+)
 
 
 def store_options(fn: Any) -> Any:
     """The bank options every command shares, and the two only bank commands take."""
     fn = bank_options(fn)
-    fn = click.option("--embedding-model", default=None,
-                      help="sentence-transformers model name or path (default: all-MiniLM-L6-v2, packaged).")(fn)
-    return click.option("--casebank-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-                        help="Seed bank folder (default: the project's casebank/).")(fn)
+    fn = click.option(
+        "--embedding-model",
+        default=None,
+        help="sentence-transformers model name or path (default: all-MiniLM-L6-v2, packaged).",
+    )(fn)
+    return click.option(
+        "--casebank-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        default=None,
+        help="Seed bank folder (default: the project's casebank/).",
+    )(fn)
 
 
 def _settings(opts: dict[str, Any]) -> Any:
     from dsagent_cbr.config import load_settings
 
-    return load_settings(store=opts.get("store"), chroma_url=opts.get("chroma_url"),
-                         bank_dir=opts.get("bank_dir"), casebank_dir=opts.get("casebank_dir"),
-                         embedding_model=opts.get("embedding_model"))
+    return load_settings(
+        store=opts.get("store"),
+        chroma_url=opts.get("chroma_url"),
+        bank_dir=opts.get("bank_dir"),
+        casebank_dir=opts.get("casebank_dir"),
+        embedding_model=opts.get("embedding_model"),
+    )
 
 
 def _open(opts: dict[str, Any], seed: bool = True) -> Any:
@@ -45,14 +61,22 @@ MODALITY_CHOICES = [m for m in CASE_MODALITIES if m]
 TASK_TYPE_CHOICES = [t for t in CASE_TASK_TYPES if t]
 
 
-def _where(modality: str | None, source_kind: str | None, task_type: str | None) -> dict[str, Any] | None:
-    where = {k: v for k, v in {"modality": modality, "kind": source_kind, "task_type": task_type}.items() if v}
+def _where(
+    modality: str | None, source_kind: str | None, task_type: str | None
+) -> dict[str, Any] | None:
+    where = {
+        k: v
+        for k, v in {"modality": modality, "kind": source_kind, "task_type": task_type}.items()
+        if v
+    }
     return where or None
 
 
 _FILTERS = [
     click.option("--modality", default=None, help="Only this modality."),
-    click.option("--source-kind", default=None, help="Only writeup, notebook or retained (insights)."),
+    click.option(
+        "--source-kind", default=None, help="Only writeup, notebook or retained (insights)."
+    ),
     click.option("--task-type", default=None, help="Only this task type."),
 ]
 
@@ -91,8 +115,10 @@ def build(rebuild: bool, **opts: Any) -> None:
         report = b.ensure_seeded(force=True)
     for line in b.seed_problems:
         click.echo(f"skipped {line}", err=True)
-    click.echo(f"{report.summary()}; embedded {b.embedder.stats.computed} text(s), "
-               f"{b.embedder.stats.cached} from cache.")
+    click.echo(
+        f"{report.summary()}; embedded {b.embedder.stats.computed} text(s), "
+        f"{b.embedder.stats.cached} from cache."
+    )
     _print_counts(b.stats())
 
 
@@ -114,9 +140,11 @@ def _rebuild(opts: dict[str, Any]) -> None:
     for line in b.seed_problems:
         click.echo(f"skipped {line}", err=True)
     data = b.stats()
-    click.echo(f"rebuilt the index at {data['location']}: {len(report.added)} case(s), {data['user_cases']} of "
-               f"them from the journal; embedded {b.embedder.stats.computed} text(s), "
-               f"{b.embedder.stats.cached} from cache.")
+    click.echo(
+        f"rebuilt the index at {data['location']}: {len(report.added)} case(s), {data['user_cases']} of "
+        f"them from the journal; embedded {b.embedder.stats.computed} text(s), "
+        f"{b.embedder.stats.cached} from cache."
+    )
     _print_counts(data)
 
 
@@ -128,35 +156,70 @@ def _rebuild(opts: dict[str, Any]) -> None:
 @json_option
 @filter_options
 @store_options
-def search(text: str, kind: str, k: int, exclude_task: str | None, as_json: bool, modality: str | None,
-           source_kind: str | None, task_type: str | None, **opts: Any) -> None:
+def search(
+    text: str,
+    kind: str,
+    k: int,
+    exclude_task: str | None,
+    as_json: bool,
+    modality: str | None,
+    source_kind: str | None,
+    task_type: str | None,
+    **opts: Any,
+) -> None:
     """Nearest cases to TEXT (or to the contents of TEXT when it names a file)."""
     query = Path(text).read_text(encoding="utf-8") if Path(text).is_file() else text
     b = _open(opts)
-    hits = b.search(query, kind=kind, k=k, where=_where(modality, source_kind, task_type), exclude_task=exclude_task)
+    hits = b.search(
+        query,
+        kind=kind,
+        k=k,
+        where=_where(modality, source_kind, task_type),
+        exclude_task=exclude_task,
+    )
     if as_json:
-        click.echo(json.dumps([{"score": h.score, **h.case.to_dict()} for h in hits], indent=2, default=str))
+        click.echo(
+            json.dumps(
+                [{"score": h.score, **h.case.to_dict()} for h in hits], indent=2, default=str
+            )
+        )
         return
     from rich.console import Console
     from rich.table import Table
 
     table = Table("score", "id", "modality", "kind", "title")
     for h in hits:
-        table.add_row(f"{h.score:.3f}", h.case.id, h.case.modality, h.case.source_kind, h.case.title[:70])
+        table.add_row(
+            f"{h.score:.3f}", h.case.id, h.case.modality, h.case.source_kind, h.case.title[:70]
+        )
     Console().print(table)
 
 
 @bank.command("add")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--modality", type=click.Choice(MODALITY_CHOICES), default=None, help="Modality of the case.")
+@click.option(
+    "--modality", type=click.Choice(MODALITY_CHOICES), default=None, help="Modality of the case."
+)
 @click.option("--competition", default="", help="Competition slug.")
 @click.option("--url", default="", help="Source URL.")
-@click.option("--source-kind", type=click.Choice(FILE_SOURCE_KINDS), default="writeup",
-              show_default=True, help="Where the insight comes from.")
+@click.option(
+    "--source-kind",
+    type=click.Choice(FILE_SOURCE_KINDS),
+    default="writeup",
+    show_default=True,
+    help="Where the insight comes from.",
+)
 @click.option("--task-type", type=click.Choice(TASK_TYPE_CHOICES), default=None, help="Task type.")
 @store_options
-def add(file: Path, modality: str | None, competition: str, url: str, source_kind: str, task_type: str | None,
-        **opts: Any) -> None:
+def add(
+    file: Path,
+    modality: str | None,
+    competition: str,
+    url: str,
+    source_kind: str,
+    task_type: str | None,
+    **opts: Any,
+) -> None:
     """Add one insight from a text or markdown file (front matter, if any, wins over the options).
 
     A case holds at most 100,000 characters of text; split longer write-ups into several files."""
@@ -164,8 +227,14 @@ def add(file: Path, modality: str | None, competition: str, url: str, source_kin
     from dsagent_cbr.bank.checks import problem_with, problem_with_file_case
 
     try:
-        case = insight_from_text(read_text_file(file), stem=file.stem, modality=modality or "",
-                                 competition=competition, source_kind=source_kind, origin=str(file))
+        case = insight_from_text(
+            read_text_file(file),
+            stem=file.stem,
+            modality=modality or "",
+            competition=competition,
+            source_kind=source_kind,
+            origin=str(file),
+        )
     except ValueError as exc:
         raise CbrError(f"{file}: {exc}.") from exc
     if url:
@@ -183,13 +252,23 @@ def add(file: Path, modality: str | None, competition: str, url: str, source_kin
 
 @bank.command("import")
 @click.argument("folder", type=click.Path(exists=True, path_type=Path))
-@click.option("--modality", type=click.Choice(MODALITY_CHOICES), default=None,
-              help="Modality for every file (default: from folder names).")
-@click.option("--source-kind", type=click.Choice(FILE_SOURCE_KINDS), default=None,
-              help="For every file (default: from file names).")
+@click.option(
+    "--modality",
+    type=click.Choice(MODALITY_CHOICES),
+    default=None,
+    help="Modality for every file (default: from folder names).",
+)
+@click.option(
+    "--source-kind",
+    type=click.Choice(FILE_SOURCE_KINDS),
+    default=None,
+    help="For every file (default: from file names).",
+)
 @click.option("--skip-bad", is_flag=True, help="Import the good files even when some are bad.")
 @store_options
-def import_(folder: Path, modality: str | None, source_kind: str | None, skip_bad: bool, **opts: Any) -> None:
+def import_(
+    folder: Path, modality: str | None, source_kind: str | None, skip_bad: bool, **opts: Any
+) -> None:
     """Import a folder of .txt, .md or .case insight files; any bad file stops the import (bank unchanged).
 
     A file is bad when it is not UTF-8 text, is empty, has broken front matter or values outside the
@@ -202,36 +281,58 @@ def import_(folder: Path, modality: str | None, source_kind: str | None, skip_ba
     for line in loaded.skipped:
         click.echo(f"skipped {line}", err=True)
     if loaded.problems and not skip_bad:
-        raise CbrError(f"{len(loaded.problems)} file(s) cannot be imported; the bank is unchanged "
-                       "(fix them or pass --skip-bad).", details=loaded.problems)
+        raise CbrError(
+            f"{len(loaded.problems)} file(s) cannot be imported; the bank is unchanged "
+            "(fix them or pass --skip-bad).",
+            details=loaded.problems,
+        )
     for line in loaded.problems:
         click.echo(f"skipped {line}", err=True)
     with _status(f"Embedding {len(loaded.cases)} case(s)..."):
         b = _open(opts)
         report = b.add(loaded.cases, all_or_nothing=True)
     if report.failed:
-        raise CbrError("Some cases were refused; the bank is unchanged.",
-                       details=[f"{i}: {why}" for i, why in report.failed])
+        raise CbrError(
+            "Some cases were refused; the bank is unchanged.",
+            details=[f"{i}: {why}" for i, why in report.failed],
+        )
     click.echo(f"{report.summary()} (from {len(loaded.cases)} file(s)).")
 
 
 @bank.command("list")
 @_KIND
 @click.option("--json", "as_json", is_flag=True, help="Print JSON lines.")
-@click.option("--retained", is_flag=True, help="Only what runs retained (the same as --source-kind retained).")
+@click.option(
+    "--retained", is_flag=True, help="Only what runs retained (the same as --source-kind retained)."
+)
 @filter_options
 @store_options
-def list_cases(kind: str, as_json: bool, retained: bool, modality: str | None, source_kind: str | None,
-               task_type: str | None, **opts: Any) -> None:
+def list_cases(
+    kind: str,
+    as_json: bool,
+    retained: bool,
+    modality: str | None,
+    source_kind: str | None,
+    task_type: str | None,
+    **opts: Any,
+) -> None:
     """List cases, optionally filtered; a retained case shows the run and iteration it came from (take
     it back out with `cbr bank remove ID`)."""
-    cases = _open(opts).list(kind, _where(modality, "retained" if retained else source_kind, task_type))
+    cases = _open(opts).list(
+        kind, _where(modality, "retained" if retained else source_kind, task_type)
+    )
     for c in sorted(cases, key=lambda c: (c.modality, c.competition, c.title)):
         if as_json:
             click.echo(json.dumps(c.to_dict(), default=str))
             continue
-        origin = f"  run {c.extra['run']}, iteration {c.extra.get('iteration')}" if c.extra.get("run") else ""
-        click.echo(f"{c.id}  {c.modality or '?':<12} {c.source_kind or '?':<9} {(c.task_name or c.title)[:70]}{origin}")
+        origin = (
+            f"  run {c.extra['run']}, iteration {c.extra.get('iteration')}"
+            if c.extra.get("run")
+            else ""
+        )
+        click.echo(
+            f"{c.id}  {c.modality or '?':<12} {c.source_kind or '?':<9} {(c.task_name or c.title)[:70]}{origin}"
+        )
 
 
 @bank.command("show")
@@ -293,8 +394,12 @@ def remove(ids: tuple[str, ...], **opts: Any) -> None:
 @bank.command("recheck")
 @click.argument("tasks", nargs=-1)
 @click.option("--dry-run", is_flag=True, help="Say what would be dropped; drop nothing.")
-@click.option("--tasks-dir", type=click.Path(path_type=Path), default=None,
-              help="Where task names are also looked up (default: the project's tasks/).")
+@click.option(
+    "--tasks-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Where task names are also looked up (default: the project's tasks/).",
+)
 @store_options
 def recheck_cmd(tasks: tuple[str, ...], dry_run: bool, tasks_dir: Path | None, **opts: Any) -> None:
     """Grade the retained solutions again and drop those whose selection score does not hold.
@@ -314,15 +419,23 @@ def recheck_cmd(tasks: tuple[str, ...], dry_run: bool, tasks_dir: Path | None, *
         given = (load_task(find_task(name, recipes), require_data=True) for name in tasks)
         found = {t.name: t for t in given}
     else:  # every task cbr finds that can be run (a recipe not prepared cannot judge anything)
-        found = {t.name: t for t in map(_loaded, (f.path for f in all_tasks(recipes))) if t is not None}
+        found = {
+            t.name: t for t in map(_loaded, (f.path for f in all_tasks(recipes))) if t is not None
+        }
 
     def say(verdict: Any) -> None:
-        click.echo(f"{verdict.case.id}  {verdict.outcome:<11} {verdict.case.task_name}: {verdict.why}")
+        click.echo(
+            f"{verdict.case.id}  {verdict.outcome:<11} {verdict.case.task_name}: {verdict.why}"
+        )
 
     with tempfile.TemporaryDirectory(prefix="cbr-recheck-") as folder:
-        verdicts = recheck(_open(opts), found, SandboxPolicy(), Path(folder), dry_run=dry_run, say=say)
+        verdicts = recheck(
+            _open(opts), found, SandboxPolicy(), Path(folder), dry_run=dry_run, say=say
+        )
     dropped = sum(v.outcome == "dropped" for v in verdicts)
-    click.echo(f"{len(verdicts)} retained solution(s): {dropped} {'would be ' if dry_run else ''}dropped")
+    click.echo(
+        f"{len(verdicts)} retained solution(s): {dropped} {'would be ' if dry_run else ''}dropped"
+    )
 
 
 def _loaded(path: Path) -> Any:

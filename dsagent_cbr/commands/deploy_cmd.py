@@ -30,25 +30,57 @@ if TYPE_CHECKING:
 @click.command()
 @click.argument("task_dir")
 @model_option
-@click.option("--strategy", type=click.Choice(["cbr", "zero-shot", "one-shot-random"]), default="cbr",
-              show_default=True, help="cbr: nearest solution; the paper's baselines otherwise.")
-@click.option("--cases", type=int, default=1, show_default=True, help="Example solutions in the prompt.")
+@click.option(
+    "--strategy",
+    type=click.Choice(["cbr", "zero-shot", "one-shot-random"]),
+    default="cbr",
+    show_default=True,
+    help="cbr: nearest solution; the paper's baselines otherwise.",
+)
+@click.option(
+    "--cases", type=int, default=1, show_default=True, help="Example solutions in the prompt."
+)
 @click.option("--temperature", type=float, default=0.7, show_default=True)
-@click.option("--fallback/--no-fallback", default=True, show_default=True,
-              help="Let the structural adapter take over when the LLM's script fails.")
+@click.option(
+    "--fallback/--no-fallback",
+    default=True,
+    show_default=True,
+    help="Let the structural adapter take over when the LLM's script fails.",
+)
 @sandbox_options
 @seed_option
 @bank_options
-@click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run folders go.")
+@click.option(
+    "--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run folders go."
+)
 @click.option("--max-cost", type=float, default=None, help="Refuse calls beyond this many dollars.")
 @click.option("--no-cache", is_flag=True, help="Do not answer from the response cache.")
 @refit_option
 @mlflow_option
 @json_option
-def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperature: float, fallback: bool,
-           timeout: float, memory: float, disk: float, allow_network: bool, no_sandbox: bool, seed: int | None,
-           store: str | None, bank_dir: Path | None, chroma_url: str | None, runs_dir: Path | None,
-           max_cost: float | None, no_cache: bool, refit: bool, mlflow_uri: str | None, as_json: bool) -> None:
+def deploy(
+    task_dir: str,
+    model: str | None,
+    strategy: str,
+    cases: int,
+    temperature: float,
+    fallback: bool,
+    timeout: float,
+    memory: float,
+    disk: float,
+    allow_network: bool,
+    no_sandbox: bool,
+    seed: int | None,
+    store: str | None,
+    bank_dir: Path | None,
+    chroma_url: str | None,
+    runs_dir: Path | None,
+    max_cost: float | None,
+    no_cache: bool,
+    refit: bool,
+    mlflow_uri: str | None,
+    as_json: bool,
+) -> None:
     """Solve TASK_DIR by adapting the most similar past (task, solution) pair in one shot."""
     from dsagent_cbr.agent.context import reference_valid
     from dsagent_cbr.agent.deploy import DeployConfig
@@ -64,18 +96,40 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     from dsagent_cbr.tasks.loader import load_task
     from dsagent_cbr.tracking import live_tracking
 
-    settings = load_settings(model=model, store=store, bank_dir=bank_dir, chroma_url=chroma_url,
-                             runs_dir=runs_dir, max_cost=max_cost, use_cache=False if no_cache else None)
+    settings = load_settings(
+        model=model,
+        store=store,
+        bank_dir=bank_dir,
+        chroma_url=chroma_url,
+        runs_dir=runs_dir,
+        max_cost=max_cost,
+        use_cache=False if no_cache else None,
+    )
     task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
     policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
-    config = DeployConfig(strategy=strategy, cases=cases, temperature=temperature, fallback=fallback,
-                          seed=trial_seed(seed), refit=refit, policy=policy)
-    check_reachable(settings_model(settings))  # a missing key or server stops here, before a run folder
+    config = DeployConfig(
+        strategy=strategy,
+        cases=cases,
+        temperature=temperature,
+        fallback=fallback,
+        seed=trial_seed(seed),
+        refit=refit,
+        policy=policy,
+    )
+    check_reachable(
+        settings_model(settings)
+    )  # a missing key or server stops here, before a run folder
     require_sandbox(policy.isolate)
     bank = open_bank(settings)
     run_dir = new_run_dir(settings.runs_dir, task.name, settings.home)
-    save_config(run_dir, {"task_dir": str(task.root), "deploy": {**asdict(config), "policy": policy.describe()},
-                          "settings": {"model": settings.model, "store": settings.store}})
+    save_config(
+        run_dir,
+        {
+            "task_dir": str(task.root),
+            "deploy": {**asdict(config), "policy": policy.describe()},
+            "settings": {"model": settings.model, "store": settings.store},
+        },
+    )
     reference = reference_valid(task, settings.casebank_dir, settings.tasks_dir)
     # the report first: at the run's end, MLflow's observer logs the report it drew
     observers = (ReportWriter(run_dir), *live_tracking(run_dir, mlflow_uri, task.name))
@@ -83,12 +137,20 @@ def deploy(task_dir: str, model: str | None, strategy: str, cases: int, temperat
     try:
         # progress: the starter, the model's call, the script
         with LiveProgress(f"deploying {task.name}") as progress, contextlib.ExitStack() as stack:
-            model = None if settings.model == "none" else stack.enter_context(
-                open_llm(settings, run_dir=run_dir, seed=config.seed))
-            record = run_deploy(task, config, run_dir, bank, model, settings.tasks_dir, progress=progress, **seen)
+            model = (
+                None
+                if settings.model == "none"
+                else stack.enter_context(open_llm(settings, run_dir=run_dir, seed=config.seed))
+            )
+            record = run_deploy(
+                task, config, run_dir, bank, model, settings.tasks_dir, progress=progress, **seen
+            )
     except KeyboardInterrupt:
-        click.echo(f"Interrupted: what the run did is in {run_dir}. A deploy is one step: run it again to "
-                   "redo it.", err=True)
+        click.echo(
+            f"Interrupted: what the run did is in {run_dir}. A deploy is one step: run it again to "
+            "redo it.",
+            err=True,
+        )
         raise SystemExit(130) from None
     if as_json:
         click.echo(record.model_dump_json(indent=2))
@@ -110,15 +172,25 @@ def _print_result(record: RunRecord) -> None:
         sim = f"{near['similarity']:.3f}" if isinstance(near["similarity"], float) else "random"
         click.echo(f"example:       {near['task']} ({near['source']}, similarity {sim})")
     if not record.outcome.ours:
-        one_pass = "n/a (no LLM)" if facts.one_pass is None else ("yes" if facts.one_pass else f"no — {facts.llm_error}")
+        one_pass = (
+            "n/a (no LLM)"
+            if facts.one_pass is None
+            else ("yes" if facts.one_pass else f"no — {facts.llm_error}")
+        )
         click.echo(f"one-pass:      {one_pass}")
     else:
         click.echo(f"stopped:       {record.stopped} (not counted as the model's)")
-    click.echo(f"final:         {'graded' if record.solved else 'failed'} (solved by {facts.solved_by})")
-    click.echo(f"selection:     {say_score(record.best_selection) if record.selection_rows else 'none'}")
+    click.echo(
+        f"final:         {'graded' if record.solved else 'failed'} (solved by {facts.solved_by})"
+    )
+    click.echo(
+        f"selection:     {say_score(record.best_selection) if record.selection_rows else 'none'}"
+    )
     sure = estimate_line(record.estimate, record.selection_rows)
     if sure:
         click.echo(f"how sure:      {sure}")
     click.echo(f"validation:    {say_score(record.best_valid)} (printed by the script)")
-    click.echo(f"test:          {say_score(record.best_test) if record.test_answers else 'no test answers'}")
+    click.echo(
+        f"test:          {say_score(record.best_test) if record.test_answers else 'no test answers'}"
+    )
     echo_results(record, 15)

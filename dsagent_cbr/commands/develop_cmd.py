@@ -40,40 +40,104 @@ if TYPE_CHECKING:  # the agent's imports stay lazy: `cbr --help` is instant
 @click.command()
 @click.argument("task_dir", required=False)
 @model_option
-@click.option("--iterations", "-T", type=int, default=None,
-              help="Iterations of the loop (5), or with --budget a cap on the search's nodes (none).")
-@click.option("--budget", default=None, metavar="DURATION",
-              help="Wall-clock budget, as 15m, 90s or 1h: the search grows nodes until it is spent.")
-@click.option("--parallel", type=click.IntRange(min=1), default=1, show_default=True,
-              help="The search's nodes at once, each with its share of the cores (on Ray).")
+@click.option(
+    "--iterations",
+    "-T",
+    type=int,
+    default=None,
+    help="Iterations of the loop (5), or with --budget a cap on the search's nodes (none).",
+)
+@click.option(
+    "--budget",
+    default=None,
+    metavar="DURATION",
+    help="Wall-clock budget, as 15m, 90s or 1h: the search grows nodes until it is spent.",
+)
+@click.option(
+    "--parallel",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="The search's nodes at once, each with its share of the cores (on Ray).",
+)
 @click.option("--address", default=None, help="Run the search's nodes on this Ray cluster.")
-@click.option("--in-turn", is_flag=True,
-              help="With --parallel 1, a model's node waits its turn instead of being written beside the others: "
-                   "a seed then grows the same tree however fast the model answers.")
-@click.option("-k", "--k", "k", type=int, default=5, show_default=True, help="Insight cases retrieved.")
-@click.option("--n-debug", type=int, default=5, show_default=True, help="Debug attempts per iteration.")
+@click.option(
+    "--in-turn",
+    is_flag=True,
+    help="With --parallel 1, a model's node waits its turn instead of being written beside the others: "
+    "a seed then grows the same tree however fast the model answers.",
+)
+@click.option(
+    "-k", "--k", "k", type=int, default=5, show_default=True, help="Insight cases retrieved."
+)
+@click.option(
+    "--n-debug", type=int, default=5, show_default=True, help="Debug attempts per iteration."
+)
 @click.option("--temperature", type=float, default=0.5, show_default=True)
-@click.option("--no-rerank", is_flag=True, help="Ablation: use the retrieval order, no LLM re-ranking.")
+@click.option(
+    "--no-rerank", is_flag=True, help="Ablation: use the retrieval order, no LLM re-ranking."
+)
 @click.option("--no-cbr", is_flag=True, help="Ablation: plan without retrieved cases.")
 @sandbox_options
 @seed_option
-@click.option("--resume", "resume_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Continue an interrupted run after its last completed step.")
+@click.option(
+    "--resume",
+    "resume_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Continue an interrupted run after its last completed step.",
+)
 @bank_options
-@click.option("--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run folders go.")
-@click.option("--max-cost", type=float, default=None, help="Stop cleanly when this many dollars are spent.")
-@click.option("--max-tokens", type=int, default=None, help="Stop cleanly when this many tokens are used.")
+@click.option(
+    "--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run folders go."
+)
+@click.option(
+    "--max-cost", type=float, default=None, help="Stop cleanly when this many dollars are spent."
+)
+@click.option(
+    "--max-tokens", type=int, default=None, help="Stop cleanly when this many tokens are used."
+)
 @click.option("--no-cache", is_flag=True, help="Do not answer from the response cache.")
 @refit_option
-@click.option("--no-retain", is_flag=True, help="Add nothing to the bank: the run's solutions are not retained.")
+@click.option(
+    "--no-retain",
+    is_flag=True,
+    help="Add nothing to the bank: the run's solutions are not retained.",
+)
 @mlflow_option
 @json_option
-def develop(task_dir: str | None, model: str | None, iterations: int | None, budget: str | None, parallel: int,
-            address: str | None, in_turn: bool, k: int,
-            n_debug: int, temperature: float, no_rerank: bool, no_cbr: bool, timeout: float, memory: float, disk: float, allow_network: bool,
-            no_sandbox: bool, seed: int | None, resume_dir: Path | None, store: str | None, bank_dir: Path | None,
-            chroma_url: str | None, runs_dir: Path | None, max_cost: float | None, max_tokens: int | None,
-            no_cache: bool, refit: bool, no_retain: bool, mlflow_uri: str | None, as_json: bool) -> None:
+def develop(
+    task_dir: str | None,
+    model: str | None,
+    iterations: int | None,
+    budget: str | None,
+    parallel: int,
+    address: str | None,
+    in_turn: bool,
+    k: int,
+    n_debug: int,
+    temperature: float,
+    no_rerank: bool,
+    no_cbr: bool,
+    timeout: float,
+    memory: float,
+    disk: float,
+    allow_network: bool,
+    no_sandbox: bool,
+    seed: int | None,
+    resume_dir: Path | None,
+    store: str | None,
+    bank_dir: Path | None,
+    chroma_url: str | None,
+    runs_dir: Path | None,
+    max_cost: float | None,
+    max_tokens: int | None,
+    no_cache: bool,
+    refit: bool,
+    no_retain: bool,
+    mlflow_uri: str | None,
+    as_json: bool,
+) -> None:
     """Develop a solution for TASK_DIR with the CBR loop (retrieve, rerank, plan, program, debug, log, retain)."""
     started = time.monotonic()  # the budget is the command's wall clock, from here
     from dsagent_cbr.agent.develop import DevelopConfig
@@ -83,8 +147,16 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
     from dsagent_cbr.tasks.finding import find_task
     from dsagent_cbr.tasks.loader import load_task
 
-    flags = {"model": model, "store": store, "bank_dir": bank_dir, "chroma_url": chroma_url, "runs_dir": runs_dir,
-             "max_cost": max_cost, "max_tokens": max_tokens, "use_cache": False if no_cache else None}
+    flags = {
+        "model": model,
+        "store": store,
+        "bank_dir": bank_dir,
+        "chroma_url": chroma_url,
+        "runs_dir": runs_dir,
+        "max_cost": max_cost,
+        "max_tokens": max_tokens,
+        "use_cache": False if no_cache else None,
+    }
     policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
     if resume_dir is not None:
         task, config, settings = _resume(resume_dir, flags, policy, address)
@@ -94,39 +166,72 @@ def develop(task_dir: str | None, model: str | None, iterations: int | None, bud
             raise CbrError("Give a task folder, or --resume RUN_DIR.")
         settings = load_settings(**flags)
         task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
-        check_reachable(settings_model(settings))  # a missing key or server stops here, before a run folder
+        check_reachable(
+            settings_model(settings)
+        )  # a missing key or server stops here, before a run folder
         seconds = None if budget is None else budget_seconds(budget)
         if (parallel > 1 or address) and budget is None and settings.model != "none":
-            raise CbrError("--parallel and --address are the search's: give --budget (or --model none).")
-        config = DevelopConfig(iterations=iterations or (NO_CAP if budget else 5), budget=seconds, k=k,
-                               parallel=parallel, address=address, in_turn=in_turn,
-                               n_debug=n_debug, temperature=temperature, rerank=not no_rerank, cbr=not no_cbr,
-                               seed=trial_seed(seed), refit=refit, retain=not no_retain, policy=asdict(policy))
+            raise CbrError(
+                "--parallel and --address are the search's: give --budget (or --model none)."
+            )
+        config = DevelopConfig(
+            iterations=iterations or (NO_CAP if budget else 5),
+            budget=seconds,
+            k=k,
+            parallel=parallel,
+            address=address,
+            in_turn=in_turn,
+            n_debug=n_debug,
+            temperature=temperature,
+            rerank=not no_rerank,
+            cbr=not no_cbr,
+            seed=trial_seed(seed),
+            refit=refit,
+            retain=not no_retain,
+            policy=asdict(policy),
+        )
         run_dir = new_run_dir(settings.runs_dir, task.name, settings.home)
-        save_config(run_dir, {"task_dir": str(task.root), "develop": asdict(config),
-                              "settings": {"model": settings.model, "store": settings.store,
-                                           "bank_dir": str(settings.bank_path), "chroma_url": settings.chroma_url,
-                                           "runs_dir": str(settings.runs_dir)}})
+        save_config(
+            run_dir,
+            {
+                "task_dir": str(task.root),
+                "develop": asdict(config),
+                "settings": {
+                    "model": settings.model,
+                    "store": settings.store,
+                    "bank_dir": str(settings.bank_path),
+                    "chroma_url": settings.chroma_url,
+                    "runs_dir": str(settings.runs_dir),
+                },
+            },
+        )
     require_sandbox(config.sandbox.isolate)
     interrupt_once()
     try:
         record = run_develop(task, config, run_dir, settings, started, mlflow_uri)
     except KeyboardInterrupt:
-        click.echo(f"Interrupted: the run is saved in {run_dir}. Resume it with:\n"
-                   f"  cbr develop --resume {shlex.quote(str(run_dir))}", err=True)
+        click.echo(
+            f"Interrupted: the run is saved in {run_dir}. Resume it with:\n"
+            f"  cbr develop --resume {shlex.quote(str(run_dir))}",
+            err=True,
+        )
         raise SystemExit(130) from None
     if as_json:
         click.echo(record.model_dump_json(indent=2))
     else:
         _print_summary(record, settings.chroma_url or str(settings.bank_path), config.budget)
     if record.outcome.exit_code:
-        raise SystemExit(record.outcome.exit_code)  # errors.py: no graded solution (1), the budget (4)
+        raise SystemExit(
+            record.outcome.exit_code
+        )  # errors.py: no graded solution (1), the budget (4)
 
 
 NO_CAP = 10_000  # -T with --budget: the budget ends the search
 
 
-def resumed_config(config: DevelopConfig, policy: SandboxPolicy, address: str | None = None) -> DevelopConfig:
+def resumed_config(
+    config: DevelopConfig, policy: SandboxPolicy, address: str | None = None
+) -> DevelopConfig:
     """The saved config with the sandbox's policy taken whole from this command line (or its defaults), and
     the Ray cluster the scripts run on too: a run folder is just files, so its config.json must not be
     able to lift a limit, turn isolation off, the network on, or send the scripts to another machine."""
@@ -134,8 +239,9 @@ def resumed_config(config: DevelopConfig, policy: SandboxPolicy, address: str | 
     return config
 
 
-def _resume(run_dir: Path, flags: dict[str, Any], policy: SandboxPolicy,
-            address: str | None) -> tuple[Task, DevelopConfig, Settings]:
+def _resume(
+    run_dir: Path, flags: dict[str, Any], policy: SandboxPolicy, address: str | None
+) -> tuple[Task, DevelopConfig, Settings]:
     """An interrupted run's task, config and settings, read back from its folder (checked first: one
     sentence, exit 2, when a file is not what cbr wrote), with this command's sandbox. config.json then
     says what this leg uses, and a line on stderr says how that differs from what the run used so far."""
@@ -144,19 +250,30 @@ def _resume(run_dir: Path, flags: dict[str, Any], policy: SandboxPolicy,
     from dsagent_cbr.tasks.loader import load_task
 
     saved = load_config(run_dir)
-    RunJournal(run_dir)  # read once here too: a damaged journal is refused before config.json is rewritten
+    RunJournal(
+        run_dir
+    )  # read once here too: a damaged journal is refused before config.json is rewritten
     config = resumed_config(saved_develop(saved.develop, run_dir / "config.json"), policy, address)
     if (saved.develop or {}).get("address") not in (None, address):
-        click.echo(f"resuming {'on --address ' + address if address else 'on this machine'} (the run so far ran "
-                   "its scripts on a Ray cluster: give --address again to keep it)", err=True)
+        click.echo(
+            f"resuming {'on --address ' + address if address else 'on this machine'} (the run so far ran "
+            "its scripts on a Ray cluster: give --address again to keep it)",
+            err=True,
+        )
     given = {k: v for k, v in flags.items() if v is not None}
     settings = load_settings(**{**saved.settings.model_dump(), **given})
     task = load_task(saved.task_dir, require_data=True)
     change = policy_change((saved.develop or {}).get("policy"), policy)
     if change:
         click.echo(change, err=True)
-    save_config(run_dir, {"task_dir": saved.task_dir, "develop": asdict(config),
-                          "settings": saved.settings.model_dump()})
+    save_config(
+        run_dir,
+        {
+            "task_dir": saved.task_dir,
+            "develop": asdict(config),
+            "settings": saved.settings.model_dump(),
+        },
+    )
     return task, config, settings
 
 
@@ -179,7 +296,9 @@ def saved_develop(develop: dict[str, Any] | None, path: Path) -> DevelopConfig:
     if config.parallel < 1:
         raise unreadable_config(path, "develop.parallel", f"{config.parallel}, not at least 1")
     if config.budget is not None and not (math.isfinite(config.budget) and config.budget > 0):
-        raise unreadable_config(path, "develop.budget", f"{config.budget} seconds, not more than zero")
+        raise unreadable_config(
+            path, "develop.budget", f"{config.budget} seconds, not more than zero"
+        )
     return config
 
 
@@ -210,8 +329,14 @@ def _print_summary(record: RunRecord, bank: str, budget: float | None = None) ->
     echo_results(record, 17, bank)
 
 
-def run_develop(task: Task, config: DevelopConfig, run_dir: Path, settings: Settings,
-                started: float | None = None, mlflow_uri: str | None = None) -> RunRecord:
+def run_develop(
+    task: Task,
+    config: DevelopConfig,
+    run_dir: Path,
+    settings: Settings,
+    started: float | None = None,
+    mlflow_uri: str | None = None,
+) -> RunRecord:
     from dsagent_cbr.agent.context import reference_valid
     from dsagent_cbr.agent.develop import develop_with_model
     from dsagent_cbr.agent.progress import LiveProgress
@@ -226,19 +351,28 @@ def run_develop(task: Task, config: DevelopConfig, run_dir: Path, settings: Sett
     # the report first: at the run's end, MLflow's observer logs the report it drew
     observers = (ReportWriter(run_dir), *live_tracking(run_dir, mlflow_uri, task.name))
     seen = {"reference": reference, "observers": observers, "clock": Clock(config.budget, started)}
-    with LiveProgress(f"developing {task.name}", total=None if config.budget else config.iterations) as progress:
+    with LiveProgress(
+        f"developing {task.name}", total=None if config.budget else config.iterations
+    ) as progress:
         if settings.model == "none":
             return develop_search(task, config, run_dir, bank, progress=progress, **seen)
         from dsagent_cbr.llm import open_llm
         from dsagent_cbr.llm.local_speed import measured_note
 
         with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
-            if client.spec.provider == "local":  # minutes a node on a CPU: say so before the user waits
+            if (
+                client.spec.provider == "local"
+            ):  # minutes a node on a CPU: say so before the user waits
                 left = seen["clock"].left() if config.budget else None
                 said = measured_note(client.spec.base_url or "", left)
                 if said:
                     click.echo(said, err=True)
-            if config.budget is not None:  # a budget: the search, with the model's operators among its own
-                return develop_search(task, config, run_dir, bank, progress=progress, **seen,
-                                      model=client)
-            return develop_with_model(task, config, run_dir, bank, client, progress=progress, **seen)
+            if (
+                config.budget is not None
+            ):  # a budget: the search, with the model's operators among its own
+                return develop_search(
+                    task, config, run_dir, bank, progress=progress, **seen, model=client
+                )
+            return develop_with_model(
+                task, config, run_dir, bank, client, progress=progress, **seen
+            )

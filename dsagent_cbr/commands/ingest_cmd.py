@@ -19,11 +19,25 @@ from dsagent_cbr.errors import CbrError
 MODALITY_CHOICES = ("auto", "tabular", "text", "forecasting", "time-series-classification")
 
 _common = [
-    click.option("--model", default=None, help="Model that distils notebooks ('none' stores cleaned text)."),
-    click.option("--condense-writeups", is_flag=True, help="Also condense write-ups with the model."),
-    click.option("--modality", type=click.Choice(MODALITY_CHOICES), default="auto", show_default=True,
-                 help="Modality recorded on the cases (auto: from the competition's tags)."),
-    click.option("--max-cost", type=float, default=None, help="Stop cleanly when this many dollars are spent."),
+    click.option(
+        "--model", default=None, help="Model that distils notebooks ('none' stores cleaned text)."
+    ),
+    click.option(
+        "--condense-writeups", is_flag=True, help="Also condense write-ups with the model."
+    ),
+    click.option(
+        "--modality",
+        type=click.Choice(MODALITY_CHOICES),
+        default="auto",
+        show_default=True,
+        help="Modality recorded on the cases (auto: from the competition's tags).",
+    ),
+    click.option(
+        "--max-cost",
+        type=float,
+        default=None,
+        help="Stop cleanly when this many dollars are spent.",
+    ),
     json_option,
 ]
 
@@ -36,13 +50,31 @@ def common_options(func: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.command("ingest-kaggle")
 @click.argument("slug")
-@click.option("--top", type=click.IntRange(1, 100), default=10, show_default=True,
-              help="How many notebooks (by votes) and write-ups to take.")
-@click.option("--notebooks/--no-notebooks", default=True, show_default=True, help="Take the top public notebooks.")
-@click.option("--writeups/--no-writeups", default=True, show_default=True, help="Take the solution write-ups.")
-@click.option("--api-url", default=None, help="Kaggle API base URL (env CBR_KAGGLE_API; default Kaggle's v1 API).")
+@click.option(
+    "--top",
+    type=click.IntRange(1, 100),
+    default=10,
+    show_default=True,
+    help="How many notebooks (by votes) and write-ups to take.",
+)
+@click.option(
+    "--notebooks/--no-notebooks",
+    default=True,
+    show_default=True,
+    help="Take the top public notebooks.",
+)
+@click.option(
+    "--writeups/--no-writeups", default=True, show_default=True, help="Take the solution write-ups."
+)
+@click.option(
+    "--api-url",
+    default=None,
+    help="Kaggle API base URL (env CBR_KAGGLE_API; default Kaggle's v1 API).",
+)
 @common_options
-def ingest_kaggle(slug: str, top: int, notebooks: bool, writeups: bool, api_url: str | None, **common: Any) -> None:
+def ingest_kaggle(
+    slug: str, top: int, notebooks: bool, writeups: bool, api_url: str | None, **common: Any
+) -> None:
     """Crawl a Kaggle competition (top notebooks by votes, solution write-ups) into the insight bank."""
     from dsagent_cbr.ingest import kaggle_api
     from dsagent_cbr.ingest.crawl import run_spider
@@ -53,14 +85,26 @@ def ingest_kaggle(slug: str, top: int, notebooks: bool, writeups: bool, api_url:
     kaggle_api.load_credentials()  # fail before the crawl, with the places credentials are looked for
     base = kaggle_api.api_base(override=api_url)
     with _spinner(f"crawling {slug}", common["as_json"]) as tick:
-        result = run_spider("kaggle", {"competition": slug, "top": top, "notebooks": int(notebooks),
-                                       "writeups": int(writeups)},
-                            env={"CBR_KAGGLE_API": base, "CBR_HOME": str(settings.home)}, on_tick=tick)
+        result = run_spider(
+            "kaggle",
+            {
+                "competition": slug,
+                "top": top,
+                "notebooks": int(notebooks),
+                "writeups": int(writeups),
+            },
+            env={"CBR_KAGGLE_API": base, "CBR_HOME": str(settings.home)},
+            on_tick=tick,
+        )
     if result.fatal:
-        raise CbrError(_sentence(result.fatal[0].reason), details=[e.reason for e in result.errors[1:]])
+        raise CbrError(
+            _sentence(result.fatal[0].reason), details=[e.reason for e in result.errors[1:]]
+        )
     if not result.docs:
-        raise CbrError(f"Nothing to ingest from {slug}; the bank is unchanged.",
-                       details=[e.reason for e in result.errors])
+        raise CbrError(
+            f"Nothing to ingest from {slug}; the bank is unchanged.",
+            details=[e.reason for e in result.errors],
+        )
     modality = common["modality"]
     if modality == "auto":
         from dsagent_cbr.ingest.pipeline import modality_from_tags
@@ -71,9 +115,16 @@ def ingest_kaggle(slug: str, top: int, notebooks: bool, writeups: bool, api_url:
 
 @click.command("ingest")
 @click.argument("sources", nargs=-1, required=True, metavar="PATH_OR_URL...")
-@click.option("--kind", type=click.Choice(["auto", "writeup", "notebook"]), default="auto", show_default=True,
-              help="What the documents are (auto: .ipynb/.py are notebooks, the rest write-ups).")
-@click.option("--competition", default="", help="Competition the documents belong to (recorded on the cases).")
+@click.option(
+    "--kind",
+    type=click.Choice(["auto", "writeup", "notebook"]),
+    default="auto",
+    show_default=True,
+    help="What the documents are (auto: .ipynb/.py are notebooks, the rest write-ups).",
+)
+@click.option(
+    "--competition", default="", help="Competition the documents belong to (recorded on the cases)."
+)
 @common_options
 def ingest(sources: tuple[str, ...], kind: str, competition: str, **common: Any) -> None:
     """Ingest write-ups or notebooks from files, folders (.html .md .txt .ipynb .py) or web pages."""
@@ -96,12 +147,18 @@ def ingest(sources: tuple[str, ...], kind: str, competition: str, **common: Any)
         if any("," in u for u in urls):
             raise CbrError("A URL with a comma cannot be crawled; quote-encode it as %2C.")
         with _spinner(f"fetching {len(urls)} page(s)", common["as_json"]) as tick:
-            result = run_spider("pages", {"urls": ",".join(urls), "kind": kind, "competition": competition},
-                                env={"CBR_HOME": str(settings.home)}, on_tick=tick)
+            result = run_spider(
+                "pages",
+                {"urls": ",".join(urls), "kind": kind, "competition": competition},
+                env={"CBR_HOME": str(settings.home)},
+                on_tick=tick,
+            )
         docs += result.docs
         errors += result.errors
     if not docs:
-        raise CbrError("Nothing to ingest; the bank is unchanged.", details=[e.reason for e in errors])
+        raise CbrError(
+            "Nothing to ingest; the bank is unchanged.", details=[e.reason for e in errors]
+        )
     modality = "" if common["modality"] == "auto" else common["modality"]
     _ingest_and_report(docs, errors, settings, common, modality, source=", ".join(sources))
 
@@ -110,8 +167,13 @@ def ingest(sources: tuple[str, ...], kind: str, competition: str, **common: Any)
 
 
 def _settings(common: dict[str, Any]) -> Settings:
-    return load_settings(model=common["model"], store=common["store"], bank_dir=common["bank_dir"],
-                         chroma_url=common["chroma_url"], max_cost=common["max_cost"])
+    return load_settings(
+        model=common["model"],
+        store=common["store"],
+        bank_dir=common["bank_dir"],
+        chroma_url=common["chroma_url"],
+        max_cost=common["max_cost"],
+    )
 
 
 def _sentence(text: str) -> str:
@@ -120,8 +182,14 @@ def _sentence(text: str) -> str:
     return text if text.endswith((".", "!", "?")) else text + "."
 
 
-def _ingest_and_report(docs: list[Any], errors: list[Any], settings: Settings, common: dict[str, Any],
-                       modality: str, source: str) -> None:
+def _ingest_and_report(
+    docs: list[Any],
+    errors: list[Any],
+    settings: Settings,
+    common: dict[str, Any],
+    modality: str,
+    source: str,
+) -> None:
     from dsagent_cbr.bank import open_bank
     from dsagent_cbr.ingest.pipeline import ingest as run_pipeline
 
@@ -129,14 +197,19 @@ def _ingest_and_report(docs: list[Any], errors: list[Any], settings: Settings, c
     docs = sorted(docs, key=lambda d: (d.competition, d.kind != "writeup", d.rank or 0, d.url))
     bank = open_bank(settings)
     try:
-        with _distiller(settings, common["condense_writeups"]) as distil, \
-                _progress(len(docs), common["as_json"]) as advance:
-            report = run_pipeline(docs, bank, distil, source_errors=errors, modality=modality,
-                                  on_progress=advance)
+        with (
+            _distiller(settings, common["condense_writeups"]) as distil,
+            _progress(len(docs), common["as_json"]) as advance,
+        ):
+            report = run_pipeline(
+                docs, bank, distil, source_errors=errors, modality=modality, on_progress=advance
+            )
     finally:
         bank.close()
     if common["as_json"]:
-        click.echo(json.dumps({"source": source, "model": settings.model, **report.to_dict()}, indent=2))
+        click.echo(
+            json.dumps({"source": source, "model": settings.model, **report.to_dict()}, indent=2)
+        )
     else:
         _print_summary(report, source)
     if report.failed and not report.added and not report.duplicates:
@@ -156,7 +229,9 @@ def _distiller(settings: Settings, condense_writeups: bool) -> Iterator[Any]:
     run_dir = settings.home / "ingest-runs" / datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     run_dir.mkdir(parents=True, exist_ok=True)
     with open_llm(settings, run_dir=run_dir) as client:
-        yield Distiller(settings.model, _llm_complete(client), cache_dir, condense_writeups=condense_writeups)
+        yield Distiller(
+            settings.model, _llm_complete(client), cache_dir, condense_writeups=condense_writeups
+        )
 
 
 def _llm_complete(client: Any) -> Callable[[str, str], str]:
@@ -164,7 +239,9 @@ def _llm_complete(client: Any) -> Callable[[str, str], str]:
 
     def complete(kind: str, text: str) -> str:
         prompt = render("distil", kind=kind, text=text)
-        return client.complete("distil", [{"role": "user", "content": prompt}], temperature=0.0).text
+        return client.complete(
+            "distil", [{"role": "user", "content": prompt}], temperature=0.0
+        ).text
 
     return complete
 
@@ -187,8 +264,15 @@ def _progress(total: int, quiet: bool) -> Iterator[Callable[[str], None]]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=quiet or not console.is_terminal, transient=True) as progress:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=quiet or not console.is_terminal,
+        transient=True,
+    ) as progress:
         task = progress.add_task("ingesting", total=total)
         started = False
 
@@ -206,7 +290,9 @@ def _progress(total: int, quiet: bool) -> Iterator[Callable[[str], None]]:
 def _print_summary(report: Any, source: str) -> None:
     """Plain lines, one per document, so the summary reads the same in a terminal, a log or a pipe."""
     counts = report.counts()
-    click.echo(f"{source}: added {counts['added']}, duplicates {counts['duplicates']}, failed {counts['failed']}")
+    click.echo(
+        f"{source}: added {counts['added']}, duplicates {counts['duplicates']}, failed {counts['failed']}"
+    )
     for o in report.outcomes:
         mark = {"added": "+", "duplicate": "=", "failed": "!"}[o.status]
         detail = f" [{o.case_id}]" if o.status == "added" else f": {o.reason}"

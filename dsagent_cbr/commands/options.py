@@ -28,52 +28,103 @@ def _stack(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return apply
 
 
-_LIMITS = {f.name: f.default for f in fields(SandboxPolicy)}  # the sandbox's defaults are the commands' defaults
+_LIMITS = {
+    f.name: f.default for f in fields(SandboxPolicy)
+}  # the sandbox's defaults are the commands' defaults
 
 sandbox_options = _stack(
-    click.option("--timeout", type=float, default=_LIMITS["timeout"], show_default=True,
-                 help="Time limit per script run (s)."),
-    click.option("--memory", type=float, default=_LIMITS["memory_mb"], show_default=True,
-                 help="Memory limit per script run (MB; processes, /tmp and /dev/shm together)."),
-    click.option("--disk", type=float, default=_LIMITS["disk_mb"], show_default=True,
-                 help="Largest file a script may write, and how much its workspace may grow (MB)."),
-    click.option("--allow-network", is_flag=True,
-                 help="Let scripts reach the network (recorded in every result). This shares the host's network "
-                      "namespace: the host's loopback services and abstract unix sockets become reachable too."),
-    click.option("--no-sandbox", is_flag=True,
-                 help="Run scripts without bubblewrap isolation (only where it is unavailable; recorded)."),
+    click.option(
+        "--timeout",
+        type=float,
+        default=_LIMITS["timeout"],
+        show_default=True,
+        help="Time limit per script run (s).",
+    ),
+    click.option(
+        "--memory",
+        type=float,
+        default=_LIMITS["memory_mb"],
+        show_default=True,
+        help="Memory limit per script run (MB; processes, /tmp and /dev/shm together).",
+    ),
+    click.option(
+        "--disk",
+        type=float,
+        default=_LIMITS["disk_mb"],
+        show_default=True,
+        help="Largest file a script may write, and how much its workspace may grow (MB).",
+    ),
+    click.option(
+        "--allow-network",
+        is_flag=True,
+        help="Let scripts reach the network (recorded in every result). This shares the host's network "
+        "namespace: the host's loopback services and abstract unix sockets become reachable too.",
+    ),
+    click.option(
+        "--no-sandbox",
+        is_flag=True,
+        help="Run scripts without bubblewrap isolation (only where it is unavailable; recorded).",
+    ),
 )
 
 bank_options = _stack(
     click.option("--store", type=click.Choice(STORES), default=None, help="Vector store backend."),
-    click.option("--bank-dir", type=click.Path(path_type=Path), default=None, help="Bank directory."),
+    click.option(
+        "--bank-dir", type=click.Path(path_type=Path), default=None, help="Bank directory."
+    ),
     click.option("--chroma-url", default=None, help="Chroma server URL (default: embedded)."),
 )
 
-model_option = click.option("--model", default=None,
-                            help="Model alias or name (gpt-4o, mixtral, local, gguf:PATH, none).")
+model_option = click.option(
+    "--model", default=None, help="Model alias or name (gpt-4o, mixtral, local, gguf:PATH, none)."
+)
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-seed_option = click.option("--seed", type=int, default=None,
-                           help="Trial seed: seeds sampling and the cache key (default: a fresh one, recorded).")
+seed_option = click.option(
+    "--seed",
+    type=int,
+    default=None,
+    help="Trial seed: seeds sampling and the cache key (default: a fresh one, recorded).",
+)
 
 
-refit_option = click.option("--refit/--no-refit", default=True, show_default=True,
-                            help="The submission: the selected solution retrained on every labelled row (its selection "
-                                 "score stays the estimate), or --no-refit its first fit.")
-mlflow_option = click.option("--mlflow", "mlflow_uri", is_flag=False, flag_value="", default=None, metavar="[URI]",
-                             help="Log the run to MLflow: ./mlflow.db by default, or any tracking URI.")
+refit_option = click.option(
+    "--refit/--no-refit",
+    default=True,
+    show_default=True,
+    help="The submission: the selected solution retrained on every labelled row (its selection "
+    "score stays the estimate), or --no-refit its first fit.",
+)
+mlflow_option = click.option(
+    "--mlflow",
+    "mlflow_uri",
+    is_flag=False,
+    flag_value="",
+    default=None,
+    metavar="[URI]",
+    help="Log the run to MLflow: ./mlflow.db by default, or any tracking URI.",
+)
 
 
-def policy_from(timeout: float, memory: float, disk: float, allow_network: bool, no_sandbox: bool) -> SandboxPolicy:
-    return SandboxPolicy(timeout=timeout, memory_mb=memory, disk_mb=disk, allow_network=allow_network,
-                         isolate=not no_sandbox)
+def policy_from(
+    timeout: float, memory: float, disk: float, allow_network: bool, no_sandbox: bool
+) -> SandboxPolicy:
+    return SandboxPolicy(
+        timeout=timeout,
+        memory_mb=memory,
+        disk_mb=disk,
+        allow_network=allow_network,
+        isolate=not no_sandbox,
+    )
 
 
 def _setting(name: str, value: Any) -> str:
     """One limit of a policy as the command line spells it (a flag where there is one)."""
     if isinstance(value, bool):  # before the numbers: a bool is an int
-        words = {"allow_network": ("--allow-network", "no network"),
-                 "isolate": ("the sandbox", "--no-sandbox"), "cgroups": ("cgroups on", "cgroups off")}
+        words = {
+            "allow_network": ("--allow-network", "no network"),
+            "isolate": ("the sandbox", "--no-sandbox"),
+            "cgroups": ("cgroups on", "cgroups off"),
+        }
         on, off = words.get(name, (f"{name} on", f"{name} off"))
         return on if value else off
     flag = {"timeout": "--timeout", "memory_mb": "--memory", "disk_mb": "--disk"}.get(name, name)
@@ -83,21 +134,29 @@ def _setting(name: str, value: Any) -> str:
 
 
 def _differs(old: Any, new: Any) -> bool:
-    return old != new or isinstance(old, bool) != isinstance(new, bool)  # 1 == True, but not as a limit
+    return old != new or isinstance(old, bool) != isinstance(
+        new, bool
+    )  # 1 == True, but not as a limit
 
 
 def policy_change(before: Any, now: SandboxPolicy) -> str | None:
     """The one line a resume prints when its sandbox differs from the one the run used so far (`before`,
     its config.json's policy: anything at all, since the file may have been edited), or None."""
     before = before if isinstance(before, dict) else {}
-    changed = [(name, before[name], value) for name, value in asdict(now).items()
-               if name in before and _differs(before[name], value)]
+    changed = [
+        (name, before[name], value)
+        for name, value in asdict(now).items()
+        if name in before and _differs(before[name], value)
+    ]
     if not changed:
         return None
     used = ", ".join(_setting(name, value) for name, _, value in changed)
     was = ", ".join(_setting(name, old) for name, old, _ in changed)
-    keep = [_setting(name, old) for name, old, _ in changed
-            if isinstance(old, (bool, int, float)) and _setting(name, old).startswith("--")]
+    keep = [
+        _setting(name, old)
+        for name, old, _ in changed
+        if isinstance(old, (bool, int, float)) and _setting(name, old).startswith("--")
+    ]
     tail = f"; give {' '.join(keep)} to keep {'it' if len(keep) == 1 else 'them'}" if keep else ""
     return f"resuming with {used} (the run so far used {was}{tail})"
 
@@ -120,7 +179,9 @@ def interrupt_once() -> None:
         if seen[0] == 1:
             raise KeyboardInterrupt
         if seen[0] == 2:
-            os.write(2, b"cbr is stopping: its record is being saved (a third interrupt quits at once)\n")
+            os.write(
+                2, b"cbr is stopping: its record is being saved (a third interrupt quits at once)\n"
+            )
             return
         os._exit(130)
 

@@ -33,7 +33,9 @@ def run_solution(run_dir: Path) -> Path:
     for name in SOLUTION_FILES:
         if (run_dir / name).is_file():
             return run_dir / name
-    raise CbrError(f"{run_dir} holds no {' or '.join(SOLUTION_FILES)}: that run kept no solution to re-run.")
+    raise CbrError(
+        f"{run_dir} holds no {' or '.join(SOLUTION_FILES)}: that run kept no solution to re-run."
+    )
 
 
 def was_refit(run_dir: Path) -> bool:
@@ -79,7 +81,9 @@ def _new_rows(task: Any, new_csv: Path, notes: list[str]) -> Any:
         notes.append(f"{new_csv.name} has no {idc!r} column: rows are numbered 0..{len(new) - 1}")
     missing = [c for c in expected if c not in new.columns]
     if missing:
-        raise CbrError(f"{new_csv} lacks the column(s) {', '.join(map(repr, missing))} that the task's test file has.")
+        raise CbrError(
+            f"{new_csv} lacks the column(s) {', '.join(map(repr, missing))} that the task's test file has."
+        )
     extra = [c for c in new.columns if c not in expected]
     if extra:
         notes.append(f"ignored column(s) {', '.join(extra)}")
@@ -88,8 +92,14 @@ def _new_rows(task: Any, new_csv: Path, notes: list[str]) -> Any:
     return new[expected]
 
 
-def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_dir: str | None = None,
-                 policy: SandboxPolicy | None = None) -> tuple[Path, list[str]]:
+def predict_rows(
+    run_dir: Path,
+    new_csv: Path,
+    out: Path | None = None,
+    *,
+    task_dir: str | None = None,
+    policy: SandboxPolicy | None = None,
+) -> tuple[Path, list[str]]:
     """Write the run's predictions for NEW.csv; returns (output path, notes)."""
     import pandas as pd
 
@@ -102,7 +112,9 @@ def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_
     script = run_solution(run_dir)
     task = load_task(run_task_dir(run_dir, load_settings().tasks_dir, task_dir))
     if task.data_format != "csv" or not task.test_file or not task.id_column:
-        raise CbrError(f"cbr predict works on csv tasks with a test file and an id column; {task.name} is not one.")
+        raise CbrError(
+            f"cbr predict works on csv tasks with a test file and an id column; {task.name} is not one."
+        )
     notes: list[str] = []
     new = _new_rows(task, new_csv, notes)
     columns = list(task.classes) if task.metric_name == "logloss" else list(task.target)
@@ -113,15 +125,22 @@ def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_
         for name in task.public_files:
             if name not in (task.test_file, SAMPLE_FILE) and (task.public_dir / name).exists():
                 (public / name).parent.mkdir(parents=True, exist_ok=True)
-                copy_entry(task.public_dir / name, public / name)  # copied: a workspace takes no links
+                copy_entry(
+                    task.public_dir / name, public / name
+                )  # copied: a workspace takes no links
         new.to_csv(public / task.test_file, index=False)
         if SAMPLE_FILE in task.public_files:
             pd.DataFrame({task.id_column: new[task.id_column], **{c: 0 for c in columns}}).to_csv(
-                public / SAMPLE_FILE, index=False)
+                public / SAMPLE_FILE, index=False
+            )
         copy = replace(task, public_dir=public, answers=None)
-        refit = was_refit(run_dir)  # the submitted model learned every labelled row: so does this one
+        refit = was_refit(
+            run_dir
+        )  # the submitted model learned every labelled row: so does this one
         if refit:
-            notes.append("the solution learns from every labelled row, as the run's submission did (its refit)")
+            notes.append(
+                "the solution learns from every labelled row, as the run's submission did (its refit)"
+            )
         result = run_script(copy, script, run_dir=folder, policy=policy, refit=refit)
     if not result.ok:
         raise CbrError(f"The solution failed on {new_csv.name} ({result.status}): {result.error}")
@@ -129,14 +148,23 @@ def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_
     idc = task.id_column
     wanted = list(dict.fromkeys([idc, *columns]))
     try:
-        sub = read_csv(read_bytes(Path(result.workspace), produced.name), produced.name, wanted=wanted,
-                       max_rows=len(new) + result.selection_rows, max_columns=len(wanted) + EXTRA_COLUMNS)
+        sub = read_csv(
+            read_bytes(Path(result.workspace), produced.name),
+            produced.name,
+            wanted=wanted,
+            max_rows=len(new) + result.selection_rows,
+            max_columns=len(wanted) + EXTRA_COLUMNS,
+        )
     except ArtefactError as exc:
         raise CbrError(f"The solution's predictions cannot be used: {exc}.") from exc
     sub = sub[wanted]
-    sub = sub[sub[idc].astype(str).isin(set(new[idc].astype(str)))]  # the selection rows' predictions stay out
+    sub = sub[
+        sub[idc].astype(str).isin(set(new[idc].astype(str)))
+    ]  # the selection rows' predictions stay out
     if sub[idc].duplicated().any() or set(sub[idc].astype(str)) != set(new[idc].astype(str)):
-        raise CbrError(f"The solution's {produced.name} does not have one row per row of {new_csv.name}.")
+        raise CbrError(
+            f"The solution's {produced.name} does not have one row per row of {new_csv.name}."
+        )
     order = {v: i for i, v in enumerate(new[idc].astype(str))}
     sub = sub.iloc[sub[idc].astype(str).map(order).argsort()]
     out = out or folder / "submission.csv"
@@ -147,15 +175,39 @@ def predict_rows(run_dir: Path, new_csv: Path, out: Path | None = None, *, task_
 @click.command()
 @click.argument("run_dir", type=click.Path(file_okay=False, path_type=Path))
 @click.argument("new_csv", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("-o", "--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Where to write the predictions (default: RUN_DIR/predict-<time>/submission.csv).")
-@click.option("--task", "task_dir", default=None, help="The run's task folder, if the run folder does not say.")
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Where to write the predictions (default: RUN_DIR/predict-<time>/submission.csv).",
+)
+@click.option(
+    "--task",
+    "task_dir",
+    default=None,
+    help="The run's task folder, if the run folder does not say.",
+)
 @sandbox_options
-def predict(run_dir: Path, new_csv: Path, out: Path | None, task_dir: str | None, timeout: float, memory: float,
-            disk: float, allow_network: bool, no_sandbox: bool) -> None:
+def predict(
+    run_dir: Path,
+    new_csv: Path,
+    out: Path | None,
+    task_dir: str | None,
+    timeout: float,
+    memory: float,
+    disk: float,
+    allow_network: bool,
+    no_sandbox: bool,
+) -> None:
     """Re-run RUN_DIR's solution in the sandbox with NEW_CSV as the test file; write its predictions."""
-    path, notes = predict_rows(run_dir, new_csv, out, task_dir=task_dir,
-                               policy=policy_from(timeout, memory, disk, allow_network, no_sandbox))
+    path, notes = predict_rows(
+        run_dir,
+        new_csv,
+        out,
+        task_dir=task_dir,
+        policy=policy_from(timeout, memory, disk, allow_network, no_sandbox),
+    )
     for note in notes:
         click.echo(f"note:        {note}")
     click.echo(f"predictions: {path}")

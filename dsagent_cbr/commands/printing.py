@@ -22,12 +22,23 @@ def echo_results(record: RunRecord, width: int, bank: str = "the bank") -> None:
     submission, and what the submission learned from."""
     from dsagent_cbr.agent.refit import submission_line
 
-    kept = (f"{len(record.retained)} solution(s) and their insights into {bank} (iteration "
+    kept = (
+        (
+            f"{len(record.retained)} solution(s) and their insights into {bank} (iteration "
             f"{', '.join(str(r['iteration']) for r in record.retained)}; `cbr bank list --retained` shows them, "
-            "`cbr bank remove ID` takes one out)") if record.retained else None
-    lines = [("retained", kept), ("cost", f"${record.cost_usd:.4f} for {record.tokens} tokens" if record.tokens else None),
-             ("report", str(Path(record.run_dir) / "report.md")), ("best solution", record.best_solution),
-             ("submission", record.submission), ("learned", submission_line(record.refit) if record.submission else None)]
+            "`cbr bank remove ID` takes one out)"
+        )
+        if record.retained
+        else None
+    )
+    lines = [
+        ("retained", kept),
+        ("cost", f"${record.cost_usd:.4f} for {record.tokens} tokens" if record.tokens else None),
+        ("report", str(Path(record.run_dir) / "report.md")),
+        ("best solution", record.best_solution),
+        ("submission", record.submission),
+        ("learned", submission_line(record.refit) if record.submission else None),
+    ]
     for label, value in lines:
         if value:
             click.echo(f"{label + ':':<{width}}{value}")

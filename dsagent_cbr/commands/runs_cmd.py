@@ -34,11 +34,17 @@ UNREADABLE = "unreadable record"
 NONE = "—"
 RUN_ID = re.compile(r"(\d{8}-\d{6})-")  # new_run_dir's ids begin with their start time
 LISTED = 10  # the most candidates an ambiguity error names
-WIDE = 1000  # a table's width off a terminal: its columns' own (a table is only as wide as its cells)
+WIDE = (
+    1000  # a table's width off a terminal: its columns' own (a table is only as wide as its cells)
+)
 
-runs_dir_option = click.option("--runs-dir", type=click.Path(path_type=Path), default=None,
-                               help="A runs folder to look in besides the index of runs (default: the setting "
-                                    "runs_dir, ./runs).")
+runs_dir_option = click.option(
+    "--runs-dir",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="A runs folder to look in besides the index of runs (default: the setting "
+    "runs_dir, ./runs).",
+)
 
 
 @dataclass(frozen=True)
@@ -70,19 +76,34 @@ class RunView:
         if self.record:
             return self.record.kind
         if self.config:
-            return "develop" if self.config.develop is not None else "deploy"  # only develop and deploy save one
+            return (
+                "develop" if self.config.develop is not None else "deploy"
+            )  # only develop and deploy save one
         return NONE
 
     @property
     def model(self) -> str:
-        return self.record.model if self.record else (self.config.settings.model if self.config else NONE)
+        return (
+            self.record.model
+            if self.record
+            else (self.config.settings.model if self.config else NONE)
+        )
 
     def as_json(self) -> dict[str, Any]:
         r = self.record
-        return {"id": self.id, "task": self.task, "kind": self.kind, "model": self.model,
-                "metric": r.metric if r else None, "selection": r.best_selection if r else None,
-                "outcome": self.outcome, "stopped": r.stopped if r else None, "took": r.took if r else None,
-                "started": self.found.started.isoformat(), "folder": str(self.found.folder)}
+        return {
+            "id": self.id,
+            "task": self.task,
+            "kind": self.kind,
+            "model": self.model,
+            "metric": r.metric if r else None,
+            "selection": r.best_selection if r else None,
+            "outcome": self.outcome,
+            "stopped": r.stopped if r else None,
+            "took": r.took if r else None,
+            "started": self.found.started.isoformat(),
+            "folder": str(self.found.folder),
+        }
 
 
 def _settings(runs_dir: Path | None) -> Settings:
@@ -99,7 +120,9 @@ def _started(folder: Path) -> datetime:
         except ValueError:
             pass  # digits that are not a date (a month 13): a folder someone named
     config = folder / "config.json"
-    return datetime.fromtimestamp((config if config.is_file() else folder).stat().st_mtime).astimezone()
+    return datetime.fromtimestamp(
+        (config if config.is_file() else folder).stat().st_mtime
+    ).astimezone()
 
 
 def _scanned(runs_dir: Path) -> list[Path]:
@@ -107,8 +130,13 @@ def _scanned(runs_dir: Path) -> list[Path]:
     `cbr run` leaves beside them have none)."""
     if not runs_dir.is_dir():
         return []
-    return [run for task in runs_dir.iterdir() if task.is_dir()
-            for run in task.iterdir() if (run / "config.json").is_file()]
+    return [
+        run
+        for task in runs_dir.iterdir()
+        if task.is_dir()
+        for run in task.iterdir()
+        if (run / "config.json").is_file()
+    ]
 
 
 def find_runs(settings: Settings) -> list[Found]:
@@ -125,7 +153,9 @@ def view(found: Found) -> RunView:
     try:
         config: SavedRun | None = load_config(found.folder)
     except CbrError:
-        config = None  # an edited or half-written config.json: the record, if any, still says the rest
+        config = (
+            None  # an edited or half-written config.json: the record, if any, still says the rest
+        )
     if not (found.folder / SUMMARY).is_file():
         return RunView(found, None, config, UNFINISHED)
     try:
@@ -161,12 +191,16 @@ def resolve_run(ref: str, settings: Settings) -> Found:
         known = {f.folder: f for f in find_runs(settings)}
         return known.get(folder) or Found(folder, folder.parent.name, _started(folder))
     runs = find_runs(settings)
-    matches = [f for f in runs if f.folder.name == ref] or [f for f in runs if f.folder.name.startswith(ref)]
+    matches = [f for f in runs if f.folder.name == ref] or [
+        f for f in runs if f.folder.name.startswith(ref)
+    ]
     if len(matches) == 1:
         return matches[0]
     if not matches:
-        raise CbrError(f"No run {ref!r} in the index of runs or in {settings.runs_dir.resolve()} (`cbr runs "
-                       "list` shows the runs; give a path for a folder elsewhere).")
+        raise CbrError(
+            f"No run {ref!r} in the index of runs or in {settings.runs_dir.resolve()} (`cbr runs "
+            "list` shows the runs; give a path for a folder elsewhere)."
+        )
     names = [f"{f.task}/{f.folder.name}" for f in matches[:LISTED]]
     more = f" and {len(matches) - LISTED} more" if len(matches) > LISTED else ""
     raise CbrError(f"Run id {ref!r} is ambiguous: it matches {', '.join(names)}{more}.")
@@ -182,16 +216,22 @@ def runs() -> None:
 @click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the N newest runs.")
 @runs_dir_option
 @json_option
-def list_runs(task_name: str | None, limit: int | None, runs_dir: Path | None, as_json: bool) -> None:
+def list_runs(
+    task_name: str | None, limit: int | None, runs_dir: Path | None, as_json: bool
+) -> None:
     """List past runs, newest first: the index of runs in cbr's home, and the runs folder."""
     settings = _settings(runs_dir)
-    views = [v for v in map(view, find_runs(settings)) if task_name is None or v.task == task_name][:limit]
+    views = [v for v in map(view, find_runs(settings)) if task_name is None or v.task == task_name][
+        :limit
+    ]
     if as_json:
         click.echo(json.dumps([v.as_json() for v in views], indent=2))
         return
     if not views:
         where = f"for task {task_name} " if task_name else ""
-        click.echo(f"No runs {where}in {runs_index.index_path(settings.home)} or in {settings.runs_dir}.")
+        click.echo(
+            f"No runs {where}in {runs_index.index_path(settings.home)} or in {settings.runs_dir}."
+        )
         return
     _print_table(views)
 
@@ -206,12 +246,22 @@ def _print_table(views: list[RunView]) -> None:
     table.columns[0].no_wrap = True  # an id is what `cbr runs show` takes: never cut
     table.columns[5].justify = table.columns[7].justify = "right"
     for name_or_path in (table.columns[1], table.columns[8]):
-        name_or_path.overflow = "fold"  # on a narrow terminal a task or a path folds, never ends in an ellipsis
+        name_or_path.overflow = (
+            "fold"  # on a narrow terminal a task or a path folds, never ends in an ellipsis
+        )
     for v in views:
         r = v.record
-        table.add_row(v.id, v.task, v.kind, v.model, r.metric if r else NONE, score(r.best_selection if r else None),
-                      v.outcome,
-                      took(r.took if r else None), shown(v.found.folder))
+        table.add_row(
+            v.id,
+            v.task,
+            v.kind,
+            v.model,
+            r.metric if r else NONE,
+            score(r.best_selection if r else None),
+            v.outcome,
+            took(r.took if r else None),
+            shown(v.found.folder),
+        )
     # off a terminal (a pipe, a file) no width limits the table: a folded path could not be pasted back
     Console(width=None if sys.stdout.isatty() else WIDE).print(table)
 
@@ -224,8 +274,12 @@ def show(run: str, runs_dir: Path | None, as_json: bool) -> None:
     """Show one run: RUN is its id (the folder's name), a unique prefix of one, or its folder."""
     v = view(resolve_run(run, _settings(runs_dir)))
     if as_json:
-        click.echo(json.dumps({**v.as_json(), "record": v.record.model_dump(mode="json") if v.record else None},
-                              indent=2))
+        click.echo(
+            json.dumps(
+                {**v.as_json(), "record": v.record.model_dump(mode="json") if v.record else None},
+                indent=2,
+            )
+        )
         return
     for label, value in _facts(v):
         if value:
@@ -234,20 +288,30 @@ def show(run: str, runs_dir: Path | None, as_json: bool) -> None:
 
 def _facts(v: RunView) -> list[tuple[str, str | None]]:
     r, folder = v.record, v.found.folder
-    files = {name: shown(folder / name) if (folder / name).is_file() else None
-             for name in ("report.md", "best_solution.py")}
+    files = {
+        name: shown(folder / name) if (folder / name).is_file() else None
+        for name in ("report.md", "best_solution.py")
+    }
     # the record's paths are as the run's command saw them (relative to where it ran): the files are
     # at the run folder's root, so they are named from there
     submission = shown(folder / Path(r.submission).name) if r and r.submission else None
     so_far = " so far" if v.outcome == UNFINISHED else ""
-    return [("run", v.id), ("folder", shown(folder)),
-            ("task", f"{v.task} ({r.metric}, {r.direction})" if r else v.task), ("kind", v.kind),
-            ("model", v.model), ("started", v.found.started.strftime("%Y-%m-%d %H:%M:%S")),
-            ("outcome", _outcome(v)), ("took", took(r.took) + so_far if r else None),
-            ("selection", _selection(r) + so_far if r else None),
-            ("test", score(r.best_test) if r and r.best_test is not None else None),
-            ("report", files["report.md"]), ("best solution", files["best_solution.py"]),
-            ("submission", submission), ("resume", _resume(v))]
+    return [
+        ("run", v.id),
+        ("folder", shown(folder)),
+        ("task", f"{v.task} ({r.metric}, {r.direction})" if r else v.task),
+        ("kind", v.kind),
+        ("model", v.model),
+        ("started", v.found.started.strftime("%Y-%m-%d %H:%M:%S")),
+        ("outcome", _outcome(v)),
+        ("took", took(r.took) + so_far if r else None),
+        ("selection", _selection(r) + so_far if r else None),
+        ("test", score(r.best_test) if r and r.best_test is not None else None),
+        ("report", files["report.md"]),
+        ("best solution", files["best_solution.py"]),
+        ("submission", submission),
+        ("resume", _resume(v)),
+    ]
 
 
 def _outcome(v: RunView) -> str:
@@ -265,14 +329,18 @@ def _selection(r: RunRecord) -> str:
     if r.best_selection is None:
         # no selection rows: the run chose by what the scripts printed, which is not cbr's own grade
         return f"{NONE} (chosen by {r.selected_by}: {r.metric} {score(r.best_score)}, iteration {r.best_iteration})"
-    return (f"{r.metric} {score(r.best_selection)} (iteration {r.best_iteration}; graded by cbr on "
-            f"{r.selection_rows} held-back rows)")
+    return (
+        f"{r.metric} {score(r.best_selection)} (iteration {r.best_iteration}; graded by cbr on "
+        f"{r.selection_rows} held-back rows)"
+    )
 
 
 def _resume(v: RunView) -> str | None:
     """How to go on with a run that did not end by itself (a kill, Ctrl-C, the budget, a failure of ours)."""
     unfinished = v.outcome == UNFINISHED
-    if v.outcome == UNREADABLE or not (unfinished or (v.record is not None and v.record.outcome.ours)):
+    if v.outcome == UNREADABLE or not (
+        unfinished or (v.record is not None and v.record.outcome.ours)
+    ):
         return None
     if v.kind == "deploy":
         task_dir = shlex.quote(v.config.task_dir) if v.config else "TASK_DIR"
@@ -291,16 +359,23 @@ def rm(run: str, yes: bool, runs_dir: Path | None) -> None:
 
     settings = _settings(runs_dir)
     found = resolve_run(run, settings)
-    load_config(found.folder)  # a folder without a run's config.json is not one cbr made: never removed
+    load_config(
+        found.folder
+    )  # a folder without a run's config.json is not one cbr made: never removed
     v = view(found)
     if not yes:
-        click.confirm(f"Remove run {v.id} ({v.task}, {v.outcome}) and everything in {found.folder}?", abort=True)
+        click.confirm(
+            f"Remove run {v.id} ({v.task}, {v.outcome}) and everything in {found.folder}?",
+            abort=True,
+        )
     try:
         # a cbr killed in the run may have left a script's scratch filesystem mounted in it: clear_folder
         # unmounts what dead cbrs left, where a plain rmtree would stop half-way at it (EBUSY)
         clear_folder(found.folder)
     except OSError as exc:
-        raise CbrError(f"Could not remove all of {found.folder} ({exc.strerror}: {exc.filename}): is its run "
-                       "still running?") from None
+        raise CbrError(
+            f"Could not remove all of {found.folder} ({exc.strerror}: {exc.filename}): is its run "
+            "still running?"
+        ) from None
     runs_index.remove(settings.home, found.folder)
     click.echo(f"removed {found.folder}")

@@ -22,29 +22,38 @@ from dsagent_cbr.sandbox.scratch import Scratch, scratch, size_mb
 from dsagent_cbr.tasks.model import Task
 
 GRADER_POLICY = SandboxPolicy(timeout=300.0, memory_mb=4096.0, disk_mb=64.0)
-PREDICTIONS = "predictions.npy"  # what the workspace's submission.py saves (untrusted/dsagent_capture.py)
+PREDICTIONS = (
+    "predictions.npy"  # what the workspace's submission.py saves (untrusted/dsagent_capture.py)
+)
 # the names untrusted/dsagent_grader.py reads and prints
 GRADING_CONFIG = "cbr_grading.json"
 SELECTION_FILE = "cbr_selection_rows.csv"
 SELECTION_MARK = "=== cbr: selection rows ==="
 
 
-def grade_dsagent(task: Task, workspace: Path, run_dir: Path, policy: SandboxPolicy,
-                  held: Held | None) -> Grades:
+def grade_dsagent(
+    task: Task, workspace: Path, run_dir: Path, policy: SandboxPolicy, held: Held | None
+) -> Grades:
     """The test score and the selection score, as the folder's own submission.py prints them."""
     predictions = read_bytes(workspace, PREDICTIONS)
     saved = read_npy(predictions, PREDICTIONS, max_items=len(predictions))
     if held is not None and len(saved) != held.test_rows + held.rows:
-        raise ArtefactError(f"{PREDICTIONS} has {len(saved)} predictions, expected "
-                            f"{held.test_rows + held.rows} (one per row of {task.test_file})")
+        raise ArtefactError(
+            f"{PREDICTIONS} has {len(saved)} predictions, expected "
+            f"{held.test_rows + held.rows} (one per row of {task.test_file})"
+        )
     grading_files = size_mb([p for p in task.public_dir.iterdir() if p.is_file()])
-    with scratch(run_dir, grading_files * 2 + len(predictions) / 2**20, GRADER_POLICY.disk_mb) as space:
+    with scratch(
+        run_dir, grading_files * 2 + len(predictions) / 2**20, GRADER_POLICY.disk_mb
+    ) as space:
         printed = _run_grader(task, space, predictions, run_dir, policy, held)
     test_part, _, selection_part = printed.partition(SELECTION_MARK)
     if held is None:
         return Grades(_printed_score(task, test_part), None)
-    if isinstance(held.answers, np.ndarray):  # X_test.npy's selection windows: our metric, as for npy tasks
-        selection = score_npy(task, held.answers, saved[held.test_rows:], "selection")
+    if isinstance(
+        held.answers, np.ndarray
+    ):  # X_test.npy's selection windows: our metric, as for npy tasks
+        selection = score_npy(task, held.answers, saved[held.test_rows :], "selection")
         return Grades(_printed_score(task, test_part), selection)
     return Grades(_printed_score(task, test_part), _printed_score(task, selection_part))
 
@@ -55,22 +64,43 @@ def _fill(task: Task, folder: Path, predictions: bytes, held: Held | None) -> No
             (folder / path.name).write_bytes(path.read_bytes())
     (folder / PREDICTIONS).write_bytes(predictions)
     assert task.dsagent is not None
-    config = {"arity": task.dsagent.arity, "label_file": task.dsagent.label_file,
-              "label_columns": list(task.dsagent.label_columns), "test_rows": held.test_rows if held else None}
-    if held is not None and not isinstance(held.answers, np.ndarray):  # arrays are scored on the host
+    config = {
+        "arity": task.dsagent.arity,
+        "label_file": task.dsagent.label_file,
+        "label_columns": list(task.dsagent.label_columns),
+        "test_rows": held.test_rows if held else None,
+    }
+    if held is not None and not isinstance(
+        held.answers, np.ndarray
+    ):  # arrays are scored on the host
         held.answers.to_csv(folder / SELECTION_FILE, index=False)
     (folder / GRADING_CONFIG).write_text(json.dumps(config), encoding="utf-8")
-    grader = resources.files("dsagent_cbr.untrusted").joinpath("dsagent_grader.py").read_text(encoding="utf-8")
+    grader = (
+        resources.files("dsagent_cbr.untrusted")
+        .joinpath("dsagent_grader.py")
+        .read_text(encoding="utf-8")
+    )
     (folder / "cbr_grader.py").write_text(grader, encoding="utf-8")
 
 
-def _run_grader(task: Task, space: Scratch, predictions: bytes, run_dir: Path, policy: SandboxPolicy,
-                held: Held | None) -> str:
+def _run_grader(
+    task: Task,
+    space: Scratch,
+    predictions: bytes,
+    run_dir: Path,
+    policy: SandboxPolicy,
+    held: Held | None,
+) -> str:
     _fill(task, space.path, predictions, held)
     space.settle()
     out, err = run_dir / "grader-stdout.txt", run_dir / "grader-stderr.txt"
-    outcome = run_sandboxed([sys.executable, "cbr_grader.py"], space=space, stdout_path=out, stderr_path=err,
-                            policy=replace(GRADER_POLICY, isolate=policy.isolate, cgroups=policy.cgroups))
+    outcome = run_sandboxed(
+        [sys.executable, "cbr_grader.py"],
+        space=space,
+        stdout_path=out,
+        stderr_path=err,
+        policy=replace(GRADER_POLICY, isolate=policy.isolate, cgroups=policy.cgroups),
+    )
     if outcome.exit_code != 0:
         last = next((ln for ln in reversed(read_text(err, 4096).splitlines()) if ln.strip()), "")
         raise ArtefactError(f"submission.py could not score the predictions: {last.strip()}")

@@ -50,7 +50,9 @@ def grade(task: Task, workspace: Path, held: Held | None = None) -> Grades:
             return _grade_npy(task, raw, held)
         return _grade_csv(task, raw, held)
     except (ValueError, TypeError, IndexError) as exc:
-        raise GradingError(f"the predictions cannot be scored with {task.metric_name}: {exc}") from exc
+        raise GradingError(
+            f"the predictions cannot be scored with {task.metric_name}: {exc}"
+        ) from exc
 
 
 def _check_finite(values: np.ndarray, what: str) -> None:
@@ -70,7 +72,9 @@ def _grade_npy(task: Task, raw: bytes, held: Held | None) -> Grades:
     if pred.size == 0:
         raise GradingError(f"{task.predictions} is empty")
     if expected is not None and held and len(pred) != expected:
-        raise GradingError(f"{task.predictions} has {len(pred)} rows, expected {expected} (one per row of X_test.npy)")
+        raise GradingError(
+            f"{task.predictions} has {len(pred)} rows, expected {expected} (one per row of X_test.npy)"
+        )
     tested = len(pred) if tested is None else tested
     test = score_npy(task, truth, pred[:tested], "test")
     selection = score_npy(task, held.answers, pred[tested:], "selection") if held else None
@@ -82,7 +86,9 @@ def score_npy(task: Task, truth: np.ndarray | None, pred: np.ndarray, rows: str)
         if pred.size == truth.size and pred.squeeze().shape == truth.squeeze().shape:
             pred = pred.reshape(truth.shape)
         else:
-            raise GradingError(f"predictions of the {rows} rows have shape {pred.shape}, expected {truth.shape}")
+            raise GradingError(
+                f"predictions of the {rows} rows have shape {pred.shape}, expected {truth.shape}"
+            )
     if task.metric.name != "accuracy":
         try:
             pred = pred.astype(float)
@@ -101,12 +107,20 @@ def _grade_csv(task: Task, raw: bytes, held: Held | None) -> Grades:
     elif task.test_file:  # no answers: the ids still have to be the test file's
         truth = pd.read_csv(task.public_dir / task.test_file, usecols=[task.id_column])
     else:
-        raise GradingError("the task names neither answers nor a test file to check the predictions against")
+        raise GradingError(
+            "the task names neither answers nor a test file to check the predictions against"
+        )
     idc = task.id_column
     columns = prediction_columns(task)
     wanted = list(dict.fromkeys([idc, *columns]))
     expected = len(truth) + (held.rows if held else 0)
-    sub = read_csv(raw, task.predictions, wanted=wanted, max_rows=expected, max_columns=len(wanted) + EXTRA_COLUMNS)
+    sub = read_csv(
+        raw,
+        task.predictions,
+        wanted=wanted,
+        max_rows=expected,
+        max_columns=len(wanted) + EXTRA_COLUMNS,
+    )
     sub = sub[[idc, *columns]].assign(**{KEY: sub[idc].map(id_key)})
     if sub[KEY].duplicated().any():
         raise GradingError(f"{task.predictions} repeats ids")
@@ -114,11 +128,15 @@ def _grade_csv(task: Task, raw: bytes, held: Held | None) -> Grades:
     test = _score_csv(task, truth, sub[~chosen], "test" if task.answers else None)
     selection = None
     if held:
-        answers = pd.read_csv(io.StringIO(held.answers.to_csv(index=False)))  # typed as an answers file is
+        answers = pd.read_csv(
+            io.StringIO(held.answers.to_csv(index=False))
+        )  # typed as an answers file is
         selection = _score_csv(task, answers, sub[chosen], "selection")
     if len(sub) != expected:
-        raise GradingError(f"{task.predictions} has {len(sub)} rows, expected {expected} (one per row of "
-                           f"{task.test_file or 'the test file'})")
+        raise GradingError(
+            f"{task.predictions} has {len(sub)} rows, expected {expected} (one per row of "
+            f"{task.test_file or 'the test file'})"
+        )
     return Grades(test, selection)
 
 
@@ -131,27 +149,37 @@ def score_selection(task: Task, held: Held, values: np.ndarray, rows: np.ndarray
         return score_npy(task, held.answers[rows], values, "selection")
     idc = task.id_column
     assert idc is not None
-    answers = pd.read_csv(io.StringIO(held.answers.iloc[rows].to_csv(index=False)))  # typed as an answers file is
+    answers = pd.read_csv(
+        io.StringIO(held.answers.iloc[rows].to_csv(index=False))
+    )  # typed as an answers file is
     ids = [held.ids[r] for r in rows]
     sub = pd.DataFrame(values, columns=prediction_columns(task))
-    if answers[idc].map(id_key).tolist() == ids:  # in the answers' order: no merge (the ensemble scores hundreds)
+    if (
+        answers[idc].map(id_key).tolist() == ids
+    ):  # in the answers' order: no merge (the ensemble scores hundreds)
         return _score_rows(task, answers, sub.to_numpy())
     sub = sub.assign(**{KEY: ids})
     return _score_csv(task, answers, sub.assign(**{idc: sub[KEY]}), "selection")
 
 
-def _score_csv(task: Task, truth: pd.DataFrame, sub: pd.DataFrame, rows: str | None) -> float | None:
+def _score_csv(
+    task: Task, truth: pd.DataFrame, sub: pd.DataFrame, rows: str | None
+) -> float | None:
     """The score of `sub` against `truth` (id and target columns); with rows=None only the form of the
     predictions is checked, against the ids of `truth`."""
     idc = task.id_column
     assert idc is not None
     columns = prediction_columns(task)
     truth = truth.assign(**{KEY: truth[idc].map(id_key)})
-    merged = truth.merge(sub.drop(columns=[idc]), on=KEY, how="left", suffixes=("", "__pred"), indicator=True)
+    merged = truth.merge(
+        sub.drop(columns=[idc]), on=KEY, how="left", suffixes=("", "__pred"), indicator=True
+    )
     absent = int((merged["_merge"] != "both").sum())
     if absent:
-        raise GradingError(f"{task.predictions} has no prediction for {absent} of {len(truth)} "
-                           f"{rows or 'test'} ids")
+        raise GradingError(
+            f"{task.predictions} has no prediction for {absent} of {len(truth)} "
+            f"{rows or 'test'} ids"
+        )
     pred_cols = [c if c not in truth.columns else f"{c}__pred" for c in columns]
     pred = merged[pred_cols].to_numpy()
     if rows is None:
@@ -191,19 +219,28 @@ def _positive_indicator(task: Task, y: np.ndarray) -> np.ndarray:
     else:
         matches = [w for w in _POSITIVE_WORDS if w in {lbl.lower() for lbl in labels}]
         if len(labels) != 2 or not matches:
-            raise GradingError("AUROC answers must be 0/1, or task.toml must give data.classes = [negative, positive]")
+            raise GradingError(
+                "AUROC answers must be 0/1, or task.toml must give data.classes = [negative, positive]"
+            )
         positive = next(lbl for lbl in labels if lbl.lower() == matches[0])
     return (y.astype(str) == positive).astype(float)
 
 
-def predictions_by_id(task: Task, raw: bytes, order: list[str], max_rows: int) -> pd.DataFrame | None:
+def predictions_by_id(
+    task: Task, raw: bytes, order: list[str], max_rows: int
+) -> pd.DataFrame | None:
     """A csv predictions file `raw` as the grader reads it: its id and prediction columns, indexed by id key;
     None when it holds an id twice or lacks one of `order` (the ids, as id_key gives them, wanted back)."""
     assert task.predictions and task.id_column
     columns = prediction_columns(task)
     try:
-        frame = read_csv(raw, task.predictions, wanted=[task.id_column, *columns], max_rows=max_rows,
-                         max_columns=len(columns) + 1 + EXTRA_COLUMNS)
+        frame = read_csv(
+            raw,
+            task.predictions,
+            wanted=[task.id_column, *columns],
+            max_rows=max_rows,
+            max_columns=len(columns) + 1 + EXTRA_COLUMNS,
+        )
     except ArtefactError:
         return None
     frame = frame.set_index(frame[task.id_column].map(id_key))
@@ -216,7 +253,11 @@ def as_floats(values: np.ndarray) -> np.ndarray | None:
     """Predicted values as numbers, or None where they are not (the grader refuses those)."""
     try:
         return values.astype(float)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: Python ints past a float's range
+    except (
+        TypeError,
+        ValueError,
+        OverflowError,
+    ):  # OverflowError: Python ints past a float's range
         return None
 
 

@@ -31,7 +31,9 @@ if TYPE_CHECKING:
 SHARE = 0.2  # of the labelled rows
 FLOOR = 100  # rows, when the data can spare them (at most a third)
 CAP = 10_000  # rows: past this a larger share only costs the script training rows
-FEWEST = 20  # labelled rows below which none can be spared: such a task is chosen on printed validation
+FEWEST = (
+    20  # labelled rows below which none can be spared: such a task is chosen on printed validation
+)
 NPY = ("X_train.npy", "y_train.npy", "X_test.npy")
 WINDOWS = 8  # forecasting: the selection windows sought before the walk stops at the share
 
@@ -52,10 +54,18 @@ class Held:
     test_rows: int  # the test file's rows; the selection rows' predictions follow theirs
     source: str  # the public file the rows come from: the training csv, or X_train.npy (with y_train.npy)
     positions: tuple[int, ...]  # the held rows' positions in `source`, ascending
-    dropped: tuple[int, ...] = ()  # forecasting: training windows the script loses too (they share a target)
-    shown_ids: tuple[str, ...] = ()  # csv: each held row's id in the workspace (its own, or fresh if a test row has it)
-    ids: tuple[str, ...] = ()  # the same as id_key gives them: how the grader finds their predictions
-    answers: Any = field(default=None, repr=False, compare=False)  # csv: id and target columns (text);
+    dropped: tuple[
+        int, ...
+    ] = ()  # forecasting: training windows the script loses too (they share a target)
+    shown_ids: tuple[
+        str, ...
+    ] = ()  # csv: each held row's id in the workspace (its own, or fresh if a test row has it)
+    ids: tuple[
+        str, ...
+    ] = ()  # the same as id_key gives them: how the grader finds their predictions
+    answers: Any = field(
+        default=None, repr=False, compare=False
+    )  # csv: id and target columns (text);
     #                                              npy: the y rows; dsagent: the rows, labelled, in the test's columns
 
     def worth(self, metric: str) -> str:
@@ -79,13 +89,17 @@ def describe(task: Task, held: Held | None) -> str:
     """The selection rows in words, for the data card: how many, where they are in the workspace, what
     one is worth."""
     if held is None:
-        return ("Selection rows: none (too few labelled rows, or a layout whose rows cbr cannot hold back); "
-                "runs are judged by the validation line the script prints.")
+        return (
+            "Selection rows: none (too few labelled rows, or a layout whose rows cbr cannot hold back); "
+            "runs are judged by the validation line the script prints."
+        )
     where = task.test_file or "X_test.npy"
-    return (f"Selection rows: cbr holds back {held.rows} of the {held.labelled} labelled rows ({held.how}); the "
-            f"counts above are of the files before it does. In the workspace the training file lacks them and "
-            f"their features follow the {held.test_rows} test rows of {where}: predict every row. cbr grades "
-            f"their predictions; that selection score is what a run is judged by ({held.worth(task.metric_name)}).")
+    return (
+        f"Selection rows: cbr holds back {held.rows} of the {held.labelled} labelled rows ({held.how}); the "
+        f"counts above are of the files before it does. In the workspace the training file lacks them and "
+        f"their features follow the {held.test_rows} test rows of {where}: predict every row. cbr grades "
+        f"their predictions; that selection score is what a run is judged by ({held.worth(task.metric_name)})."
+    )
 
 
 def _seed(task: Task) -> int:
@@ -126,7 +140,9 @@ def _file_stamp(path: Path) -> tuple[int, int]:
     return info.st_mtime_ns, info.st_size
 
 
-@lru_cache(maxsize=8)  # the files a task's runs read again and again; a bench of many tasks keeps few at once
+@lru_cache(
+    maxsize=8
+)  # the files a task's runs read again and again; a bench of many tasks keeps few at once
 def _read_text_csv(path: str, _mtime: int, _size: int) -> pd.DataFrame:
     import pandas as pd
 
@@ -144,12 +160,22 @@ def _chosen(task: Task, train: pd.DataFrame, labels: list[str]) -> tuple[np.ndar
         if task.time_column in train.columns:
             import pandas as pd
 
-            order = np.argsort(pd.to_datetime(train[task.time_column], errors="coerce").to_numpy(), kind="stable")
+            order = np.argsort(
+                pd.to_datetime(train[task.time_column], errors="coerce").to_numpy(), kind="stable"
+            )
         return np.sort(order[-size:]), f"the latest {size} rows"
     if task.group_column in train.columns:
-        return _whole_groups(train[task.group_column].to_numpy(), size, rng), f"whole {task.group_column} groups"
-    if len(labels) == 1 and task.task_type.endswith("classification") and task.task_type != "multilabel-classification":
-        return _stratified(train[labels[0]].to_numpy(), size, rng), f"{size} rows stratified by {labels[0]}"
+        return _whole_groups(
+            train[task.group_column].to_numpy(), size, rng
+        ), f"whole {task.group_column} groups"
+    if (
+        len(labels) == 1
+        and task.task_type.endswith("classification")
+        and task.task_type != "multilabel-classification"
+    ):
+        return _stratified(
+            train[labels[0]].to_numpy(), size, rng
+        ), f"{size} rows stratified by {labels[0]}"
     return np.sort(rng.choice(len(train), size=size, replace=False)), f"{size} rows drawn at random"
 
 
@@ -161,8 +187,11 @@ def _stratified(labels: np.ndarray, size: int, rng: np.random.Generator) -> np.n
     want = np.where(counts >= 2, np.maximum(want, 1), 0)
     for k in np.argsort(-counts)[: max(size - want.sum(), 0)]:
         want[k] += 1 if want[k] < counts[k] - 1 else 0
-    picked = [rng.choice(np.flatnonzero(labels.astype(str) == c), size=w, replace=False)
-              for c, w in zip(classes, want, strict=True) if w]
+    picked = [
+        rng.choice(np.flatnonzero(labels.astype(str) == c), size=w, replace=False)
+        for c, w in zip(classes, want, strict=True)
+        if w
+    ]
     return np.sort(np.concatenate(picked)) if picked else np.array([], dtype=int)
 
 
@@ -202,9 +231,17 @@ def _csv(task: Task) -> Held | None:
     shown = _fresh_ids(train[idc].iloc[positions], set(test[idc]))
     answers = train[labels].iloc[positions].reset_index(drop=True)
     answers.insert(0, idc, shown)
-    return Held(rows=len(positions), labelled=len(train), how=f"{how} of {task.train_file}", test_rows=len(test),
-                source=task.train_file, positions=tuple(map(int, positions)), shown_ids=tuple(shown),
-                ids=tuple(map(id_key, shown)), answers=answers)
+    return Held(
+        rows=len(positions),
+        labelled=len(train),
+        how=f"{how} of {task.train_file}",
+        test_rows=len(test),
+        source=task.train_file,
+        positions=tuple(map(int, positions)),
+        shown_ids=tuple(shown),
+        ids=tuple(map(id_key, shown)),
+        answers=answers,
+    )
 
 
 # -- npy: time-series classification and forecasting windows ----------------------------------------------
@@ -225,9 +262,16 @@ def _npy(task: Task) -> Held | None:
         return None
     keep, picked = split
     dropped = np.setdiff1d(np.arange(len(y)), np.concatenate([keep, picked]))
-    return Held(rows=len(picked), labelled=len(y), how=f"{how}, from X_train.npy", test_rows=len(X_test),
-                source="X_train.npy", positions=tuple(map(int, picked)), dropped=tuple(map(int, dropped)),
-                answers=y[picked])
+    return Held(
+        rows=len(picked),
+        labelled=len(y),
+        how=f"{how}, from X_train.npy",
+        test_rows=len(X_test),
+        source="X_train.npy",
+        positions=tuple(map(int, picked)),
+        dropped=tuple(map(int, dropped)),
+        answers=y[picked],
+    )
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
@@ -244,26 +288,38 @@ def step_pairs(a: np.ndarray) -> set[bytes]:
     return {row.tobytes() for window in both for row in window}
 
 
-def _forecast_windows(X: np.ndarray, y: np.ndarray, X_test: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def _forecast_windows(
+    X: np.ndarray, y: np.ndarray, X_test: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
     """From the last training window backwards, a window joins the selection when none of its targets
     shows in the test inputs or in a joined window's inputs (so overlapping windows cannot hand each
     other their answers); the walk covers the latest share of the windows, longer (up to a third) until
     WINDOWS have joined. Windows after the earliest joined one are dropped, and so is any earlier one
     that shares a target with a joined window: the script's data ends before the selection's begins."""
     span, longest = selection_size(len(y)), len(y) // 3
-    if span == 0 or _rows(X).shape[2] != _rows(y).shape[2] or _rows(X_test).shape[2] != _rows(y).shape[2]:
-        return None  # inputs of other dimensions than the targets: a seen target cannot be recognised
+    if (
+        span == 0
+        or _rows(X).shape[2] != _rows(y).shape[2]
+        or _rows(X_test).shape[2] != _rows(y).shape[2]
+    ):
+        return (
+            None  # inputs of other dimensions than the targets: a seen target cannot be recognised
+        )
     seen, picked = step_pairs(X_test), []
     for walked, j in enumerate(range(len(y) - 1, -1, -1)):
         if walked >= longest or (walked >= span and len(picked) >= WINDOWS):
             break
-        if not step_pairs(y[j:j + 1]) & seen:
+        if not step_pairs(y[j : j + 1]) & seen:
             picked.append(j)
-            seen |= step_pairs(X[j:j + 1])
+            seen |= step_pairs(X[j : j + 1])
     if not picked:
         return None
     secret = step_pairs(y[picked])
-    keep = [j for j in range(min(picked)) if not (step_pairs(y[j:j + 1]) | step_pairs(X[j:j + 1])) & secret]
+    keep = [
+        j
+        for j in range(min(picked))
+        if not (step_pairs(y[j : j + 1]) | step_pairs(X[j : j + 1])) & secret
+    ]
     return np.array(keep, dtype=int), np.array(sorted(picked), dtype=int)
 
 
@@ -292,6 +348,12 @@ def _dsagent(task: Task) -> Held | None:
     if chosen is None or not len(chosen[0]):
         return None
     positions, how = chosen
-    return Held(rows=len(positions), labelled=len(train), how=f"{how} of {train_name}", test_rows=len(test),
-                source=train_name, positions=tuple(map(int, positions)),
-                answers=train.iloc[positions][list(test.columns)].reset_index(drop=True))
+    return Held(
+        rows=len(positions),
+        labelled=len(train),
+        how=f"{how} of {train_name}",
+        test_rows=len(test),
+        source=train_name,
+        positions=tuple(map(int, positions)),
+        answers=train.iloc[positions][list(test.columns)].reset_index(drop=True),
+    )

@@ -37,7 +37,9 @@ _COPY = 2**20
 
 FEATURE_IMPORTANCE = "cbr_feature_importance.json"  # written beside the predictions by bootstrap.py
 MAX_FEATURES = 1000
-REFIT_ROUNDS = "cbr_refit_rounds.json"  # bootstrap.py: [first fit's rounds, refit's own rounds] per model
+REFIT_ROUNDS = (
+    "cbr_refit_rounds.json"  # bootstrap.py: [first fit's rounds, refit's own rounds] per model
+)
 
 
 class ArtefactError(Exception):
@@ -80,7 +82,9 @@ def read_bytes(folder: Path, name: str, limit: int = MAX_FILE_BYTES) -> bytes:
     with os.fdopen(fd, "rb") as fh:
         size = os.fstat(fh.fileno()).st_size
         if size > limit:
-            raise ArtefactError(f"{name} is {size / 2**20:.1f} MB; at most {limit / 2**20:.1f} MB is read")
+            raise ArtefactError(
+                f"{name} is {size / 2**20:.1f} MB; at most {limit / 2**20:.1f} MB is read"
+            )
         data = fh.read(limit + 1)
     if len(data) > limit:  # grew while being read
         raise ArtefactError(f"{name} is over {limit / 2**20:.1f} MB")
@@ -99,8 +103,9 @@ def _copy_file(source: Path, relative: str, dest: Path, budget: int) -> int:
     return copied
 
 
-def harvest(source: Path, dest: Path, *, unchanged: dict[str, tuple[int, int]],
-            max_bytes: int) -> list[str]:
+def harvest(
+    source: Path, dest: Path, *, unchanged: dict[str, tuple[int, int]], max_bytes: int
+) -> list[str]:
     """Copy the regular files the script made or changed under `source` into `dest` (cbr's files it did
     not touch, named in `unchanged` with their (size, mtime_ns), are not copied again). Returns one line
     per thing left behind."""
@@ -115,8 +120,10 @@ def harvest(source: Path, dest: Path, *, unchanged: dict[str, tuple[int, int]],
             continue
         seen += len(entries)
         if seen > MAX_ENTRIES:
-            left.append(f"{_shown(folder) or '.'}: more than {MAX_ENTRIES} entries; the rest were not "
-                        "looked at")
+            left.append(
+                f"{_shown(folder) or '.'}: more than {MAX_ENTRIES} entries; the rest were not "
+                "looked at"
+            )
             break
         for entry in entries:
             relative = os.path.join(folder, entry.name)
@@ -159,8 +166,10 @@ def read_text(path: Path, limit: int) -> str:
     except OSError:
         return ""
     cut = size - 2 * half
-    return (f"{head.decode('utf-8', errors='replace')}\n... [{cut} bytes cut] ...\n"
-            f"{tail.decode('utf-8', errors='replace')}")
+    return (
+        f"{head.decode('utf-8', errors='replace')}\n... [{cut} bytes cut] ...\n"
+        f"{tail.decode('utf-8', errors='replace')}"
+    )
 
 
 def csv_columns(raw: bytes, name: str) -> list[str]:
@@ -169,31 +178,48 @@ def csv_columns(raw: bytes, name: str) -> list[str]:
     at its end, text after a closing quote): pandas may read another header from such a line."""
     end = raw.find(b"\n", 0, HEADER_BYTES + 1)
     if end < 0 and len(raw) > HEADER_BYTES:
-        raise ArtefactError(f"{name}'s first line is over {HEADER_BYTES // 1024} kB: not a CSV header")
+        raise ArtefactError(
+            f"{name}'s first line is over {HEADER_BYTES // 1024} kB: not a CSV header"
+        )
     # utf-8-sig: a leading byte-order mark is no part of the first column's name (pandas drops it too)
     line = raw[: end if end >= 0 else len(raw)].decode("utf-8-sig", errors="replace")
     try:
         return next(csv.reader([line], strict=True), [])
     except csv.Error as exc:  # the above, or a field over csv's size limit
-        why = "a bare \\r inside it: lines must end in \\n or \\r\\n" if "\r" in line else _first_line(exc)
+        why = (
+            "a bare \\r inside it: lines must end in \\n or \\r\\n"
+            if "\r" in line
+            else _first_line(exc)
+        )
         raise ArtefactError(f"{name}'s header line cannot be read as CSV ({why})") from exc
 
 
-def read_csv(raw: bytes, name: str, *, wanted: list[str], max_rows: int, max_columns: int,
-             seconds: float = CSV_SECONDS) -> pd.DataFrame:
+def read_csv(
+    raw: bytes,
+    name: str,
+    *,
+    wanted: list[str],
+    max_rows: int,
+    max_columns: int,
+    seconds: float = CSV_SECONDS,
+) -> pd.DataFrame:
     """The `wanted` columns of a CSV the script wrote, after its header passed the shape check; parsing
     stops past `max_rows` rows (an error) and past `seconds`."""
     import pandas as pd
 
     columns = csv_columns(raw, name)
     if len(columns) > max_columns:
-        raise ArtefactError(f"{name} has {len(columns)} columns; at most {max_columns} are expected")
+        raise ArtefactError(
+            f"{name} has {len(columns)} columns; at most {max_columns} are expected"
+        )
     missing = [c for c in wanted if c not in columns]
     if missing:
         raise ArtefactError(f"{name} lacks column(s) {', '.join(missing)}")
     deadline, chunks = time.monotonic() + seconds, []
     try:
-        reader = pd.read_csv(io.BytesIO(raw), usecols=wanted, nrows=max_rows + 1, chunksize=CSV_CHUNK_ROWS)
+        reader = pd.read_csv(
+            io.BytesIO(raw), usecols=wanted, nrows=max_rows + 1, chunksize=CSV_CHUNK_ROWS
+        )
         for chunk in reader:
             chunks.append(chunk)
             if time.monotonic() > deadline:
@@ -208,7 +234,9 @@ def read_csv(raw: bytes, name: str, *, wanted: list[str], max_rows: int, max_col
     return frame
 
 
-NPY_KINDS = "biufSU"  # predictions are numbers or labels: no objects, records, raw bytes, dates or complex
+NPY_KINDS = (
+    "biufSU"  # predictions are numbers or labels: no objects, records, raw bytes, dates or complex
+)
 
 
 def read_npy(raw: bytes, name: str, *, max_items: int) -> np.ndarray:
@@ -219,15 +247,18 @@ def read_npy(raw: bytes, name: str, *, max_items: int) -> np.ndarray:
 
     shape, fortran, dtype, offset = _npy_header(raw, name)
     if dtype.kind not in NPY_KINDS or dtype.itemsize == 0:
-        raise ArtefactError(f"{name} holds Python objects, records or empty values, not numbers or strings")
+        raise ArtefactError(
+            f"{name} holds Python objects, records or empty values, not numbers or strings"
+        )
     if not shape or any(n < 0 for n in shape):
         raise ArtefactError(f"{name} has shape {shape}: not an array of rows")
     items = math.prod(shape)
     if items > max_items:
         raise ArtefactError(f"{name} claims {items} values; at most {max_items} are expected")
     if len(raw) - offset != items * dtype.itemsize:
-        raise ArtefactError(f"{name}'s header claims {items} values of {dtype.itemsize} bytes, not what it "
-                            "holds")
+        raise ArtefactError(
+            f"{name}'s header claims {items} values of {dtype.itemsize} bytes, not what it holds"
+        )
     flat = np.frombuffer(raw, dtype=dtype, count=items, offset=offset)
     if dtype.kind == "U":
         codes = flat.view(np.dtype("u4").newbyteorder(dtype.byteorder))
@@ -235,7 +266,9 @@ def read_npy(raw: bytes, name: str, *, max_items: int) -> np.ndarray:
             raise ArtefactError(f"{name} holds text with characters that are not Unicode")
     try:
         return flat.reshape(shape, order="F" if fortran else "C").copy()
-    except ValueError as exc:  # "maximum supported dimension": a zero-size array with an absurd shape
+    except (
+        ValueError
+    ) as exc:  # "maximum supported dimension": a zero-size array with an absurd shape
         why = _first_line(exc)
         raise ArtefactError(f"{name} has shape {shape}, which numpy cannot make ({why})") from exc
 
@@ -254,15 +287,31 @@ def _npy_header(raw: bytes, name: str) -> tuple[tuple[int, ...], bool, np.dtype,
         elif version == (2, 0):
             shape, fortran, dtype = np.lib.format.read_array_header_2_0(fp)
         else:
-            raise ArtefactError(f"{name} is an .npy file of version {version}, which cbr does not read")
+            raise ArtefactError(
+                f"{name} is an .npy file of version {version}, which cbr does not read"
+            )
     # numpy parses the header (at most 10 kB) with ast.literal_eval, then, for a Python 2 header, with
     # tokenize, and builds a dtype from whatever the descr holds; each raises in its own way: TypeError for
     # {[1]: 2}, IndexError for a 1-tuple descr, TokenError for "[[[", RecursionError for "1+1+...+1" and
     # MemoryError (the parser's stack, not the host's memory) for 9000 unary minuses
-    except (ValueError, OSError, EOFError, SyntaxError, TypeError, IndexError, tokenize.TokenError,
-            RecursionError, MemoryError) as exc:
+    except (
+        ValueError,
+        OSError,
+        EOFError,
+        SyntaxError,
+        TypeError,
+        IndexError,
+        tokenize.TokenError,
+        RecursionError,
+        MemoryError,
+    ) as exc:
         raise ArtefactError(f"{name} is not a readable .npy array ({_first_line(exc)})") from exc
-    return tuple(int(n) for n in shape), fortran, dtype, fp.tell()  # int(): numpy lets True be a length
+    return (
+        tuple(int(n) for n in shape),
+        fortran,
+        dtype,
+        fp.tell(),
+    )  # int(): numpy lets True be a length
 
 
 def read_json(raw: bytes, name: str, schema: Any) -> Any:
@@ -274,7 +323,9 @@ def read_json(raw: bytes, name: str, schema: Any) -> Any:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "the top level"
-        raise ArtefactError(f"{name} is not what cbr expects there ({where}: {first['msg']})") from exc
+        raise ArtefactError(
+            f"{name} is not what cbr expects there ({where}: {first['msg']})"
+        ) from exc
 
 
 @cache
@@ -295,7 +346,9 @@ def read_importance(folder: Path) -> dict[str, float] | None:
         return None
     importance = read_json(raw, FEATURE_IMPORTANCE, _importance_schema())
     if len(importance) > MAX_FEATURES:
-        raise ArtefactError(f"{FEATURE_IMPORTANCE} names {len(importance)} features; at most {MAX_FEATURES} are kept")
+        raise ArtefactError(
+            f"{FEATURE_IMPORTANCE} names {len(importance)} features; at most {MAX_FEATURES} are kept"
+        )
     return importance
 
 
@@ -313,7 +366,9 @@ def read_refit_rounds(folder: Path) -> list[list[int]] | None:
     """What a refit's early-stopped models kept: [the first fit's rounds, the rounds the refit itself
     stopped at] per model; None when the refit left no such file or an unreadable one (it only informs)."""
     try:
-        return read_json(read_bytes(folder, REFIT_ROUNDS, limit=2**16), REFIT_ROUNDS, _rounds_schema())
+        return read_json(
+            read_bytes(folder, REFIT_ROUNDS, limit=2**16), REFIT_ROUNDS, _rounds_schema()
+        )
     except ArtefactError:
         return None
 

@@ -15,7 +15,9 @@ _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|nan|inf)"
 # The documented line, "Validation <metric>: <value>", and DS-Agent's "final <METRIC> on validation set: <value>".
 _VALIDATION = re.compile(
     rf"^[ \t]*(?:validation[ \t]+(?P<ours>[^:=\n]+?)|final[ \t]+(?P<theirs>[^:=\n]+?)[ \t]+on[ \t]+(?:the[ \t]+)?"
-    rf"valid(?:ation)?[ \t]+set)[ \t]*[:=][ \t]*{_NUMBER}[ \t]*\.?[ \t]*$", re.IGNORECASE | re.MULTILINE)
+    rf"valid(?:ation)?[ \t]+set)[ \t]*[:=][ \t]*{_NUMBER}[ \t]*\.?[ \t]*$",
+    re.IGNORECASE | re.MULTILINE,
+)
 
 
 def parse_validation_metric(stdout: str, metric: str) -> float | None:
@@ -56,11 +58,21 @@ class RunResult:
     isolated: bool  # ran under the bubblewrap sandbox (false only with --no-sandbox)
     network: bool = False
     test_answers: bool = True  # false: the task has no test answers; no test score
-    script: str | None = None  # the script as cbr kept it before the run (never the workspace's copy)
-    limits: dict[str, str] = field(default_factory=dict)  # how memory, processes and disk were bounded
-    selection_metric: float | None = None  # graded by cbr on the rows it held back: what choices are made on
-    selection_rows: int = 0  # 0: the task has none (then choices fall back to the printed validation)
-    refit: bool = False  # a refit: it learned the selection rows too, so its selection score only checks it
+    script: str | None = (
+        None  # the script as cbr kept it before the run (never the workspace's copy)
+    )
+    limits: dict[str, str] = field(
+        default_factory=dict
+    )  # how memory, processes and disk were bounded
+    selection_metric: float | None = (
+        None  # graded by cbr on the rows it held back: what choices are made on
+    )
+    selection_rows: int = (
+        0  # 0: the task has none (then choices fall back to the printed validation)
+    )
+    refit: bool = (
+        False  # a refit: it learned the selection rows too, so its selection score only checks it
+    )
 
     @property
     def ok(self) -> bool:
@@ -96,6 +108,8 @@ class RunResult:
             return f"Failed ({self.status}): {self.error}\n{head_tail(self.stderr, 3000)}"
         printed = f"the script's own validation {self.metric} {self.valid_metric}"
         if self.selection_rows:
-            return (f"Ran in {self.wall_time:.1f}s; selection {self.metric} {self.selection_metric:.6g} (graded by "
-                    f"cbr on {self.selection_rows} held-back rows; what the run is judged by); {printed}.")
+            return (
+                f"Ran in {self.wall_time:.1f}s; selection {self.metric} {self.selection_metric:.6g} (graded by "
+                f"cbr on {self.selection_rows} held-back rows; what the run is judged by); {printed}."
+            )
         return f"Ran in {self.wall_time:.1f}s; {printed}."

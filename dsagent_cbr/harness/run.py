@@ -35,7 +35,9 @@ from dsagent_cbr.sandbox.scratch import scratch, size_mb
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.tasks.sources import hidden_paths
 
-OUTPUT_CHARS = 2 * 2**20  # of stdout and stderr read back: the head and the tail, where scores and tracebacks are
+OUTPUT_CHARS = (
+    2 * 2**20
+)  # of stdout and stderr read back: the head and the tail, where scores and tracebacks are
 REFIT_VARIABLE = "CBR_REFIT"
 # when a script's boosting must stop (seconds since the epoch), its time limit less the room it needs to
 # predict and write: untrusted/bootstrap.py stops LightGBM and XGBoost there, keeping the rounds built
@@ -56,17 +58,27 @@ class Ran:
     stderr: str
 
 
-def run_script(task: Task, script: str | Path, *, run_dir: Path | None = None, timeout: float | None = None,
-               memory_mb: float | None = None, policy: SandboxPolicy | None = None, refit: bool = False,
-               cancel: threading.Event | None = None) -> RunResult:
+def run_script(
+    task: Task,
+    script: str | Path,
+    *,
+    run_dir: Path | None = None,
+    timeout: float | None = None,
+    memory_mb: float | None = None,
+    policy: SandboxPolicy | None = None,
+    refit: bool = False,
+    cancel: threading.Event | None = None,
+) -> RunResult:
     """Execute `script` (a path or the code itself) on `task` and grade it. Never raises for the
     script's own failures, whatever it leaves behind: they come back as a RunResult with a status and
     an error line. Raises SandboxUnavailable when the sandbox could not start it (ours, not the
     script's), and Cancelled when `cancel` was set while it ran. With `refit` the script is given every
     labelled row and told (CBR_REFIT=1) to learn from its validation rows too; it still predicts the
     selection rows, so that the refit is judged on them (they are rows it learned)."""
-    policy = replace(policy or SandboxPolicy(), **{k: v for k, v in (("timeout", timeout), ("memory_mb", memory_mb))
-                                                   if v is not None})
+    policy = replace(
+        policy or SandboxPolicy(),
+        **{k: v for k, v in (("timeout", timeout), ("memory_mb", memory_mb)) if v is not None},
+    )
     require_sandbox(policy.isolate)  # before anything is written: no half-made run folder
     code = Path(script).read_text(encoding="utf-8") if isinstance(script, Path) else script
     run_dir = Path(tempfile.mkdtemp(prefix=f"cbr-{task.name}-")) if run_dir is None else run_dir
@@ -78,41 +90,79 @@ def run_script(task: Task, script: str | Path, *, run_dir: Path | None = None, t
     valid = parse_validation_metric(ran.stdout, task.metric_name)
     grades, status, error = _graded(task, held, run_dir, policy, valid, status, error)
     result = RunResult(
-        task=task.name, status=status, exit_code=ran.outcome.exit_code, metric=task.metric_name,
-        direction=task.direction, valid_metric=valid,
-        test_metric=grades.test, selection_metric=grades.selection, selection_rows=held.rows if held else 0,
-        error=error, stdout=head_tail(ran.stdout), stderr=head_tail(ran.stderr),
-        wall_time=round(ran.outcome.wall_time, 3), peak_memory_mb=round(ran.outcome.peak_memory_mb, 1),
-        workspace=str(run_dir / "workspace"), isolated=ran.outcome.isolated, network=ran.outcome.network,
-        test_answers=task.has_answers, script=str(run_dir / "script.py"), limits=ran.outcome.limits, refit=refit)
+        task=task.name,
+        status=status,
+        exit_code=ran.outcome.exit_code,
+        metric=task.metric_name,
+        direction=task.direction,
+        valid_metric=valid,
+        test_metric=grades.test,
+        selection_metric=grades.selection,
+        selection_rows=held.rows if held else 0,
+        error=error,
+        stdout=head_tail(ran.stdout),
+        stderr=head_tail(ran.stderr),
+        wall_time=round(ran.outcome.wall_time, 3),
+        peak_memory_mb=round(ran.outcome.peak_memory_mb, 1),
+        workspace=str(run_dir / "workspace"),
+        isolated=ran.outcome.isolated,
+        network=ran.outcome.network,
+        test_answers=task.has_answers,
+        script=str(run_dir / "script.py"),
+        limits=ran.outcome.limits,
+        refit=refit,
+    )
     result.save(run_dir / "result.json")
     return result
 
 
 @cache
 def _bootstrap() -> str:
-    return resources.files("dsagent_cbr.untrusted").joinpath("bootstrap.py").read_text(encoding="utf-8")
+    return (
+        resources.files("dsagent_cbr.untrusted")
+        .joinpath("bootstrap.py")
+        .read_text(encoding="utf-8")
+    )
 
 
-def _sandboxed(task: Task, held: Held | None, code: str, run_dir: Path, policy: SandboxPolicy, refit: bool,
-               cancel: threading.Event | None) -> Ran:
+def _sandboxed(
+    task: Task,
+    held: Held | None,
+    code: str,
+    run_dir: Path,
+    policy: SandboxPolicy,
+    refit: bool,
+    cancel: threading.Event | None,
+) -> Ran:
     """Build the workspace in a scratch folder of its own, run the script there, and harvest what it made
     into run_dir/workspace once it is dead."""
     room = size_mb([task.public_dir / n for n in task.public_files])
     with scratch(run_dir, room, policy.disk_mb) as space:
         ours = workspace.build(task, held, space.path, code, refit=refit)
         space.settle()
-        environment = {DEADLINE_VARIABLE: f"{time.time() + policy.timeout - predict_room(policy.timeout):.1f}"}
-        outcome = run_sandboxed([sys.executable, "-c", _bootstrap()], space=space,
-                                stdout_path=run_dir / "stdout.txt", stderr_path=run_dir / "stderr.txt",
-                                policy=policy, hidden=tuple(hidden_paths(task)), cancel=cancel,
-                                environment={**environment, REFIT_VARIABLE: "1"} if refit else environment)
-        left = harvest(space.path, run_dir / "workspace", unchanged=ours, max_bytes=int(policy.disk_mb * 2**20))
+        environment = {
+            DEADLINE_VARIABLE: f"{time.time() + policy.timeout - predict_room(policy.timeout):.1f}"
+        }
+        outcome = run_sandboxed(
+            [sys.executable, "-c", _bootstrap()],
+            space=space,
+            stdout_path=run_dir / "stdout.txt",
+            stderr_path=run_dir / "stderr.txt",
+            policy=policy,
+            hidden=tuple(hidden_paths(task)),
+            cancel=cancel,
+            environment={**environment, REFIT_VARIABLE: "1"} if refit else environment,
+        )
+        left = harvest(
+            space.path, run_dir / "workspace", unchanged=ours, max_bytes=int(policy.disk_mb * 2**20)
+        )
     if left:
         (run_dir / "left-behind.txt").write_text("\n".join(left) + "\n", encoding="utf-8")
     if outcome.cancelled:
         raise Cancelled("the run stopped while this script ran")
-    stdout, stderr = (read_text(run_dir / name, OUTPUT_CHARS) for name in ("stdout.txt", "stderr.txt"))
+    stdout, stderr = (
+        read_text(run_dir / name, OUTPUT_CHARS) for name in ("stdout.txt", "stderr.txt")
+    )
     return Ran(outcome, stdout, stderr)
 
 
@@ -128,22 +178,37 @@ def _status(ran: Ran, policy: SandboxPolicy) -> tuple[str, str | None]:
     if outcome.timed_out:
         return "timeout", f"time limit of {policy.timeout:g}s reached; the process tree was killed"
     if outcome.memory_exceeded:
-        return "memory_limit", f"memory limit of {policy.memory_mb:g} MB exceeded (processes, /tmp and /dev/shm)"
+        return (
+            "memory_limit",
+            f"memory limit of {policy.memory_mb:g} MB exceeded (processes, /tmp and /dev/shm)",
+        )
     if not outcome.started:
-        raise SandboxUnavailable(f"The sandbox failed to start the script: {_last_line(ran.stderr) or 'no reason given'}")
+        raise SandboxUnavailable(
+            f"The sandbox failed to start the script: {_last_line(ran.stderr) or 'no reason given'}"
+        )
     if outcome.disk_exceeded:
         return "disk_limit", f"disk limit of {policy.disk_mb:g} MB exceeded"
     if outcome.output_exceeded:
         return "output_limit", "the script printed too much output and was stopped"
     if outcome.exit_code != 0 and outcome.processes_exceeded:
-        return "process_limit", f"more than {policy.pids} processes and threads at once were refused"
+        return (
+            "process_limit",
+            f"more than {policy.pids} processes and threads at once were refused",
+        )
     if outcome.exit_code != 0:
         return "error", _last_line(ran.stderr) or f"exit code {outcome.exit_code}"
     return "ok", None
 
 
-def _graded(task: Task, held: Held | None, run_dir: Path, policy: SandboxPolicy, valid: float | None,
-            status: str, error: str | None) -> tuple[Grades, str, str | None]:
+def _graded(
+    task: Task,
+    held: Held | None,
+    run_dir: Path,
+    policy: SandboxPolicy,
+    valid: float | None,
+    status: str,
+    error: str | None,
+) -> tuple[Grades, str, str | None]:
     """The grades of a run that ended well, and its status: a malformed artefact, or a printed
     validation score the metric cannot take, is the script's failure like a crash."""
     if status != "ok":
@@ -151,10 +216,22 @@ def _graded(task: Task, held: Held | None, run_dir: Path, policy: SandboxPolicy,
     folder = run_dir / "workspace"
     try:
         read_importance(folder)  # a malformed one is the script's failure like bad predictions
-        grades = grade_dsagent(task, folder, run_dir, policy, held) if task.dsagent else grade(task, folder, held)
+        grades = (
+            grade_dsagent(task, folder, run_dir, policy, held)
+            if task.dsagent
+            else grade(task, folder, held)
+        )
     except ArtefactError as exc:
         return Grades(None, None), "grading_error", str(exc)
-    if valid is not None and not task.metric.possible(valid):  # what it says of itself cannot be believed
-        return grades, "impossible_score", (f"the script printed validation {task.metric_name} {valid:g}, which "
-                                            f"{task.metric_name} cannot be (it lies in {task.metric.range})")
+    if valid is not None and not task.metric.possible(
+        valid
+    ):  # what it says of itself cannot be believed
+        return (
+            grades,
+            "impossible_score",
+            (
+                f"the script printed validation {task.metric_name} {valid:g}, which "
+                f"{task.metric_name} cannot be (it lies in {task.metric.range})"
+            ),
+        )
     return grades, "ok", None

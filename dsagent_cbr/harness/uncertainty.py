@@ -11,7 +11,12 @@ from pathlib import Path
 
 import numpy as np
 
-from dsagent_cbr.harness.grading import as_floats, prediction_columns, predictions_by_id, score_selection
+from dsagent_cbr.harness.grading import (
+    as_floats,
+    prediction_columns,
+    predictions_by_id,
+    score_selection,
+)
 from dsagent_cbr.harness.plan import Held
 from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_npy
 from dsagent_cbr.tasks.model import Task
@@ -31,7 +36,9 @@ class Sample:
     @classmethod
     def of(cls, task: Task, held: Held, seed: int = 0) -> Sample:
         rng = np.random.default_rng(seed)
-        return cls(task, held, tuple(rng.integers(0, held.rows, held.rows) for _ in range(RESAMPLES)))
+        return cls(
+            task, held, tuple(rng.integers(0, held.rows, held.rows) for _ in range(RESAMPLES))
+        )
 
     def scores(self, values: np.ndarray) -> np.ndarray:
         """The score of the selection rows' predictions `values` on each draw (NaN where it has none)."""
@@ -65,11 +72,13 @@ def selection_values(task: Task, held: Held, workspace: Path) -> np.ndarray | No
         raw = read_bytes(workspace, task.predictions)
         if task.data_format == "npy":
             values = read_npy(raw, task.predictions, max_items=len(raw))
-            return values[held.test_rows:] if len(values) == held.test_rows + held.rows else None
+            return values[held.test_rows :] if len(values) == held.test_rows + held.rows else None
     except ArtefactError:
         return None
     frame = predictions_by_id(task, raw, list(held.ids), held.test_rows + held.rows)
     if frame is None:
         return None
     values = frame.loc[list(held.ids), prediction_columns(task)].to_numpy()
-    return values if task.metric.name == "accuracy" else as_floats(values)  # labels, as the files write them
+    return (
+        values if task.metric.name == "accuracy" else as_floats(values)
+    )  # labels, as the files write them

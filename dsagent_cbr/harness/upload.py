@@ -26,15 +26,29 @@ def test_rows_only(task: Task, held: Held, raw: bytes) -> bytes:
     import pandas as pd
 
     assert task.id_column
-    columns, most = csv_columns(raw, task.predictions), len(prediction_columns(task)) + 1 + EXTRA_COLUMNS
+    columns, most = (
+        csv_columns(raw, task.predictions),
+        len(prediction_columns(task)) + 1 + EXTRA_COLUMNS,
+    )
     if len(columns) > most:  # the grader's bound: a header of thousands of columns is not parsed
-        raise ArtefactError(f"{task.predictions} has {len(columns)} columns; at most {most} are expected")
+        raise ArtefactError(
+            f"{task.predictions} has {len(columns)} columns; at most {most} are expected"
+        )
     try:  # the header's columns by position: cells past them are dropped, as the grader's reading drops them
-        frame = pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False, na_filter=False,
-                            usecols=list(range(len(columns))))
+        frame = pd.read_csv(
+            io.BytesIO(raw),
+            dtype=str,
+            keep_default_na=False,
+            na_filter=False,
+            usecols=list(range(len(columns))),
+        )
     except ValueError as exc:  # ParserError, UnicodeDecodeError (all text: nothing overflows)
-        raise ArtefactError(f"{task.predictions} is not a readable CSV ({type(exc).__name__})") from exc
-    if task.id_column not in frame.columns:  # as pandas reads the header (it cuts a name at a NUL byte)
+        raise ArtefactError(
+            f"{task.predictions} is not a readable CSV ({type(exc).__name__})"
+        ) from exc
+    if (
+        task.id_column not in frame.columns
+    ):  # as pandas reads the header (it cuts a name at a NUL byte)
         raise ArtefactError(f"{task.predictions} has no column {task.id_column}")
     chosen = frame[task.id_column].map(id_key).isin(set(held.ids))
     return frame[~chosen].to_csv(index=False).encode("utf-8")

@@ -45,7 +45,9 @@ class TaskDataError(CbrError):
     """A task's public data holds something a workspace cannot take: the task's problem, one sentence."""
 
 
-def build(task: Task, held: Held | None, folder: Path, script: str, *, refit: bool = False) -> Written:
+def build(
+    task: Task, held: Held | None, folder: Path, script: str, *, refit: bool = False
+) -> Written:
     """Write the workspace for one run of `script` in `folder`; a refit's training file keeps every
     labelled row, and its test file still ends with the held rows (they are graded, to judge the
     refit). Returns what cbr wrote, so that a harvest can leave it out."""
@@ -91,16 +93,28 @@ def submission_stand_in(source: str) -> str:
     tree = ast.parse(source)
     keep = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     literal = ast.Constant | ast.List | ast.Tuple | ast.Dict
-    body = [node for node in tree.body
-            if not (isinstance(node, ast.FunctionDef) and node.name == SUBMIT)
-            and (isinstance(node, keep) or (isinstance(node, ast.Assign) and isinstance(node.value, literal))
-                 or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)))]  # the docstring
-    capture = resources.files("dsagent_cbr.untrusted").joinpath("dsagent_capture.py").read_text(encoding="utf-8")
+    body = [
+        node
+        for node in tree.body
+        if not (isinstance(node, ast.FunctionDef) and node.name == SUBMIT)
+        and (
+            isinstance(node, keep)
+            or (isinstance(node, ast.Assign) and isinstance(node.value, literal))
+            or (isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant))
+        )
+    ]  # the docstring
+    capture = (
+        resources.files("dsagent_cbr.untrusted")
+        .joinpath("dsagent_capture.py")
+        .read_text(encoding="utf-8")
+    )
     return ast.unparse(ast.Module(body=body, type_ignores=[])) + "\n\n" + capture
 
 
 # -- the rules ----------------------------------------------------------------------------------------------
-def training_rows(frame: pd.DataFrame | np.ndarray, held: Held, refit: bool) -> pd.DataFrame | np.ndarray:
+def training_rows(
+    frame: pd.DataFrame | np.ndarray, held: Held, refit: bool
+) -> pd.DataFrame | np.ndarray:
     """The labelled file as the script gets it: without the held rows (and the windows dropped with
     them), or whole for a refit."""
     if refit:
@@ -123,8 +137,10 @@ def then_held(frame: pd.DataFrame, held_rows: pd.DataFrame, given: set[str]) -> 
     import pandas as pd
 
     fill = _placeholders(frame)
-    extra = pd.DataFrame({c: held_rows[c].to_numpy() if c in given else fill[c] for c in frame.columns},
-                         index=range(len(held_rows)))
+    extra = pd.DataFrame(
+        {c: held_rows[c].to_numpy() if c in given else fill[c] for c in frame.columns},
+        index=range(len(held_rows)),
+    )
     return pd.concat([frame, extra], ignore_index=True)
 
 
@@ -135,7 +151,10 @@ def _csv_files(task: Task, held: Held, refit: bool) -> dict[str, pd.DataFrame]:
     rows = train.iloc[list(held.positions)].assign(**{idc: list(held.shown_ids)})
     test = read_text_csv(task.public_dir / task.test_file)
     features = set(train.columns) - targets
-    files = {task.train_file: training_rows(train, held, refit), task.test_file: then_held(test, rows, features)}
+    files = {
+        task.train_file: training_rows(train, held, refit),
+        task.test_file: then_held(test, rows, features),
+    }
     originals = set(map(id_key, train[idc].iloc[list(held.positions)]))
     with_ids = _files_with_ids(task)
     lists = _listing(task, test[idc], with_ids)
@@ -151,8 +170,13 @@ def _csv_files(task: Task, held: Held, refit: bool) -> dict[str, pd.DataFrame]:
 def _files_with_ids(task: Task) -> list[str]:
     """The public csv files, besides the training and test files, whose header holds the id column."""
     skip = {task.train_file, task.test_file}
-    return [n for n in task.public_files if n not in skip and n.lower().endswith(".csv")
-            and task.id_column in _header(task.public_dir / n)]
+    return [
+        n
+        for n in task.public_files
+        if n not in skip
+        and n.lower().endswith(".csv")
+        and task.id_column in _header(task.public_dir / n)
+    ]
 
 
 def id_lists(task: Task) -> list[str]:
@@ -167,7 +191,9 @@ def id_lists(task: Task) -> list[str]:
 def _listing(task: Task, test_ids: pd.Series, names: list[str]) -> list[str]:
     """Those of `names` whose ids are exactly the test rows', one each."""
     assert task.id_column
-    return [n for n in names if _lists(read_text_csv(task.public_dir / n)[task.id_column], test_ids)]
+    return [
+        n for n in names if _lists(read_text_csv(task.public_dir / n)[task.id_column], test_ids)
+    ]
 
 
 def _header(path: Path) -> list[str]:
@@ -183,14 +209,19 @@ def _lists(ids: pd.Series, test_ids: pd.Series) -> bool:
 def _arrays(task: Task, held: Held, refit: bool) -> dict[str, np.ndarray]:
     X, y, X_test = (np.load(task.public_dir / n, allow_pickle=False) for n in NPY)
     picked = list(held.positions)
-    return {"X_train.npy": training_rows(X, held, refit), "y_train.npy": training_rows(y, held, refit),
-            "X_test.npy": np.concatenate([X_test, X[picked]])}
+    return {
+        "X_train.npy": training_rows(X, held, refit),
+        "y_train.npy": training_rows(y, held, refit),
+        "X_test.npy": np.concatenate([X_test, X[picked]]),
+    }
 
 
 def label_constants(train: pd.DataFrame, columns: tuple[str, ...]) -> dict[str, str]:
     """Each label column's most common value in the rows the script trains on, as text: what the test
     file's labels become."""
-    return {c: str(train[c].mode().iloc[0]) for c in columns if c in train.columns and len(train[c])}
+    return {
+        c: str(train[c].mode().iloc[0]) for c in columns if c in train.columns and len(train[c])
+    }
 
 
 def _dsagent_files(task: Task, held: Held | None, refit: bool) -> dict[str, pd.DataFrame]:
@@ -211,13 +242,17 @@ def _dsagent_files(task: Task, held: Held | None, refit: bool) -> dict[str, pd.D
         constants = label_constants(train, grading.label_columns)
     if held is not None:
         test = then_held(test, held.answers, set(test.columns) - set(grading.label_columns))
-    files[grading.label_file] = test.assign(**{c: constants.get(c, "0") for c in grading.label_columns})
+    files[grading.label_file] = test.assign(
+        **{c: constants.get(c, "0") for c in grading.label_columns}
+    )
     return files
 
 
 # -- copies, regular files only -------------------------------------------------------------------------------
 def _refuse(path: Path, what: str) -> TaskDataError:
-    return TaskDataError(f"{path} is {what}: a task's public data must be regular files and folders of them.")
+    return TaskDataError(
+        f"{path} is {what}: a task's public data must be regular files and folders of them."
+    )
 
 
 def copy_entry(source: Path, target: Path) -> None:

@@ -12,12 +12,50 @@ from typing import Any
 from bs4 import BeautifulSoup, Comment, NavigableString, Tag
 
 # Elements that never hold a writeup's content.
-_DROP_TAGS = ("script", "style", "noscript", "template", "nav", "aside", "form",
-              "iframe", "svg", "canvas", "button", "input", "select", "textarea", "link", "meta", "head")
+_DROP_TAGS = (
+    "script",
+    "style",
+    "noscript",
+    "template",
+    "nav",
+    "aside",
+    "form",
+    "iframe",
+    "svg",
+    "canvas",
+    "button",
+    "input",
+    "select",
+    "textarea",
+    "link",
+    "meta",
+    "head",
+)
 _DROP_ROLES = {"navigation", "banner", "contentinfo", "search", "menu", "menubar", "complementary"}
-_BLOCKS = {"p", "div", "section", "article", "main", "body", "html", "figure", "figcaption", "dl", "dd", "dt",
-           "details", "summary", "center", "header", "footer", "hgroup", "address"}
-_HTML_HINT = re.compile(r"<(p|div|h[1-6]|ul|ol|li|table|pre|br|span|a|code|article|body|html)\b[^>]*>", re.I)
+_BLOCKS = {
+    "p",
+    "div",
+    "section",
+    "article",
+    "main",
+    "body",
+    "html",
+    "figure",
+    "figcaption",
+    "dl",
+    "dd",
+    "dt",
+    "details",
+    "summary",
+    "center",
+    "header",
+    "footer",
+    "hgroup",
+    "address",
+}
+_HTML_HINT = re.compile(
+    r"<(p|div|h[1-6]|ul|ol|li|table|pre|br|span|a|code|article|body|html)\b[^>]*>", re.I
+)
 _ZERO_WIDTH = dict.fromkeys(map(ord, "\u200b\u200c\u200d\u2060\ufeff"), None)
 
 
@@ -35,7 +73,9 @@ def looks_like_html(text: str) -> bool:
 def normalise_whitespace(text: str) -> str:
     """Unify line ends, drop invisible characters, trim lines and collapse blank runs; lines inside
     fenced code keep their indentation and inner spacing."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n").translate(_ZERO_WIDTH).replace("\u00a0", " ")
+    text = (
+        text.replace("\r\n", "\n").replace("\r", "\n").translate(_ZERO_WIDTH).replace("\u00a0", " ")
+    )
     out: list[str] = []
     in_code = False
     for raw in text.split("\n"):
@@ -133,7 +173,7 @@ def _render_block(tag: Tag) -> str | None:
         if isinstance(inner, Tag):
             for cls in inner.get("class") or []:
                 if str(cls).startswith("language-"):
-                    lang = str(cls)[len("language-"):]
+                    lang = str(cls)[len("language-") :]
         return f"```{lang}\n{code.strip(chr(10))}\n```"
     if name in ("ul", "ol"):
         return _render_list(tag, ordered=name == "ol", depth=0)
@@ -173,7 +213,10 @@ def _render_list(tag: Tag, ordered: bool, depth: int) -> str:
 def _render_table(tag: Tag) -> str:
     rows: list[list[str]] = []
     for tr in tag.find_all("tr"):
-        cells = [re.sub(r"\s+", " ", c.get_text(" ")).strip().replace("|", "\\|") for c in tr.find_all(["th", "td"])]
+        cells = [
+            re.sub(r"\s+", " ", c.get_text(" ")).strip().replace("|", "\\|")
+            for c in tr.find_all(["th", "td"])
+        ]
         if cells:
             rows.append(cells)
     if not rows:
@@ -223,10 +266,14 @@ def notebook_to_text(raw: str, *, language: str = "python") -> str:
     try:
         nb = json.loads(raw)
     except json.JSONDecodeError as exc:
-        raise CleanError(f"not valid notebook JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from exc
+        raise CleanError(
+            f"not valid notebook JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        ) from exc
     if not isinstance(nb, dict) or not isinstance(nb.get("cells", None), list):
         if isinstance(nb, dict) and isinstance(nb.get("worksheets"), list):  # nbformat 3
-            cells = [c for ws in nb["worksheets"] if isinstance(ws, dict) for c in ws.get("cells", [])]
+            cells = [
+                c for ws in nb["worksheets"] if isinstance(ws, dict) for c in ws.get("cells", [])
+            ]
         else:
             raise CleanError("JSON but not a notebook: no 'cells' list")
     else:
@@ -237,7 +284,9 @@ def notebook_to_text(raw: str, *, language: str = "python") -> str:
         if not isinstance(cell, dict):
             continue
         kind = cell.get("cell_type")
-        src = _cell_source(cell if kind != "code" or "source" in cell else {"source": cell.get("input", "")})
+        src = _cell_source(
+            cell if kind != "code" or "source" in cell else {"source": cell.get("input", "")}
+        )
         if not src.strip():
             continue
         if kind == "markdown":

@@ -41,7 +41,9 @@ def parse_items(lines: list[str]) -> CrawlResult:
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
-            result.errors.append(SourceError(url="", reason=f"crawler item {n} is not JSON: {exc.msg}"))
+            result.errors.append(
+                SourceError(url="", reason=f"crawler item {n} is not JSON: {exc.msg}")
+            )
             continue
         kind = item.get("type")
         try:
@@ -52,7 +54,9 @@ def parse_items(lines: list[str]) -> CrawlResult:
             elif kind == "competition":
                 result.meta = {k: v for k, v in item.items() if k != "type"}
         except (TypeError, ValueError) as exc:
-            result.errors.append(SourceError(url=str(item.get("url", "")), reason=f"bad crawler item: {exc}"))
+            result.errors.append(
+                SourceError(url=str(item.get("url", "")), reason=f"bad crawler item: {exc}")
+            )
     return result
 
 
@@ -64,37 +68,66 @@ def _count_lines(path: Path) -> int:
         return 0
 
 
-def run_spider(spider: str, args: Mapping[str, Any], *, overrides: Mapping[str, Any] | None = None,
-               env: Mapping[str, str] | None = None, timeout: float = 1800,
-               on_tick: Callable[[int], None] | None = None, crawlers_dir: Path = CRAWLERS_DIR) -> CrawlResult:
+def run_spider(
+    spider: str,
+    args: Mapping[str, Any],
+    *,
+    overrides: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 1800,
+    on_tick: Callable[[int], None] | None = None,
+    crawlers_dir: Path = CRAWLERS_DIR,
+) -> CrawlResult:
     """`scrapy crawl SPIDER -a k=v ... -s K=V ... -O items.jsonl` in crawlers/, waiting for it while
     calling on_tick(items so far) about twice a second."""
     if not (crawlers_dir / "scrapy.cfg").is_file():
-        raise CbrError(f"The crawlers project is missing ({crawlers_dir}/scrapy.cfg); install dsagent-cbr from "
-                       "its source tree (pip install -e .) to crawl.")
+        raise CbrError(
+            f"The crawlers project is missing ({crawlers_dir}/scrapy.cfg); install dsagent-cbr from "
+            "its source tree (pip install -e .) to crawl."
+        )
     with tempfile.TemporaryDirectory(prefix="cbr-crawl-") as tmp:
         out = Path(tmp) / "items.jsonl"
         log = Path(tmp) / "crawl.log"
-        cmd = [sys.executable, "-m", "scrapy", "crawl", spider, "-O", f"{out}:jsonlines",
-               "-s", f"LOG_FILE={log}"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "scrapy",
+            "crawl",
+            spider,
+            "-O",
+            f"{out}:jsonlines",
+            "-s",
+            f"LOG_FILE={log}",
+        ]
         for key, value in args.items():
             cmd += ["-a", f"{key}={value}"]
         for key, value in (overrides or {}).items():
             cmd += ["-s", f"{key}={value}"]
         child_env = {**os.environ, **(env or {})}
         # the child imports dsagent_cbr from this tree even when it is not installed
-        child_env["PYTHONPATH"] = os.pathsep.join(p for p in (str(PROJECT_ROOT), child_env.get("PYTHONPATH"))
-                                                  if p)
+        child_env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(PROJECT_ROOT), child_env.get("PYTHONPATH")) if p
+        )
         child_env.pop("SCRAPY_SETTINGS_MODULE", None)
         errors = Path(tmp) / "stderr.txt"
-        with errors.open("wb") as err_fh:  # a file, not a pipe: a chatty child cannot block on a full pipe
-            proc = subprocess.Popen(cmd, cwd=crawlers_dir, env=child_env, stdout=subprocess.DEVNULL,
-                                    stderr=err_fh, start_new_session=True)
+        with errors.open(
+            "wb"
+        ) as err_fh:  # a file, not a pipe: a chatty child cannot block on a full pipe
+            proc = subprocess.Popen(
+                cmd,
+                cwd=crawlers_dir,
+                env=child_env,
+                stdout=subprocess.DEVNULL,
+                stderr=err_fh,
+                start_new_session=True,
+            )
             started = time.monotonic()
             try:
                 while proc.poll() is None:
                     if time.monotonic() - started > timeout:
-                        raise CbrError(f"The {spider} crawl took longer than {timeout:.0f} s and was stopped.")
+                        raise CbrError(
+                            f"The {spider} crawl took longer than {timeout:.0f} s and was stopped."
+                        )
                     if on_tick:
                         on_tick(_count_lines(out))
                     time.sleep(0.5)
@@ -106,7 +139,9 @@ def run_spider(spider: str, args: Mapping[str, Any], *, overrides: Mapping[str, 
         log_text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
         tail = "\n".join((log_text + stderr).strip().splitlines()[-30:])
         if proc.returncode != 0:
-            raise CbrError(f"The {spider} crawler failed (exit {proc.returncode}).", details=tail.splitlines())
+            raise CbrError(
+                f"The {spider} crawler failed (exit {proc.returncode}).", details=tail.splitlines()
+            )
         lines = out.read_text(encoding="utf-8").splitlines() if out.exists() else []
         result = parse_items(lines)
         result.log_tail = tail

@@ -39,7 +39,9 @@ class Distilled:
 
 
 def cache_key(model: str, kind: str, text: str) -> str:
-    return hashlib.sha256("\x1f".join((model, kind, PROMPT_VERSION, text)).encode("utf-8")).hexdigest()
+    return hashlib.sha256(
+        "\x1f".join((model, kind, PROMPT_VERSION, text)).encode("utf-8")
+    ).hexdigest()
 
 
 class DistilCache:
@@ -61,13 +63,24 @@ class DistilCache:
         return text if isinstance(text, str) and text.strip() else None
 
     def put(self, key: str, model: str, kind: str, text: str) -> None:
-        write_text_atomic(self._path(key), json.dumps({"model": model, "kind": kind,
-                                                       "prompt_version": PROMPT_VERSION, "text": text}))
+        write_text_atomic(
+            self._path(key),
+            json.dumps(
+                {"model": model, "kind": kind, "prompt_version": PROMPT_VERSION, "text": text}
+            ),
+        )
 
 
 class Distiller:
-    def __init__(self, model: str = "none", complete: Complete | None = None, cache_dir: Path | None = None,
-                 *, condense_writeups: bool = False, max_input_chars: int = MAX_INPUT_CHARS) -> None:
+    def __init__(
+        self,
+        model: str = "none",
+        complete: Complete | None = None,
+        cache_dir: Path | None = None,
+        *,
+        condense_writeups: bool = False,
+        max_input_chars: int = MAX_INPUT_CHARS,
+    ) -> None:
         if model != "none" and complete is None:
             raise ValueError(f"model {model!r} needs a completion function")
         self.model = model
@@ -83,7 +96,11 @@ class Distiller:
         if not self.wants_model(kind):
             return Distilled(text, "clean", "none")
         assert self.complete is not None
-        sent = text if len(text) <= self.max_input_chars else text[: self.max_input_chars] + "\n[... cut ...]\n"
+        sent = (
+            text
+            if len(text) <= self.max_input_chars
+            else text[: self.max_input_chars] + "\n[... cut ...]\n"
+        )
         key = cache_key(self.model, kind, sent)
         if self.cache is not None and (hit := self.cache.get(key)) is not None:
             return Distilled(hit, "cache", self.model)

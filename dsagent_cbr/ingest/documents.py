@@ -43,9 +43,13 @@ class RawDoc:
     def from_item(cls, item: dict[str, Any]) -> RawDoc:
         known = {k: v for k, v in item.items() if k in cls.__dataclass_fields__}
         if known.get("kind") not in ("writeup", "notebook"):
-            raise ValueError(f"document kind must be writeup or notebook, not {known.get('kind')!r}")
+            raise ValueError(
+                f"document kind must be writeup or notebook, not {known.get('kind')!r}"
+            )
         if known.get("format") not in FORMATS:
-            raise ValueError(f"document format must be one of {', '.join(FORMATS)}, not {known.get('format')!r}")
+            raise ValueError(
+                f"document format must be one of {', '.join(FORMATS)}, not {known.get('format')!r}"
+            )
         return cls(**known)
 
 

@@ -7,7 +7,11 @@ import codecs
 import re
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9._:-]+)""", re.I)
-_BOMS = ((codecs.BOM_UTF8, "utf-8-sig"), (codecs.BOM_UTF16_LE, "utf-16"), (codecs.BOM_UTF16_BE, "utf-16"))
+_BOMS = (
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 
 
 class DecodeError(ValueError):
@@ -42,10 +46,13 @@ def decode_body(body: bytes, content_type: str | None = None) -> str:
         try:
             return body.decode(codec)
         except UnicodeDecodeError as exc:
-            raise DecodeError(f"the page says it is {charset} but byte {exc.start} is not valid {charset}") from exc
+            raise DecodeError(
+                f"the page says it is {charset} but byte {exc.start} is not valid {charset}"
+            ) from exc
     try:
         return body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise DecodeError(
             f"the page is not UTF-8 (invalid byte 0x{body[exc.start]:02x} at offset {exc.start}) "
-            "and declares no charset") from exc
+            "and declares no charset"
+        ) from exc

@@ -49,18 +49,25 @@ def api_base(environ: Mapping[str, str] | None = None, override: str | None = No
     return base.rstrip("/")
 
 
-def load_credentials(environ: Mapping[str, str] | None = None, home: Path | None = None) -> tuple[str, str]:
+def load_credentials(
+    environ: Mapping[str, str] | None = None, home: Path | None = None
+) -> tuple[str, str]:
     """(username, key) from KAGGLE_USERNAME/KAGGLE_KEY, else from kaggle.json (KAGGLE_CONFIG_DIR or ~/.kaggle),
     the same places the official client looks."""
     env = os.environ if environ is None else environ
     if env.get("KAGGLE_USERNAME") and env.get("KAGGLE_KEY"):
         return env["KAGGLE_USERNAME"], env["KAGGLE_KEY"]
-    folder = Path(env["KAGGLE_CONFIG_DIR"]) if env.get("KAGGLE_CONFIG_DIR") else (home or Path.home()) / ".kaggle"
+    folder = (
+        Path(env["KAGGLE_CONFIG_DIR"])
+        if env.get("KAGGLE_CONFIG_DIR")
+        else (home or Path.home()) / ".kaggle"
+    )
     path = folder / "kaggle.json"
     if not path.is_file():
         raise CbrError(
             "No Kaggle credentials: set KAGGLE_USERNAME and KAGGLE_KEY, or put kaggle.json "
-            f"(from kaggle.com > Settings > Create New Token) at {path}.")
+            f"(from kaggle.com > Settings > Create New Token) at {path}."
+        )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         return str(data["username"]), str(data["key"])
@@ -85,8 +92,11 @@ def competitions_list_url(base: str, slug: str) -> str:
 
 
 def kernels_list_url(base: str, slug: str, page_size: int, page: int = 1) -> str:
-    return _url(base, "kernels/list", {"competition": slug, "sortBy": "voteCount", "pageSize": page_size,
-                                       "page": page})
+    return _url(
+        base,
+        "kernels/list",
+        {"competition": slug, "sortBy": "voteCount", "pageSize": page_size, "page": page},
+    )
 
 
 def kernel_pull_url(base: str, ref: str) -> str:
@@ -95,7 +105,9 @@ def kernel_pull_url(base: str, ref: str) -> str:
 
 
 def topics_list_url(base: str, slug: str, page_size: int) -> str:
-    return _url(base, "discussions/topics/list", {"searchQuery": f"{slug} solution", "pageSize": page_size})
+    return _url(
+        base, "discussions/topics/list", {"searchQuery": f"{slug} solution", "pageSize": page_size}
+    )
 
 
 def topic_get_url(base: str, topic_id: int | str) -> str:
@@ -118,8 +130,10 @@ def parse_json(body: str, what: str) -> Any:
     try:
         return json.loads(body)
     except json.JSONDecodeError as exc:
-        raise ApiFormatError(f"Kaggle returned malformed JSON for {what} ({exc.msg} at line {exc.lineno}, "
-                             f"column {exc.colno})") from exc
+        raise ApiFormatError(
+            f"Kaggle returned malformed JSON for {what} ({exc.msg} at line {exc.lineno}, "
+            f"column {exc.colno})"
+        ) from exc
 
 
 def _listing(data: Any, key: str, what: str) -> list[dict[str, Any]]:
@@ -145,7 +159,9 @@ def find_competition(data: Any, slug: str) -> dict[str, Any] | None:
 
 def competition_meta(comp: Mapping[str, Any], slug: str) -> dict[str, Any]:
     tags = comp.get("tags") or []
-    names = [str(t.get("name") or t.get("ref") or "") if isinstance(t, dict) else str(t) for t in tags]
+    names = [
+        str(t.get("name") or t.get("ref") or "") if isinstance(t, dict) else str(t) for t in tags
+    ]
     return {
         "slug": slug,
         "title": str(comp.get("title") or slug),
@@ -160,7 +176,9 @@ def competition_meta(comp: Mapping[str, Any], slug: str) -> dict[str, Any]:
 
 def top_kernels(data: Any, top: int) -> list[dict[str, Any]]:
     """The N most voted kernels with a usable ref; ties keep the API's order."""
-    kernels = [k for k in _listing(data, "kernels", "kernels/list") if "/" in str(k.get("ref") or "")]
+    kernels = [
+        k for k in _listing(data, "kernels", "kernels/list") if "/" in str(k.get("ref") or "")
+    ]
     ranked = sorted(enumerate(kernels), key=lambda p: (-int(p[1].get("totalVotes") or 0), p[0]))
     return [k for _, k in ranked[:top]]
 
@@ -183,7 +201,9 @@ def parse_pull(data: Any, ref: str) -> dict[str, Any]:
 
 _WRITEUP_TITLE = re.compile(
     r"\b(\d+(st|nd|rd|th)|first|second|third|top[- ]?\d+%?|gold|silver|bronze)\b.*\b(place|solution|medal)\b"
-    r"|\bsolution\b|\bwrite[- ]?up\b|\bour approach\b|\bapproach\b.*\bLB\b", re.I)
+    r"|\bsolution\b|\bwrite[- ]?up\b|\bour approach\b|\bapproach\b.*\bLB\b",
+    re.I,
+)
 
 
 def is_writeup_title(title: str) -> bool:
@@ -206,7 +226,11 @@ def writeup_topics(data: Any, slug: str, top: int) -> list[dict[str, Any]]:
         return []
     topics = _listing(data, "topics", "discussions/topics/list")
     marker = f"/competitions/{slug}/"
-    mine = [t for t in topics if marker in str(t.get("url") or "") and is_writeup_title(str(t.get("title") or ""))]
+    mine = [
+        t
+        for t in topics
+        if marker in str(t.get("url") or "") and is_writeup_title(str(t.get("title") or ""))
+    ]
     mine.sort(key=lambda t: (place_of(str(t.get("title"))) or 10**6, -int(t.get("votes") or 0)))
     return mine[:top]
 
@@ -227,11 +251,15 @@ def status_reason(status: int, what: str, retries: int | None = None) -> str:
     """One sentence a user can act on, for an HTTP error from Kaggle."""
     again = f" after {retries} retries" if retries else ""
     if status == 401:
-        return (f"Kaggle rejected the credentials (HTTP 401) for {what}: check KAGGLE_USERNAME/KAGGLE_KEY "
-                "or ~/.kaggle/kaggle.json")
+        return (
+            f"Kaggle rejected the credentials (HTTP 401) for {what}: check KAGGLE_USERNAME/KAGGLE_KEY "
+            "or ~/.kaggle/kaggle.json"
+        )
     if status == 403:
-        return (f"Kaggle refused access (HTTP 403) to {what}: accept the competition's rules on kaggle.com "
-                "or use a key with access")
+        return (
+            f"Kaggle refused access (HTTP 403) to {what}: accept the competition's rules on kaggle.com "
+            "or use a key with access"
+        )
     if status == 404:
         return f"Kaggle has no {what} (HTTP 404)"
     if status == 429:

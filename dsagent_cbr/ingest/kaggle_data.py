@@ -36,13 +36,17 @@ def _fetch(url: str, target: Path, auth: str | None, what: str) -> str | None:
     headers = {"User-Agent": "dsagent-cbr"} | ({"Authorization": auth} if auth else {})
     opener = urllib.request.build_opener(_Stay)
     try:
-        with opener.open(urllib.request.Request(url, headers=headers), timeout=TIMEOUT) as response, \
-                target.open("wb") as out:
+        with (
+            opener.open(urllib.request.Request(url, headers=headers), timeout=TIMEOUT) as response,
+            target.open("wb") as out,
+        ):
             copied = 0
             while chunk := response.read(1 << 20):
                 copied += len(chunk)
                 if copied > MAX_BYTES:
-                    raise CbrError(f"{what} is larger than {MAX_BYTES / 2**30:.0f} GB; download it yourself.")
+                    raise CbrError(
+                        f"{what} is larger than {MAX_BYTES / 2**30:.0f} GB; download it yourself."
+                    )
                 out.write(chunk)
     except urllib.error.HTTPError as exc:
         if exc.code in (301, 302, 303, 307, 308) and exc.headers.get("Location"):

@@ -62,7 +62,11 @@ class IngestReport:
         return self._of("failed")
 
     def counts(self) -> dict[str, int]:
-        return {"added": len(self.added), "duplicates": len(self.duplicates), "failed": len(self.failed)}
+        return {
+            "added": len(self.added),
+            "duplicates": len(self.duplicates),
+            "failed": len(self.failed),
+        }
 
     def to_dict(self) -> dict[str, Any]:
         return {**self.counts(), "outcomes": [asdict(o) for o in self.outcomes]}
@@ -111,8 +115,16 @@ def build_case(doc: RawDoc, distilled: Distilled, cleaned_hash: str, modality: s
         "distilled_by": distilled.model,
         **{k: v for k, v in doc.extra.items() if k not in ("api_url",)},
     }
-    return Case(kind="insight", text=distilled.text, title=doc.title, competition=doc.competition,
-                source_url=doc.url, source_kind=doc.kind, modality=modality, extra=provenance)
+    return Case(
+        kind="insight",
+        text=distilled.text,
+        title=doc.title,
+        competition=doc.competition,
+        source_url=doc.url,
+        source_kind=doc.kind,
+        modality=modality,
+        extra=provenance,
+    )
 
 
 def _ids(value: Any) -> list[str]:
@@ -144,8 +156,15 @@ def _reasons(value: Any) -> dict[str, str]:
     return reasons
 
 
-def ingest(docs: Iterable[RawDoc], store: Store, distil: Distil, *, source_errors: Iterable[SourceError] = (),
-           modality: str = "", on_progress: Callable[[str], None] | None = None) -> IngestReport:
+def ingest(
+    docs: Iterable[RawDoc],
+    store: Store,
+    distil: Distil,
+    *,
+    source_errors: Iterable[SourceError] = (),
+    modality: str = "",
+    on_progress: Callable[[str], None] | None = None,
+) -> IngestReport:
     report = IngestReport()
     for err in source_errors:
         report.outcomes.append(Outcome("failed", err.url, err.url, err.stage, err.reason))
@@ -164,12 +183,17 @@ def ingest(docs: Iterable[RawDoc], store: Store, distil: Distil, *, source_error
         try:
             cleaned = clean_document(doc)
         except CleanError as exc:
-            report.outcomes.append(Outcome("failed", label, doc.url, doc.kind, f"{doc.kind} {label}: {exc}"))
+            report.outcomes.append(
+                Outcome("failed", label, doc.url, doc.kind, f"{doc.kind} {label}: {exc}")
+            )
             continue
         digest = content_hash(cleaned)
         if digest in seen_content:
-            report.outcomes.append(Outcome("duplicate", label, doc.url, doc.kind,
-                                           f"same content as {seen_content[digest]}"))
+            report.outcomes.append(
+                Outcome(
+                    "duplicate", label, doc.url, doc.kind, f"same content as {seen_content[digest]}"
+                )
+            )
             continue
         seen_content[digest] = label
         try:
@@ -181,12 +205,21 @@ def ingest(docs: Iterable[RawDoc], store: Store, distil: Distil, *, source_error
         except CbrError:
             raise  # model unreachable: the user must act, other documents would fail alike
         except Exception as exc:  # one bad answer must not sink the batch
-            report.outcomes.append(Outcome("failed", label, doc.url, doc.kind, f"distillation failed: {exc}"))
+            report.outcomes.append(
+                Outcome("failed", label, doc.url, doc.kind, f"distillation failed: {exc}")
+            )
             continue
         case = build_case(doc, distilled, digest, modality)
         if case.id in seen_ids:
-            report.outcomes.append(Outcome("duplicate", label, doc.url, doc.kind,
-                                           f"distils to the same text as {seen_ids[case.id]}"))
+            report.outcomes.append(
+                Outcome(
+                    "duplicate",
+                    label,
+                    doc.url,
+                    doc.kind,
+                    f"distils to the same text as {seen_ids[case.id]}",
+                )
+            )
             continue
         seen_ids[case.id] = label
         pending.append((case, doc))
@@ -212,9 +245,14 @@ def _store(store: Store, pending: list[tuple[Case, RawDoc]], report: IngestRepor
             reason = reasons.get(case.id, "refused by the bank")
             report.outcomes.append(Outcome("failed", label, doc.url, doc.kind, reason, case.id))
         elif case.id in dupes:
-            report.outcomes.append(Outcome("duplicate", label, doc.url, doc.kind, "already in the bank", case.id))
+            report.outcomes.append(
+                Outcome("duplicate", label, doc.url, doc.kind, "already in the bank", case.id)
+            )
         elif case.id in added or counted:
             report.outcomes.append(Outcome("added", label, doc.url, doc.kind, "", case.id))
         else:
-            report.outcomes.append(Outcome("failed", label, doc.url, doc.kind,
-                                           "the bank did not report this case", case.id))
+            report.outcomes.append(
+                Outcome(
+                    "failed", label, doc.url, doc.kind, "the bank did not report this case", case.id
+                )
+            )

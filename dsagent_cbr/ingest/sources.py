@@ -15,8 +15,14 @@ from dsagent_cbr.ingest.documents import ContentFormat, DocKind, RawDoc, SourceE
 from dsagent_cbr.ingest.encoding import DecodeError, decode_body
 
 SUFFIX_FORMATS: dict[str, ContentFormat] = {
-    ".html": "html", ".htm": "html", ".md": "markdown", ".markdown": "markdown", ".txt": "text",
-    ".case": "text", ".ipynb": "ipynb", ".py": "script",
+    ".html": "html",
+    ".htm": "html",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".txt": "text",
+    ".case": "text",
+    ".ipynb": "ipynb",
+    ".py": "script",
 }
 MAX_FILE_BYTES = 10 * 1024 * 1024  # the same limit the crawlers use for a page
 
@@ -57,30 +63,48 @@ def _folder_files(folder: Path) -> tuple[list[Path], list[SourceError]]:
         for name in [*dirs, *names]:
             entry = Path(root) / name
             if entry.is_symlink():
-                links.append(SourceError(url=str(entry), reason=f"{entry}: a symbolic link; ingest never follows "
-                                         "links", stage="file"))
+                links.append(
+                    SourceError(
+                        url=str(entry),
+                        reason=f"{entry}: a symbolic link; ingest never follows links",
+                        stage="file",
+                    )
+                )
             elif name in names and entry.suffix.lower() in SUFFIX_FORMATS and entry.is_file():
                 files.append(entry)
     return sorted(files), links
 
 
-def read_local(path: Path, *, kind: str = "auto", competition: str = "",
-               max_bytes: int = MAX_FILE_BYTES) -> tuple[list[RawDoc], list[SourceError]]:
+def read_local(
+    path: Path, *, kind: str = "auto", competition: str = "", max_bytes: int = MAX_FILE_BYTES
+) -> tuple[list[RawDoc], list[SourceError]]:
     """Documents from a file, or from every supported file under a folder (sorted, so runs repeat)."""
     if not path.exists():
-        return [], [SourceError(url=str(path), reason=f"{path} does not exist", stage="file", fatal=True)]
+        return [], [
+            SourceError(url=str(path), reason=f"{path} does not exist", stage="file", fatal=True)
+        ]
     files, errors = _folder_files(path) if path.is_dir() else ([path], [])
     if path.is_dir() and not files:
         exts = ", ".join(sorted(SUFFIX_FORMATS))
-        return [], [*errors, SourceError(url=str(path), reason=f"{path} holds no {exts} files", stage="file",
-                                         fatal=True)]
+        return [], [
+            *errors,
+            SourceError(
+                url=str(path), reason=f"{path} holds no {exts} files", stage="file", fatal=True
+            ),
+        ]
     docs: list[RawDoc] = []
     for rank, file in enumerate(files, 1):
         url = file.resolve().as_uri()
         size = file.stat().st_size
         if size > max_bytes:
-            errors.append(SourceError(url=url, reason=f"{file.name} is {size / 2**20:.1f} MiB, over the "
-                                      f"{max_bytes / 2**20:.0f} MiB limit", stage="file"))
+            errors.append(
+                SourceError(
+                    url=url,
+                    reason=f"{file.name} is {size / 2**20:.1f} MiB, over the "
+                    f"{max_bytes / 2**20:.0f} MiB limit",
+                    stage="file",
+                )
+            )
             continue
         try:
             text = decode_body(file.read_bytes())
@@ -89,8 +113,19 @@ def read_local(path: Path, *, kind: str = "auto", competition: str = "",
             continue
         fmt = guess_format(file.name, "", text)
         title = html_title(text) if fmt == "html" else ""
-        modified = datetime.fromtimestamp(file.stat().st_mtime, UTC).replace(microsecond=0).isoformat()
-        docs.append(RawDoc(url=url, kind=kind_for(fmt, kind), content=text, format=fmt,
-                           title=title or file.stem, competition=competition, rank=rank,
-                           extra={"path": str(file), "modified": modified}))
+        modified = (
+            datetime.fromtimestamp(file.stat().st_mtime, UTC).replace(microsecond=0).isoformat()
+        )
+        docs.append(
+            RawDoc(
+                url=url,
+                kind=kind_for(fmt, kind),
+                content=text,
+                format=fmt,
+                title=title or file.stem,
+                competition=competition,
+                rank=rank,
+                extra={"path": str(file), "modified": modified},
+            )
+        )
     return docs, errors

@@ -33,19 +33,41 @@ def open_llm(settings: Settings, run_dir: Path | None = None, seed: int = 0) -> 
 
     spec = settings_model(settings)
     if spec.provider == "none":
-        raise CbrError("No model configured: pass --model (e.g. gpt-4o, mixtral, local) or set CBR_MODEL.")
-    ledger = Ledger(run_dir / "ledger.jsonl" if run_dir else None, settings.max_cost, settings.max_tokens)
+        raise CbrError(
+            "No model configured: pass --model (e.g. gpt-4o, mixtral, local) or set CBR_MODEL."
+        )
+    ledger = Ledger(
+        run_dir / "ledger.jsonl" if run_dir else None, settings.max_cost, settings.max_tokens
+    )
     cache = ResponseCache(settings.cache_path / "responses.sqlite") if settings.use_cache else None
     try:
         with contextlib.ExitStack() as stack:
-            max_tokens, timeout, retries = settings.reply_tokens, settings.request_timeout, settings.max_retries
+            max_tokens, timeout, retries = (
+                settings.reply_tokens,
+                settings.request_timeout,
+                settings.max_retries,
+            )
             if spec.provider == "local":
                 assert spec.gguf is not None
-                url = stack.enter_context(local_server(spec.gguf, log_path=run_dir / "llm-server.log" if run_dir else None))
-                spec, max_tokens = replace(spec, base_url=url, api_key="not-needed"), max_tokens or LOCAL_MAX_TOKENS
+                url = stack.enter_context(
+                    local_server(
+                        spec.gguf, log_path=run_dir / "llm-server.log" if run_dir else None
+                    )
+                )
+                spec, max_tokens = (
+                    replace(spec, base_url=url, api_key="not-needed"),
+                    max_tokens or LOCAL_MAX_TOKENS,
+                )
                 timeout, retries = max(timeout, LOCAL_TIMEOUT), min(retries, LOCAL_RETRIES)
-            yield LLMClient(spec, ledger=ledger, cache=cache, timeout=timeout, max_retries=retries,
-                            default_max_tokens=max_tokens, seed=seed)
+            yield LLMClient(
+                spec,
+                ledger=ledger,
+                cache=cache,
+                timeout=timeout,
+                max_retries=retries,
+                default_max_tokens=max_tokens,
+                seed=seed,
+            )
     finally:
         if cache is not None:
             cache.close()

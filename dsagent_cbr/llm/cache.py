@@ -19,20 +19,28 @@ class ResponseCache:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path, timeout=30, check_same_thread=False)
-        self.db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, text TEXT, "
-                        "prompt_tokens INTEGER, completion_tokens INTEGER, created REAL DEFAULT (julianday('now')))")
+        self.db.execute(
+            "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, model TEXT, text TEXT, "
+            "prompt_tokens INTEGER, completion_tokens INTEGER, created REAL DEFAULT (julianday('now')))"
+        )
         self.db.commit()
 
     def get(self, key: str) -> dict[str, Any] | None:
-        row = self.db.execute("SELECT text, prompt_tokens, completion_tokens FROM responses WHERE key = ?",
-                              (key,)).fetchone()
+        row = self.db.execute(
+            "SELECT text, prompt_tokens, completion_tokens FROM responses WHERE key = ?", (key,)
+        ).fetchone()
         if row is None:
             return None
         return {"text": row[0], "prompt_tokens": row[1], "completion_tokens": row[2]}
 
-    def put(self, key: str, model: str, text: str, prompt_tokens: int, completion_tokens: int) -> None:
-        self.db.execute("INSERT OR REPLACE INTO responses (key, model, text, prompt_tokens, completion_tokens) "
-                        "VALUES (?, ?, ?, ?, ?)", (key, model, text, prompt_tokens, completion_tokens))
+    def put(
+        self, key: str, model: str, text: str, prompt_tokens: int, completion_tokens: int
+    ) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO responses (key, model, text, prompt_tokens, completion_tokens) "
+            "VALUES (?, ?, ?, ?, ?)",
+            (key, model, text, prompt_tokens, completion_tokens),
+        )
         self.db.commit()
 
     def close(self) -> None:

@@ -32,26 +32,49 @@ class Completion:
 
 
 class LLMClient:
-    def __init__(self, spec: ModelSpec, *, ledger: Ledger | None = None, cache: ResponseCache | None = None,
-                 timeout: float = 120.0, max_retries: int = 4, backoff: float = 1.0,
-                 default_max_tokens: int | None = None, seed: int = 0) -> None:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        *,
+        ledger: Ledger | None = None,
+        cache: ResponseCache | None = None,
+        timeout: float = 120.0,
+        max_retries: int = 4,
+        backoff: float = 1.0,
+        default_max_tokens: int | None = None,
+        seed: int = 0,
+    ) -> None:
         from openai import OpenAI
 
         self.spec, self.model = spec, spec.alias
         # Each call gets its own sampling seed, derived from the trial's: repeats of a trial with another
         # seed are independent samples (and cache misses), the same seed reproduces a run.
         self.seed, self._calls, self.timeout = seed, 0, timeout
-        self._books = threading.Lock()  # the count, the ledger and the cache: a --parallel search asks at once
+        self._books = (
+            threading.Lock()
+        )  # the count, the ledger and the cache: a --parallel search asks at once
         self.ledger = ledger or Ledger()
         self.cache, self.max_retries, self.backoff = cache, max_retries, backoff
         self.default_max_tokens = default_max_tokens
         # The SDK's own retries are off: the count and the waits are ours, and visible in tests.
-        self._sdk = OpenAI(base_url=spec.base_url, api_key=spec.api_key or "not-needed", timeout=timeout,
-                           max_retries=0)
+        self._sdk = OpenAI(
+            base_url=spec.base_url,
+            api_key=spec.api_key or "not-needed",
+            timeout=timeout,
+            max_retries=0,
+        )
 
-    def complete(self, role: str, messages: list[dict[str, str]], *, temperature: float = 0.5,
-                 max_tokens: int | None = None, seed: int | None = None,
-                 validate: Callable[[str], Any] | None = None, timeout: float | None = None) -> Completion:
+    def complete(
+        self,
+        role: str,
+        messages: list[dict[str, str]],
+        *,
+        temperature: float = 0.5,
+        max_tokens: int | None = None,
+        seed: int | None = None,
+        validate: Callable[[str], Any] | None = None,
+        timeout: float | None = None,
+    ) -> Completion:
         """One call. `validate` parses the text (raising ParseError for an unusable reply); a reply it
         refuses is never cached, so asking again is a new request."""
         with self._books:
@@ -67,7 +90,16 @@ class LLMClient:
             if hit is not None:
                 self.ledger.record(CallRecord(role, self.model, 0, 0, 0.0, 0.0, cached=True))
         if hit is not None:
-            return Completion(hit["text"], 0, 0, 0.0, 0.0, True, self.model, validate(hit["text"]) if validate else None)
+            return Completion(
+                hit["text"],
+                0,
+                0,
+                0.0,
+                0.0,
+                True,
+                self.model,
+                validate(hit["text"]) if validate else None,
+            )
         start = time.monotonic()
         response = self._call_with_retries(messages, params, timeout)
         latency = time.monotonic() - start
@@ -77,7 +109,9 @@ class LLMClient:
         c_tok = int(getattr(usage, "completion_tokens", 0) or 0)
         cost = self.spec.cost(p_tok, c_tok)
         with self._books:
-            self.ledger.record(CallRecord(role, self.model, p_tok, c_tok, round(latency, 3), cost, cached=False))
+            self.ledger.record(
+                CallRecord(role, self.model, p_tok, c_tok, round(latency, 3), cost, cached=False)
+            )
         parsed = validate(text) if validate else None  # a ParseError leaves here, before the cache
         if self.cache is not None:
             with self._books:
@@ -86,17 +120,25 @@ class LLMClient:
 
     def usage(self) -> Usage:
         totals = self.ledger.summary()
-        return {"tokens": int(totals["prompt_tokens"]) + int(totals["completion_tokens"]),
-                "cost_usd": round(float(totals["cost"]), 6), "calls": totals["calls"]}
+        return {
+            "tokens": int(totals["prompt_tokens"]) + int(totals["completion_tokens"]),
+            "cost_usd": round(float(totals["cost"]), 6),
+            "calls": totals["calls"],
+        }
 
-    def _call_with_retries(self, messages: list[dict[str, str]], params: dict[str, Any],
-                           deadline: float | None = None) -> Any:
+    def _call_with_retries(
+        self, messages: list[dict[str, str]], params: dict[str, Any], deadline: float | None = None
+    ) -> Any:
         """The call, retried on a server's transient failures; `deadline` (seconds, a search's budget
         left) cuts it off, retries and their waits included, with OutOfTime, when it comes before the
         client's own timeout."""
         import openai
 
-        kwargs: dict[str, Any] = {"model": self.spec.name, "messages": messages, "temperature": params["temperature"]}
+        kwargs: dict[str, Any] = {
+            "model": self.spec.name,
+            "messages": messages,
+            "temperature": params["temperature"],
+        }
         ends = None if deadline is None or deadline >= self.timeout else time.monotonic() + deadline
         if params["max_tokens"]:
             kwargs["max_tokens"] = params["max_tokens"]
@@ -111,24 +153,48 @@ class LLMClient:
             try:
                 return self._sdk.chat.completions.create(**kwargs)
             except openai.AuthenticationError as exc:
-                raise InfrastructureError(f"{where} rejected the API key for model {self.model} (HTTP 401).") from exc
+                raise InfrastructureError(
+                    f"{where} rejected the API key for model {self.model} (HTTP 401)."
+                ) from exc
             except openai.PermissionDeniedError as exc:
-                raise InfrastructureError(f"{where} refused access to model {self.model} (HTTP 403).") from exc
+                raise InfrastructureError(
+                    f"{where} refused access to model {self.model} (HTTP 403)."
+                ) from exc
             except openai.NotFoundError as exc:
-                raise InfrastructureError(f"{where} does not know the model {self.spec.name!r} (HTTP 404).") from exc
+                raise InfrastructureError(
+                    f"{where} does not know the model {self.spec.name!r} (HTTP 404)."
+                ) from exc
             except openai.BadRequestError as exc:
-                raise InfrastructureError(f"{where} refused the request for {self.model}: {exc.message}") from exc
-            except (openai.RateLimitError, openai.InternalServerError, openai.APIConnectionError) as exc:
-                if isinstance(exc, openai.APITimeoutError) and "timeout" in kwargs:  # the budget ended, not the server
-                    raise OutOfTime(f"the budget ended {kwargs['timeout']:.0f} s into a call of {self.model}") from exc
+                raise InfrastructureError(
+                    f"{where} refused the request for {self.model}: {exc.message}"
+                ) from exc
+            except (
+                openai.RateLimitError,
+                openai.InternalServerError,
+                openai.APIConnectionError,
+            ) as exc:
+                if (
+                    isinstance(exc, openai.APITimeoutError) and "timeout" in kwargs
+                ):  # the budget ended, not the server
+                    raise OutOfTime(
+                        f"the budget ended {kwargs['timeout']:.0f} s into a call of {self.model}"
+                    ) from exc
                 if attempt == self.max_retries:
-                    if isinstance(exc, openai.APIConnectionError) and not isinstance(exc, openai.APITimeoutError):
-                        raise InfrastructureError(f"Cannot reach the model server at {where} (is it running?).") from exc
-                    raise InfrastructureError(f"The model server at {where} kept failing after {attempt + 1} tries: "
-                                   f"{type(exc).__name__}.") from exc
-                time.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
+                    if isinstance(exc, openai.APIConnectionError) and not isinstance(
+                        exc, openai.APITimeoutError
+                    ):
+                        raise InfrastructureError(
+                            f"Cannot reach the model server at {where} (is it running?)."
+                        ) from exc
+                    raise InfrastructureError(
+                        f"The model server at {where} kept failing after {attempt + 1} tries: "
+                        f"{type(exc).__name__}."
+                    ) from exc
+                time.sleep(self.backoff * (2**attempt) * (0.5 + random.random()))
             except openai.APIStatusError as exc:
                 if exc.status_code < 500 or attempt == self.max_retries:
-                    raise InfrastructureError(f"{where} answered HTTP {exc.status_code} for {self.model}.") from exc
-                time.sleep(self.backoff * (2 ** attempt) * (0.5 + random.random()))
+                    raise InfrastructureError(
+                        f"{where} answered HTTP {exc.status_code} for {self.model}."
+                    ) from exc
+                time.sleep(self.backoff * (2**attempt) * (0.5 + random.random()))
         raise AssertionError("unreachable")

@@ -44,15 +44,21 @@ def _call(path: Path, number: int, line: str) -> CallRecord:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "the line"
-        raise CbrError(f"The ledger {path} is damaged at line {number} ({where}: {first['msg']}).") from None
+        raise CbrError(
+            f"The ledger {path} is damaged at line {number} ({where}: {first['msg']})."
+        ) from None
 
 
 class Ledger:
-    def __init__(self, path: Path | None = None, max_cost: float | None = None, max_tokens: int | None = None):
+    def __init__(
+        self, path: Path | None = None, max_cost: float | None = None, max_tokens: int | None = None
+    ):
         self.path, self.max_cost, self.max_tokens = path, max_cost, max_tokens
         self.records: list[CallRecord] = []
         if path is not None and path.is_file():  # a resumed run keeps counting from where it was
-            for number, _, line in whole_lines(path):  # a line torn by a kill was never counted: skip it
+            for number, _, line in whole_lines(
+                path
+            ):  # a line torn by a kill was never counted: skip it
                 if line.strip():
                     self.records.append(_call(path, number, line))
 
@@ -80,8 +86,10 @@ class Ledger:
     def summary(self) -> dict[str, Any]:
         fresh = [r for r in self.records if not r.cached]
         return {
-            "calls": len(self.records), "cache_hits": len(self.records) - len(fresh),
+            "calls": len(self.records),
+            "cache_hits": len(self.records) - len(fresh),
             "prompt_tokens": sum(r.prompt_tokens for r in self.records),
             "completion_tokens": sum(r.completion_tokens for r in self.records),
-            "cost": round(self.total_cost, 6), "latency": round(sum(r.latency for r in fresh), 3),
+            "cost": round(self.total_cost, 6),
+            "latency": round(sum(r.latency for r in fresh), 3),
         }

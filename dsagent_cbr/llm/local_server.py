@@ -27,13 +27,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve(gguf: Path, port: int, host: str = "127.0.0.1", n_ctx: int = DEFAULT_CTX, threads: int | None = None,
-          parent: int | None = None) -> None:
+def serve(
+    gguf: Path,
+    port: int,
+    host: str = "127.0.0.1",
+    n_ctx: int = DEFAULT_CTX,
+    threads: int | None = None,
+    parent: int | None = None,
+) -> None:
     """Start the server in this process and block until a signal ends it, or until `parent` is gone."""
     try:
         import xllamacpp
     except ImportError as exc:
-        raise InfrastructureError("The local server needs the xllamacpp package: pip install -e '.[local]'.") from exc
+        raise InfrastructureError(
+            "The local server needs the xllamacpp package: pip install -e '.[local]'."
+        ) from exc
     params = xllamacpp.CommonParams()
     params.model.path = str(gguf)
     params.n_ctx = n_ctx
@@ -43,7 +51,9 @@ def serve(gguf: Path, port: int, host: str = "127.0.0.1", n_ctx: int = DEFAULT_C
     params.cpuparams.n_threads = threads
     params.cpuparams_batch.n_threads = threads
     server = xllamacpp.Server(params)
-    print(f"serving {gguf.name} at http://{host}:{port}/v1 ({server.listening_address})", flush=True)
+    print(
+        f"serving {gguf.name} at http://{host}:{port}/v1 ({server.listening_address})", flush=True
+    )
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     with contextlib.suppress(KeyboardInterrupt):
@@ -53,12 +63,16 @@ def serve(gguf: Path, port: int, host: str = "127.0.0.1", n_ctx: int = DEFAULT_C
             time.sleep(0.2)
 
 
-def wait_ready(health_url: str, proc: subprocess.Popen, timeout: float, what: str = "The local model server") -> None:
+def wait_ready(
+    health_url: str, proc: subprocess.Popen, timeout: float, what: str = "The local model server"
+) -> None:
     """Poll `health_url` until it answers 200; InfrastructureError if `proc` exits first or time runs out."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise InfrastructureError(f"{what} exited with code {proc.returncode} before it was ready.")
+            raise InfrastructureError(
+                f"{what} exited with code {proc.returncode} before it was ready."
+            )
         try:
             with urllib.request.urlopen(health_url, timeout=2) as response:
                 if response.status == 200:
@@ -70,14 +84,29 @@ def wait_ready(health_url: str, proc: subprocess.Popen, timeout: float, what: st
 
 
 @contextlib.contextmanager
-def local_server(gguf: Path, *, port: int | None = None, log_path: Path | None = None,
-                 ready_timeout: float = 180) -> Iterator[str]:
+def local_server(
+    gguf: Path, *, port: int | None = None, log_path: Path | None = None, ready_timeout: float = 180
+) -> Iterator[str]:
     """Run the server for the length of a `with` block; yields its base URL. Stopped on any exit,
     errors and Ctrl-C included."""
     port = port or free_port()
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed in finally
-    proc = subprocess.Popen([sys.executable, "-m", "dsagent_cbr.llm.local_server", "--gguf", str(gguf),
-                             "--port", str(port), "--parent", str(os.getpid())], stdout=log, stderr=log, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "dsagent_cbr.llm.local_server",
+            "--gguf",
+            str(gguf),
+            "--port",
+            str(port),
+            "--parent",
+            str(os.getpid()),
+        ],
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}/v1"
     try:
         wait_ready(f"{url}/models", proc, ready_timeout)

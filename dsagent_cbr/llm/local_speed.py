@@ -11,7 +11,9 @@ from dataclasses import dataclass
 # What a model node asks of the model, roughly: a rerank, a plan and a program call read the task's card,
 # the cases and the script (about 8,000 tokens in all) and write a plan and a script (about 2,000).
 NODE_READS, NODE_WRITES = 8_000, 2_000
-PROBE = "Write the numbers from 1 to 40, separated by spaces. " + "Then stop. " * 60  # about 150 tokens
+PROBE = (
+    "Write the numbers from 1 to 40, separated by spaces. " + "Then stop. " * 60
+)  # about 150 tokens
 PROBE_TOKENS = 48
 
 
@@ -27,17 +29,29 @@ class Speed:
 def measure(base_url: str, timeout: float = 300.0) -> Speed | None:
     """One short chat call; llama.cpp's reply says how long it read and wrote (`timings`). None when the
     server gives no timings or the call fails: the note is a courtesy, never a reason to stop."""
-    body = {"model": "local", "messages": [{"role": "user", "content": PROBE}], "max_tokens": PROBE_TOKENS,
-            "temperature": 0}
-    request = urllib.request.Request(base_url.rstrip("/") + "/chat/completions", data=json.dumps(body).encode(),
-                                     headers={"Content-Type": "application/json"})
+    body = {
+        "model": "local",
+        "messages": [{"role": "user", "content": PROBE}],
+        "max_tokens": PROBE_TOKENS,
+        "temperature": 0,
+    }
+    request = urllib.request.Request(
+        base_url.rstrip("/") + "/chat/completions",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as reply:
             timings = json.loads(reply.read()).get("timings") or {}
     except (OSError, ValueError):
         return None
     reads, writes = timings.get("prompt_per_second"), timings.get("predicted_per_second")
-    if not (isinstance(reads, int | float) and isinstance(writes, int | float) and reads > 0 and writes > 0):
+    if not (
+        isinstance(reads, int | float)
+        and isinstance(writes, int | float)
+        and reads > 0
+        and writes > 0
+    ):
         return None
     return Speed(float(reads), float(writes))
 
@@ -47,8 +61,10 @@ def note(speed: Speed, left: float | None) -> str:
     from dsagent_cbr.clock import say_duration
 
     node = speed.node_seconds()
-    line = (f"local model: reads {speed.reads:.0f} and writes {speed.writes:.0f} tokens a second here; a model "
-            f"node takes about {say_duration(node, exact=False)}")
+    line = (
+        f"local model: reads {speed.reads:.0f} and writes {speed.writes:.0f} tokens a second here; a model "
+        f"node takes about {say_duration(node, exact=False)}"
+    )
     if left is None:
         return line
     fit = int(left // node)

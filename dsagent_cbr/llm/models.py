@@ -52,8 +52,13 @@ def smollm2_gguf() -> Path:
     return found[0]
 
 
-def resolve_model(model: str, base_url: str | None = None, api_key: str | None = None,
-                  environ: dict[str, str] | None = None, model_name: str | None = None) -> ModelSpec:
+def resolve_model(
+    model: str,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    environ: dict[str, str] | None = None,
+    model_name: str | None = None,
+) -> ModelSpec:
     env = os.environ if environ is None else environ
     if model == "none":
         return ModelSpec("none", "none", "none")
@@ -70,24 +75,40 @@ def resolve_model(model: str, base_url: str | None = None, api_key: str | None =
         elif model.startswith(OPENAI_PREFIXES):
             entry = {"provider": "openai", "name": model}
         else:
-            raise CbrError(f"Unknown model {model!r}: use an alias ({', '.join(sorted(aliases()))}, none), "
-                           "gguf:PATH, an OpenAI model name, or set CBR_BASE_URL to a server that serves it.")
+            raise CbrError(
+                f"Unknown model {model!r}: use an alias ({', '.join(sorted(aliases()))}, none), "
+                "gguf:PATH, an OpenAI model name, or set CBR_BASE_URL to a server that serves it."
+            )
     provider = entry["provider"]
-    prices = {"input_price": float(entry.get("input_price", 0.0)), "output_price": float(entry.get("output_price", 0.0))}
+    prices = {
+        "input_price": float(entry.get("input_price", 0.0)),
+        "output_price": float(entry.get("output_price", 0.0)),
+    }
     if provider == "local":
         return ModelSpec(model, entry["name"], "local", gguf=smollm2_gguf(), **prices)
     if provider == "openai":
         url = base_url or env.get("OPENAI_BASE_URL") or OPENAI_URL
         key = api_key or env.get("CBR_API_KEY") or env.get("OPENAI_API_KEY")
         if not key:
-            raise CbrError(f"Model {model} needs an API key: set OPENAI_API_KEY (or CBR_API_KEY, or api_key in the config).")
+            raise CbrError(
+                f"Model {model} needs an API key: set OPENAI_API_KEY (or CBR_API_KEY, or api_key in the config)."
+            )
         return ModelSpec(model, model_name or entry["name"], provider, url, key, **prices)
     url = base_url or env.get("CBR_BASE_URL")
     if not url:
-        raise CbrError(f"Model {model} runs on an OpenAI-compatible server: set CBR_BASE_URL "
-                       "(e.g. http://localhost:8000/v1 for vLLM, http://localhost:11434/v1 for Ollama).")
+        raise CbrError(
+            f"Model {model} runs on an OpenAI-compatible server: set CBR_BASE_URL "
+            "(e.g. http://localhost:8000/v1 for vLLM, http://localhost:11434/v1 for Ollama)."
+        )
     key = api_key or env.get("CBR_API_KEY") or "not-needed"
-    return ModelSpec(model, model_name or env.get("CBR_MODEL_NAME") or entry["name"], provider, url, key, **prices)
+    return ModelSpec(
+        model,
+        model_name or env.get("CBR_MODEL_NAME") or entry["name"],
+        provider,
+        url,
+        key,
+        **prices,
+    )
 
 
 REACH_SECONDS = 5.0
@@ -105,11 +126,15 @@ def check_reachable(spec: ModelSpec) -> ModelSpec:
         httpx.get(url, headers={"Authorization": f"Bearer {spec.api_key}"}, timeout=REACH_SECONDS)
     except httpx.TransportError as exc:
         why = type(exc).__name__.replace("Error", "").lower() or "no reply"
-        raise CbrError(f"No model server answers at {spec.base_url} ({why}): start it, fix CBR_BASE_URL, "
-                       "or run with --model none.") from None
+        raise CbrError(
+            f"No model server answers at {spec.base_url} ({why}): start it, fix CBR_BASE_URL, "
+            "or run with --model none."
+        ) from None
     return spec
 
 
 def settings_model(settings: Settings) -> ModelSpec:
     """The model the settings ask for, checked: a missing key or server is a CbrError here."""
-    return resolve_model(settings.model, settings.base_url, settings.api_key, model_name=settings.model_name)
+    return resolve_model(
+        settings.model, settings.base_url, settings.api_key, model_name=settings.model_name
+    )

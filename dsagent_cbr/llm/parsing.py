@@ -60,7 +60,9 @@ def parse_ranking(reply: str, n: int) -> list[int]:
 
 
 PLAN_SECTIONS = ("reflection", "reasoning", "thought", "check", "decision")
-_HEADER = re.compile(r"^[ \t#*>-]*(" + "|".join(PLAN_SECTIONS) + r")[ \t*]*:?[ \t*]*", re.IGNORECASE | re.MULTILINE)
+_HEADER = re.compile(
+    r"^[ \t#*>-]*(" + "|".join(PLAN_SECTIONS) + r")[ \t*]*:?[ \t*]*", re.IGNORECASE | re.MULTILINE
+)
 
 
 def parse_sections(reply: str) -> dict[str, str]:
@@ -68,7 +70,7 @@ def parse_sections(reply: str) -> dict[str, str]:
     sections: dict[str, str] = {}
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(reply)
-        body = reply[m.end():end].strip().strip("*").strip()
+        body = reply[m.end() : end].strip().strip("*").strip()
         if body:
             sections[m.group(1).lower()] = body
     return sections

@@ -18,15 +18,24 @@ class PromptError(KeyError):
 def _environment() -> Any:
     import jinja2
 
-    return jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False,
-                              trim_blocks=True, lstrip_blocks=True)
+    return jinja2.Environment(
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        autoescape=False,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
 
 
 @cache
 def source(role: str) -> str:
     if role not in ROLES:
         raise PromptError(f"no prompt for role {role!r}; roles: {', '.join(ROLES)}")
-    return resources.files("dsagent_cbr.llm").joinpath("prompts", f"{role}.md").read_text(encoding="utf-8")
+    return (
+        resources.files("dsagent_cbr.llm")
+        .joinpath("prompts", f"{role}.md")
+        .read_text(encoding="utf-8")
+    )
 
 
 @cache

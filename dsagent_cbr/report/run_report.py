@@ -74,7 +74,9 @@ def leaderboard(rows: list[dict[str, Any]], direction: str) -> list[dict[str, An
     """Ranked rows by score, best first (stable on ties), then the failed ones in order."""
     if direction not in ("minimize", "maximize"):
         raise ValueError(f"direction must be minimize or maximize, not {direction!r}")
-    good = sorted((r for r in rows if ranked(r)), key=lambda r: r["score"], reverse=direction == "maximize")
+    good = sorted(
+        (r for r in rows if ranked(r)), key=lambda r: r["score"], reverse=direction == "maximize"
+    )
     return good + [r for r in rows if not ranked(r)]
 
 
@@ -107,8 +109,14 @@ def _complete(run_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
 
 # --- figures ---------------------------------------------------------------------------------------------
 
-def build_metrics_figure(rows: list[dict[str, Any]], metric: str, direction: str,
-                         baselines: dict[str, float | None] | None = None, judged: str = "selection") -> Figure:
+
+def build_metrics_figure(
+    rows: list[dict[str, Any]],
+    metric: str,
+    direction: str,
+    baselines: dict[str, float | None] | None = None,
+    judged: str = "selection",
+) -> Figure:
     """The score each row was judged by (and, faded, the printed validation and the test score) per
     iteration; failed iterations as red crosses on the axis; starter and reference scores as lines.
     Integer iterations on the x axis."""
@@ -119,27 +127,73 @@ def build_metrics_figure(rows: list[dict[str, Any]], metric: str, direction: str
     ax = fig.add_subplot()
     good = [r for r in rows if ranked(r)]
     if good:
-        ax.plot([r["iteration"] for r in good], [r["score"] for r in good], "o-", color="#1f77b4",
-                label=judged, zorder=3)
+        ax.plot(
+            [r["iteration"] for r in good],
+            [r["score"] for r in good],
+            "o-",
+            color="#1f77b4",
+            label=judged,
+            zorder=3,
+        )
         printed = [r for r in good if judged == "selection" and r.get("valid") is not None]
         if printed:
-            ax.plot([r["iteration"] for r in printed], [r["valid"] for r in printed], "^:", color="#888",
-                    alpha=0.7, label="validation the script printed (not used to select)")
+            ax.plot(
+                [r["iteration"] for r in printed],
+                [r["valid"] for r in printed],
+                "^:",
+                color="#888",
+                alpha=0.7,
+                label="validation the script printed (not used to select)",
+            )
         tested = [r for r in good if r.get("test") is not None]
         if tested:
-            ax.plot([r["iteration"] for r in tested], [r["test"] for r in tested], "s--", color="#ff7f0e",
-                    alpha=0.8, label="test (reported, not used to select)")
+            ax.plot(
+                [r["iteration"] for r in tested],
+                [r["test"] for r in tested],
+                "s--",
+                color="#ff7f0e",
+                alpha=0.8,
+                label="test (reported, not used to select)",
+            )
         best = leaderboard(good, direction)[0]
-        ax.plot([best["iteration"]], [best["score"]], "*", color="#f2c14e", markersize=20, zorder=2,
-                label=f"best {judged} (iteration {best['iteration']})")
-    baseline_lines(ax, [r[k] for r in good for k in ("score", "test") if r.get(k) is not None], baselines, judged)
+        ax.plot(
+            [best["iteration"]],
+            [best["score"]],
+            "*",
+            color="#f2c14e",
+            markersize=20,
+            zorder=2,
+            label=f"best {judged} (iteration {best['iteration']})",
+        )
+    baseline_lines(
+        ax,
+        [r[k] for r in good for k in ("score", "test") if r.get(k) is not None],
+        baselines,
+        judged,
+    )
     failed = [r["iteration"] for r in rows if not ranked(r)]
     if failed:  # on the x axis whatever the y range: x in data units, y in axes units
-        ax.plot(failed, [0.0] * len(failed), "x", color="#d62728", markersize=10, mew=2.5,
-                transform=ax.get_xaxis_transform(), clip_on=False, label="failed (no score)")
+        ax.plot(
+            failed,
+            [0.0] * len(failed),
+            "x",
+            color="#d62728",
+            markersize=10,
+            mew=2.5,
+            transform=ax.get_xaxis_transform(),
+            clip_on=False,
+            label="failed (no score)",
+        )
     if not good:
-        ax.text(0.5, 0.5, "no iteration produced a score", transform=ax.transAxes,
-                ha="center", va="center", color="#777")
+        ax.text(
+            0.5,
+            0.5,
+            "no iteration produced a score",
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            color="#777",
+        )
     iterations = sorted({int(r["iteration"]) for r in rows})
     if iterations:
         ax.set_xlim(iterations[0] - 0.5, iterations[-1] + 0.5)
@@ -158,10 +212,15 @@ def build_metrics_figure(rows: list[dict[str, Any]], metric: str, direction: str
     return fig
 
 
-LINE_STYLES = {"starter": (":", "#555"), "reference": ("-.", "#2ca02c")}  # any other anchor (FLAML): dashed red
+LINE_STYLES = {
+    "starter": (":", "#555"),
+    "reference": ("-.", "#2ca02c"),
+}  # any other anchor (FLAML): dashed red
 
 
-def baseline_lines(ax: Any, scores: list[float], baselines: dict[str, float | None] | None, judged: str) -> None:
+def baseline_lines(
+    ax: Any, scores: list[float], baselines: dict[str, float | None] | None, judged: str
+) -> None:
     """The starter's, the reference's and an AutoML anchor's scores as lines; one far off the rows' scores
     (a random starter often is) is named above the plot rather than squashing the iterations flat."""
     off_scale = []
@@ -197,7 +256,9 @@ def build_importance_figure(importance: dict[str, float], top: int = TOP_FEATURE
 
 def _png(fig: Figure) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)  # a little wider than the HTML page's column: scaled down, sharp
+    fig.savefig(
+        buffer, format="png", dpi=110
+    )  # a little wider than the HTML page's column: scaled down, sharp
     return buffer.getvalue()
 
 
@@ -209,7 +270,9 @@ def plain_png(build: Callable[[], Figure]) -> bytes:
         return _png(build())
 
 
-def _draw(figures: list[tuple[str, str, Callable[[], Figure]]]) -> tuple[dict[str, bytes], dict[str, str]]:
+def _draw(
+    figures: list[tuple[str, str, Callable[[], Figure]]],
+) -> tuple[dict[str, bytes], dict[str, str]]:
     """Each (file name, what it shows, builder) drawn: the PNGs by file name, and for each that could not
     be drawn the one line the report shows instead (the failure itself is logged)."""
     images, not_drawn = {}, {}
@@ -221,7 +284,9 @@ def _draw(figures: list[tuple[str, str, Callable[[], Figure]]]) -> tuple[dict[st
         # never worth a run. BaseException (Ctrl-C, SystemExit) still goes through.
         except Exception as exc:
             log.warning("cbr: the %s (%s) could not be drawn", what, name, exc_info=True)
-            not_drawn[name] = f"The {what} could not be drawn ({type(exc).__name__}); the log says why."
+            not_drawn[name] = (
+                f"The {what} could not be drawn ({type(exc).__name__}); the log says why."
+            )
     return images, not_drawn
 
 
@@ -229,7 +294,9 @@ def _read_importance(run_dir: Path, name: Any) -> tuple[dict[str, float] | None,
     """The importance mapping, or None and why it could not be read."""
     if not name:
         return None, None
-    path = run_dir / Path(name).name  # it lives in the run folder, however the record named that folder
+    path = (
+        run_dir / Path(name).name
+    )  # it lives in the run folder, however the record named that folder
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         values = {str(k): float(v) for k, v in data.items()}
@@ -239,6 +306,7 @@ def _read_importance(run_dir: Path, name: Any) -> tuple[dict[str, float] | None,
 
 
 # --- the report ----------------------------------------------------------------------------------------
+
 
 def md_text(value: Any) -> str:
     """A value as report.md prints it: &, < and > escaped, so that a viewer rendering inline HTML shows
@@ -258,10 +326,15 @@ def _templates(markdown: bool = False) -> Any:
     `{{ }}` it prints, so that no untrusted string depends on a filter someone must remember."""
     from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
 
-    env = Environment(loader=PackageLoader("dsagent_cbr.report", "templates"), undefined=StrictUndefined,
-                      autoescape=False if markdown else select_autoescape(["html"]),
-                      finalize=md_text if markdown else None, trim_blocks=True, lstrip_blocks=True,
-                      keep_trailing_newline=True)
+    env = Environment(
+        loader=PackageLoader("dsagent_cbr.report", "templates"),
+        undefined=StrictUndefined,
+        autoescape=False if markdown else select_autoescape(["html"]),
+        finalize=md_text if markdown else None,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
     env.filters["cell"] = md_cell
     return env
 
@@ -280,14 +353,27 @@ def _judged(summary: dict[str, Any]) -> str:
 def _facts(rows: list[dict[str, Any]], summary: dict[str, Any]) -> list[tuple[str, str]]:
     direction, judged, best = summary["direction"], _judged(summary), summary.get("best_iteration")
     n_ranked = sum(ranked(r) for r in rows)
-    facts = [("task", summary.get("task", "")), ("model", summary.get("model", "")),
-             ("metric", f"{summary.get('metric', '')} ({'lower' if direction == 'minimize' else 'higher'} is better)"),
-             ("iterations", f"{len(rows)} ({n_ranked} with a score, {len(rows) - n_ranked} failed)")]
+    facts = [
+        ("task", summary.get("task", "")),
+        ("model", summary.get("model", "")),
+        (
+            "metric",
+            f"{summary.get('metric', '')} ({'lower' if direction == 'minimize' else 'higher'} is better)",
+        ),
+        ("iterations", f"{len(rows)} ({n_ranked} with a score, {len(rows) - n_ranked} failed)"),
+    ]
     if judged == "selection":
-        facts.append(("scored by", f"the selection score: cbr's grade of {summary.get('selection_rows')} labelled "
-                                   "rows it held back from every script"))
+        facts.append(
+            (
+                "scored by",
+                f"the selection score: cbr's grade of {summary.get('selection_rows')} labelled "
+                "rows it held back from every script",
+            )
+        )
     else:
-        facts.append(("scored by", "the validation line the script printed (the task has no selection rows)"))
+        facts.append(
+            ("scored by", "the validation line the script printed (the task has no selection rows)")
+        )
     if summary.get("selected_by") not in ("selection", "validation"):
         facts.append(("chosen", f"the {summary.get('selected_by')}"))
     if best is not None:
@@ -300,7 +386,9 @@ def _facts(rows: list[dict[str, Any]], summary: dict[str, Any]) -> list[tuple[st
     else:
         facts.append(("selected", "none (no iteration succeeded)"))
     estimate = summary.get("estimate")
-    sure = estimate_line(Estimate.model_validate(estimate) if estimate else None, summary.get("selection_rows"))
+    sure = estimate_line(
+        Estimate.model_validate(estimate) if estimate else None, summary.get("selection_rows")
+    )
     if sure:
         facts.append(("how sure", sure))
     baselines = summary.get("baselines") or {}
@@ -309,10 +397,14 @@ def _facts(rows: list[dict[str, Any]], summary: dict[str, Any]) -> list[tuple[st
         facts.append(("baselines", ", ".join(given)))
     if best is not None:
         refit = summary.get("refit")
-        facts.append(("submission", submission_line(Refit.model_validate(refit) if refit else None)))
+        facts.append(
+            ("submission", submission_line(Refit.model_validate(refit) if refit else None))
+        )
     facts.append(("stopped", summary.get("stopped", "")))
     if summary.get("tokens"):
-        facts.append(("cost", f"${float(summary['cost_usd']):.4f} for {summary.get('tokens', 0)} tokens"))
+        facts.append(
+            ("cost", f"${float(summary['cost_usd']):.4f} for {summary.get('tokens', 0)} tokens")
+        )
     return facts
 
 
@@ -320,8 +412,13 @@ def _flag(row: dict[str, Any], direction: str) -> str:
     return " ⚠" if overclaims(Row.model_validate(row), direction) else ""
 
 
-def _view(title: str, rows: list[dict[str, Any]], summary: dict[str, Any], importance_note: str | None,
-          images: dict[str, bytes]) -> dict[str, Any]:
+def _view(
+    title: str,
+    rows: list[dict[str, Any]],
+    summary: dict[str, Any],
+    importance_note: str | None,
+    images: dict[str, bytes],
+) -> dict[str, Any]:
     """Everything both templates show, as display strings."""
     direction = summary["direction"]
     board = leaderboard(rows, direction)
@@ -329,25 +426,68 @@ def _view(title: str, rows: list[dict[str, Any]], summary: dict[str, Any], impor
     best = summary.get("best_iteration")
     label = "candidate" if rows and all(r["candidate"] for r in rows) else "iteration"
     rank = {id(r): n for n, r in enumerate(board[:n_ranked], 1)}
-    leader = [{"rank": rank.get(id(r), "—"), "label": r["candidate"] or r["iteration"], "model": r["model"],
-               "params": r["params"] or "—", "score": fmt(r["score"]), "valid": fmt(r["valid"]) + _flag(r, direction),
-               "test": fmt(r["test"]), "wall_time": fmt_seconds(r["wall_time"]), "status": _status(r),
-               "ok": ranked(r), "best": best is not None and r["iteration"] == best, "script": r["script"] or ""}
-              for r in board]
-    iterations = [{"label": r["candidate"] or r["iteration"], "case": _one_line(r["case"], 60),
-                   "step": _one_line(r["step"], 160), "status": r["status"], "debug": r["debug_attempts"],
-                   "score": fmt(r["score"]), "valid": fmt(r["valid"]) + _flag(r, direction), "test": fmt(r["test"]),
-                   "retained": "yes" if r["retained"] else "", "ok": ranked(r)} for r in rows]
-    errors = [{"iteration": e.get("iteration"), "role": e.get("role"), "error": _one_line(e.get("error"), 300)}
-              for e in summary.get("model_errors") or []] if summary.get("model") != "none" else []
-    return {"title": title, "facts": _facts(rows, summary), "metric": summary.get("metric", ""),
-            "direction": direction, "judged": _judged(summary), "label": label, "leaderboard": leader,
-            "iterations": iterations, "has_test": any(r["test"] is not None for r in rows),
-            "has_step": any(r["step"] != r["case"] for r in rows),  # the search's step is its case
-            "overclaims": any(_flag(r, direction) for r in rows), "errors": errors,
-            "importance_note": importance_note, "top_features": TOP_FEATURES,
-            "best_solution": "best_solution.py" if best is not None else None,
-            "images": {name: base64.b64encode(data).decode("ascii") for name, data in images.items()}}
+    leader = [
+        {
+            "rank": rank.get(id(r), "—"),
+            "label": r["candidate"] or r["iteration"],
+            "model": r["model"],
+            "params": r["params"] or "—",
+            "score": fmt(r["score"]),
+            "valid": fmt(r["valid"]) + _flag(r, direction),
+            "test": fmt(r["test"]),
+            "wall_time": fmt_seconds(r["wall_time"]),
+            "status": _status(r),
+            "ok": ranked(r),
+            "best": best is not None and r["iteration"] == best,
+            "script": r["script"] or "",
+        }
+        for r in board
+    ]
+    iterations = [
+        {
+            "label": r["candidate"] or r["iteration"],
+            "case": _one_line(r["case"], 60),
+            "step": _one_line(r["step"], 160),
+            "status": r["status"],
+            "debug": r["debug_attempts"],
+            "score": fmt(r["score"]),
+            "valid": fmt(r["valid"]) + _flag(r, direction),
+            "test": fmt(r["test"]),
+            "retained": "yes" if r["retained"] else "",
+            "ok": ranked(r),
+        }
+        for r in rows
+    ]
+    errors = (
+        [
+            {
+                "iteration": e.get("iteration"),
+                "role": e.get("role"),
+                "error": _one_line(e.get("error"), 300),
+            }
+            for e in summary.get("model_errors") or []
+        ]
+        if summary.get("model") != "none"
+        else []
+    )
+    return {
+        "title": title,
+        "facts": _facts(rows, summary),
+        "metric": summary.get("metric", ""),
+        "direction": direction,
+        "judged": _judged(summary),
+        "label": label,
+        "leaderboard": leader,
+        "iterations": iterations,
+        "has_test": any(r["test"] is not None for r in rows),
+        "has_step": any(r["step"] != r["case"] for r in rows),  # the search's step is its case
+        "overclaims": any(_flag(r, direction) for r in rows),
+        "errors": errors,
+        "importance_note": importance_note,
+        "top_features": TOP_FEATURES,
+        "best_solution": "best_solution.py" if best is not None else None,
+        "images": {name: base64.b64encode(data).decode("ascii") for name, data in images.items()},
+    }
 
 
 def write_report(run_dir: Path, record: RunRecord) -> None:
@@ -356,23 +496,46 @@ def write_report(run_dir: Path, record: RunRecord) -> None:
     rows = [_complete(run_dir, row) for row in summary["rows"]]
     write_text_atomic(run_dir / "rows.json", json.dumps(rows, indent=2, default=str))
     metric, direction = str(summary.get("metric", "")), summary["direction"]
-    figures = [("metrics.png", f"chart of {metric} per iteration", lambda: build_metrics_figure(
-        rows, metric, direction, summary.get("baselines"), _judged(summary)))]
+    figures = [
+        (
+            "metrics.png",
+            f"chart of {metric} per iteration",
+            lambda: build_metrics_figure(
+                rows, metric, direction, summary.get("baselines"), _judged(summary)
+            ),
+        )
+    ]
     importance, note = _read_importance(run_dir, summary.get("feature_importance"))
     if importance:
-        figures.append(("importance.png", "feature importance chart",
-                        lambda: build_importance_figure(importance)))
+        figures.append(
+            (
+                "importance.png",
+                "feature importance chart",
+                lambda: build_importance_figure(importance),
+            )
+        )
     operators, search = [], record.kind == "search"
     if search:
-        figures.append(("tree.png", "search tree", lambda: build_tree_figure(
-            rows, metric, direction, record.best_iteration, summary["baselines"])))
+        figures.append(
+            (
+                "tree.png",
+                "search tree",
+                lambda: build_tree_figure(
+                    rows, metric, direction, record.best_iteration, summary["baselines"]
+                ),
+            )
+        )
         gains = operator_gains(rows, direction, record.baselines.get("starter"))
         operators = [{**o, "gain": fmt(o["gain"])} for o in gains]
     images, not_drawn = _draw(figures)
     for name, data in images.items():
         write_bytes_atomic(run_dir / name, data)
-    view = {**_view(title, rows, summary, note, images), "operators": operators, "search": search,
-            "not_drawn": not_drawn}
+    view = {
+        **_view(title, rows, summary, note, images),
+        "operators": operators,
+        "search": search,
+        "not_drawn": not_drawn,
+    }
     for name in ("report.md", "report.html"):
         page = _templates(markdown=name.endswith(".md")).get_template(name)
         write_text_atomic(run_dir / name, page.render(**view))

@@ -11,9 +11,15 @@ from dsagent_cbr.agent.record import Operator
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-COLOURS = {Operator.DRAFT: "#1f77b4", Operator.TRANSPLANT: "#2ca02c", Operator.TUNE: "#9467bd",
-           Operator.ENSEMBLE: "#ff7f0e", Operator.PLAN: "#17becf", Operator.IMPROVE: "#8c564b",
-           Operator.DEBUG: "#e377c2"}
+COLOURS = {
+    Operator.DRAFT: "#1f77b4",
+    Operator.TRANSPLANT: "#2ca02c",
+    Operator.TUNE: "#9467bd",
+    Operator.ENSEMBLE: "#ff7f0e",
+    Operator.PLAN: "#17becf",
+    Operator.IMPROVE: "#8c564b",
+    Operator.DEBUG: "#e377c2",
+}
 
 
 def _ended(row: dict[str, Any]) -> float:
@@ -30,8 +36,13 @@ def _sources(row: dict[str, Any]) -> list[int]:
     return [row["parent"]] if row.get("parent") is not None else []
 
 
-def build_tree_figure(rows: list[dict[str, Any]], metric: str, direction: str, best: int | None,
-                      baselines: dict[str, float | None] | None = None) -> Figure:
+def build_tree_figure(
+    rows: list[dict[str, Any]],
+    metric: str,
+    direction: str,
+    best: int | None,
+    baselines: dict[str, float | None] | None = None,
+) -> Figure:
     from matplotlib.figure import Figure
 
     from dsagent_cbr.report.run_report import baseline_lines, ranked
@@ -41,19 +52,48 @@ def build_tree_figure(rows: list[dict[str, Any]], metric: str, direction: str, b
     graded = {r["iteration"]: r for r in rows if ranked(r)}
     for r in graded.values():
         for source in (graded[s] for s in _sources(r) if s in graded):
-            ax.plot([_ended(source), _ended(r)], [source["score"], r["score"]], "-", color="#bbb", lw=0.8, zorder=1)
+            ax.plot(
+                [_ended(source), _ended(r)],
+                [source["score"], r["score"]],
+                "-",
+                color="#bbb",
+                lw=0.8,
+                zorder=1,
+            )
     for operator, colour in COLOURS.items():
         nodes = [r for r in graded.values() if r.get("operator") == operator]
         if nodes:
-            ax.plot([_ended(r) for r in nodes], [r["score"] for r in nodes], "o", color=colour, label=operator,
-                    zorder=3)
+            ax.plot(
+                [_ended(r) for r in nodes],
+                [r["score"] for r in nodes],
+                "o",
+                color=colour,
+                label=operator,
+                zorder=3,
+            )
     if best in graded:
-        ax.plot([_ended(graded[best])], [graded[best]["score"]], "*", color="#f2c14e", markersize=20, zorder=2,
-                label=f"selected (node {best})")
+        ax.plot(
+            [_ended(graded[best])],
+            [graded[best]["score"]],
+            "*",
+            color="#f2c14e",
+            markersize=20,
+            zorder=2,
+            label=f"selected (node {best})",
+        )
     failed = [_ended(r) for r in rows if not ranked(r)]
     if failed:
-        ax.plot(failed, [0.0] * len(failed), "x", color="#d62728", markersize=8, mew=2,
-                transform=ax.get_xaxis_transform(), clip_on=False, label="failed (no score)")
+        ax.plot(
+            failed,
+            [0.0] * len(failed),
+            "x",
+            color="#d62728",
+            markersize=8,
+            mew=2,
+            transform=ax.get_xaxis_transform(),
+            clip_on=False,
+            label="failed (no score)",
+        )
     baseline_lines(ax, [r["score"] for r in graded.values()], baselines, "selection")
     ax.set_xlabel("seconds into the run (when the node ended)")
     ax.set_ylabel(f"{metric} ({'lower' if direction == 'minimize' else 'higher'} is better)")
@@ -66,14 +106,24 @@ def build_tree_figure(rows: list[dict[str, Any]], metric: str, direction: str, b
     return fig
 
 
-def operator_gains(rows: list[dict[str, Any]], direction: str, starter: float | None) -> list[dict[str, Any]]:
+def operator_gains(
+    rows: list[dict[str, Any]], direction: str, starter: float | None
+) -> list[dict[str, Any]]:
     """Per operator, in the order first used: nodes, graded nodes, how many set a new best so far (the
     starter's score the first to beat) and the sum of those steps, as improvements (positive is better)."""
     sign = 1.0 if direction == "maximize" else -1.0
     best, table = starter, {}
     for r in rows:
-        entry = table.setdefault(r.get("operator") or "—", {"operator": r.get("operator") or "—", "nodes": 0,
-                                                             "graded": 0, "new_best": 0, "gain": 0.0})
+        entry = table.setdefault(
+            r.get("operator") or "—",
+            {
+                "operator": r.get("operator") or "—",
+                "nodes": 0,
+                "graded": 0,
+                "new_best": 0,
+                "gain": 0.0,
+            },
+        )
         entry["nodes"] += 1
         if r.get("status") != "ok" or r.get("score") is None:
             continue

@@ -10,4 +10,10 @@ from dsagent_cbr.sandbox.bubblewrap import (
     run_sandboxed,
 )
 
-__all__ = ["ProcessOutcome", "SandboxPolicy", "SandboxUnavailable", "require_sandbox", "run_sandboxed"]
+__all__ = [
+    "ProcessOutcome",
+    "SandboxPolicy",
+    "SandboxUnavailable",
+    "require_sandbox",
+    "run_sandboxed",
+]

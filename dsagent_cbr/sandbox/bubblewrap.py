@@ -50,19 +50,51 @@ DISK_POLL_SECONDS = 0.5
 MAX_OUTPUT_BYTES = 64 * 2**20
 # /etc entries a Python data-science script may need (certificates, time zones, the loader cache);
 # nothing else of the host's /etc is shown.
-_ETC = ("ssl", "ca-certificates", "localtime", "timezone", "nsswitch.conf", "hosts", "passwd", "group",
-        "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "alternatives", "fonts", "mime.types", "os-release",
-        "protocols", "services", "matplotlibrc")
+_ETC = (
+    "ssl",
+    "ca-certificates",
+    "localtime",
+    "timezone",
+    "nsswitch.conf",
+    "hosts",
+    "passwd",
+    "group",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "alternatives",
+    "fonts",
+    "mime.types",
+    "os-release",
+    "protocols",
+    "services",
+    "matplotlibrc",
+)
 # Kernel interfaces under the fresh /proc that would let a process change the host, bound read-only
 # over themselves (bubblewrap's own covering of them is skipped when its access check fails).
 _PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
-_THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMEXPR_MAX_THREADS",
-                "VECLIB_MAXIMUM_THREADS")
+_THREAD_VARS = (
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
+    "NUMEXPR_MAX_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+)
 # Root sets the sandbox up without a user namespace, then the script drops to nobody for good.
 LAUNCH = Path(__file__).with_name("launch.py")
-_STARTED = resources.files("dsagent_cbr.untrusted").joinpath("started.py").read_text(encoding="utf-8")
-_DROP = ("setpriv", f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups", "--inh-caps=-all",
-         "--bounding-set=-all", "--no-new-privs", "--")
+_STARTED = (
+    resources.files("dsagent_cbr.untrusted").joinpath("started.py").read_text(encoding="utf-8")
+)
+_DROP = (
+    "setpriv",
+    f"--reuid={SANDBOX_UID}",
+    f"--regid={SANDBOX_UID}",
+    "--clear-groups",
+    "--inh-caps=-all",
+    "--bounding-set=-all",
+    "--no-new-privs",
+    "--",
+)
 
 
 class SandboxUnavailable(InfrastructureError):
@@ -78,11 +110,20 @@ class SandboxPolicy:
     cores: int = field(default_factory=usable_cores)
     allow_network: bool = False
     isolate: bool = True  # False: --no-sandbox, a plain child process
-    cgroups: bool = True  # False: measure and bound by polling only (machines without delegation; tests)
+    cgroups: bool = (
+        True  # False: measure and bound by polling only (machines without delegation; tests)
+    )
 
     def describe(self) -> dict[str, object]:
-        return {"timeout_s": self.timeout, "memory_mb": self.memory_mb, "disk_mb": self.disk_mb,
-                "pids": self.pids, "cores": self.cores, "network": self.allow_network, "sandbox": self.isolate}
+        return {
+            "timeout_s": self.timeout,
+            "memory_mb": self.memory_mb,
+            "disk_mb": self.disk_mb,
+            "pids": self.pids,
+            "cores": self.cores,
+            "network": self.allow_network,
+            "sandbox": self.isolate,
+        }
 
 
 @dataclass
@@ -98,7 +139,9 @@ class ProcessOutcome:
     network: bool
     processes_exceeded: bool = False
     limits: dict[str, str] = field(default_factory=dict)  # how each limit was enforced here
-    started: bool = True  # the sandbox came up and started the command (untrusted/started.py said so)
+    started: bool = (
+        True  # the sandbox came up and started the command (untrusted/started.py said so)
+    )
     cancelled: bool = False  # cbr stopped it (its run ended), not the command's doing
 
 
@@ -116,10 +159,17 @@ def bwrap_problem() -> str | None:
         return "setpriv (util-linux) is missing: as root, scripts are dropped to an unprivileged user with it"
     with tempfile.TemporaryDirectory(prefix="cbr-probe-") as folder:
         argv = bwrap_argv(["true"], Path(folder), SandboxPolicy(memory_mb=64, cores=1))
-        probe = subprocess.run(argv, capture_output=True, text=True, timeout=30,
-                               env={"PATH": os.environ.get("PATH", "")})
+        probe = subprocess.run(
+            argv,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={"PATH": os.environ.get("PATH", "")},
+        )
     if probe.returncode != 0:
-        return f"bubblewrap cannot start a sandbox here ({probe.stderr.strip() or probe.returncode})"
+        return (
+            f"bubblewrap cannot start a sandbox here ({probe.stderr.strip() or probe.returncode})"
+        )
     return None
 
 
@@ -127,18 +177,30 @@ def require_sandbox(isolate: bool) -> None:
     """Refuse to run untrusted code unsandboxed unless the user said --no-sandbox."""
     problem = bwrap_problem() if isolate else None
     if problem:
-        raise SandboxUnavailable(f"Cannot sandbox generated code: {problem}. Install it, or pass "
-                                 "--no-sandbox to run scripts unisolated (recorded in every result).")
+        raise SandboxUnavailable(
+            f"Cannot sandbox generated code: {problem}. Install it, or pass "
+            "--no-sandbox to run scripts unisolated (recorded in every result)."
+        )
 
 
 def child_environment(cores: int, home: str) -> dict[str, str]:
     """An environment built from an allowlist: nothing of ours (keys, HF_HUB_OFFLINE...) reaches the child."""
     python_bin = str(Path(sys.executable).parent)
-    env = {"PATH": f"{python_bin}:/usr/local/bin:/usr/bin:/bin", "HOME": home, "TMPDIR": "/tmp",
-           "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONUNBUFFERED": "1", "PYTHONDONTWRITEBYTECODE": "1",
-           "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib"}
+    env = {
+        "PATH": f"{python_bin}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": home,
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "LC_ALL": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "MPLBACKEND": "Agg",
+        "MPLCONFIGDIR": "/tmp/matplotlib",
+    }
     env.update({name: str(cores) for name in _THREAD_VARS})
-    if shared():  # waiting OpenMP threads spin, against the other runs' threads; alone, spinning is faster
+    if (
+        shared()
+    ):  # waiting OpenMP threads spin, against the other runs' threads; alone, spinning is faster
         env["OMP_WAIT_POLICY"] = "PASSIVE"  # (experiments/openmp_wait.py measures both)
     return env
 
@@ -154,9 +216,23 @@ def _namespaces(policy: SandboxPolicy) -> list[str]:
     if runs_as_root():
         spaces = ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try"]
         spaces += [] if policy.allow_network else ["--unshare-net"]
-        return [*spaces, "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID",
-                "--cap-add", "CAP_SETPCAP"]
-    return ["--unshare-all", *(["--share-net"] if policy.allow_network else []), "--cap-drop", "ALL"]
+        return [
+            *spaces,
+            "--cap-drop",
+            "ALL",
+            "--cap-add",
+            "CAP_SETUID",
+            "--cap-add",
+            "CAP_SETGID",
+            "--cap-add",
+            "CAP_SETPCAP",
+        ]
+    return [
+        "--unshare-all",
+        *(["--share-net"] if policy.allow_network else []),
+        "--cap-drop",
+        "ALL",
+    ]
 
 
 def _system_binds(policy: SandboxPolicy) -> list[str]:
@@ -197,29 +273,74 @@ def _hiding(hidden: tuple[Path, ...]) -> list[str]:
         if not any(path.is_relative_to(root) for root in roots):
             continue
         if path.is_dir():
-            argv += ["--perms", "0555", "--size", "4096", "--tmpfs", str(path), "--remount-ro", str(path)]
+            argv += [
+                "--perms",
+                "0555",
+                "--size",
+                "4096",
+                "--tmpfs",
+                str(path),
+                "--remount-ro",
+                str(path),
+            ]
         elif path.is_file():
             argv += ["--ro-bind", "/dev/null", str(path)]
     return argv
 
 
-def bwrap_argv(command: list[str], workspace: Path, policy: SandboxPolicy,
-               hidden: tuple[Path, ...] = ()) -> list[str]:
-    size = str(int(policy.memory_mb * 2**20))  # tmpfs is memory: it can never hold more than the limit
-    argv = ["bwrap", *_namespaces(policy), "--die-with-parent", "--new-session", "--hostname", "sandbox",
-            *_system_binds(policy), *_python_binds(), *_hiding(hidden), "--proc", "/proc"]
+def bwrap_argv(
+    command: list[str], workspace: Path, policy: SandboxPolicy, hidden: tuple[Path, ...] = ()
+) -> list[str]:
+    size = str(
+        int(policy.memory_mb * 2**20)
+    )  # tmpfs is memory: it can never hold more than the limit
+    argv = [
+        "bwrap",
+        *_namespaces(policy),
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+        *_system_binds(policy),
+        *_python_binds(),
+        *_hiding(hidden),
+        "--proc",
+        "/proc",
+    ]
     for name in _PROC_READ_ONLY:
         if Path("/proc", name).exists():
             argv += ["--ro-bind", f"/proc/{name}", f"/proc/{name}"]
-    argv += ["--dev", "/dev", "--perms", "1777", "--size", size, "--tmpfs", "/dev/shm",
-             "--perms", "1777", "--size", size, "--tmpfs", "/tmp",
-             "--bind", str(workspace), WORKSPACE, "--chdir", WORKSPACE, "--remount-ro", "/"]
+    argv += [
+        "--dev",
+        "/dev",
+        "--perms",
+        "1777",
+        "--size",
+        size,
+        "--tmpfs",
+        "/dev/shm",
+        "--perms",
+        "1777",
+        "--size",
+        size,
+        "--tmpfs",
+        "/tmp",
+        "--bind",
+        str(workspace),
+        WORKSPACE,
+        "--chdir",
+        WORKSPACE,
+        "--remount-ro",
+        "/",
+    ]
     return [*argv, "--", *(_DROP if runs_as_root() else ()), *command]
 
 
 @contextlib.contextmanager
 def _group(policy: SandboxPolicy) -> Iterator[Cgroup | None]:
-    group = Cgroup.create(policy.memory_mb, policy.pids) if policy.isolate and policy.cgroups else None
+    group = (
+        Cgroup.create(policy.memory_mb, policy.pids) if policy.isolate and policy.cgroups else None
+    )
     try:
         yield group
     finally:
@@ -240,20 +361,33 @@ def _launcher(argv: list[str], policy: SandboxPolicy, group: Cgroup | None) -> l
     """`argv` started through launch.py, which sets the run's rlimits and joins its cgroups, then execs it."""
     fsize = int(policy.disk_mb * 2**20)
     limits = {"RLIMIT_FSIZE": fsize, "RLIMIT_CORE": 0}
-    if policy.isolate and not (group and group.has("pids")):  # the rlimit is per user: add what it runs already
+    if policy.isolate and not (
+        group and group.has("pids")
+    ):  # the rlimit is per user: add what it runs already
         # root is exempt; it binds once setpriv has switched to the sandbox's user
-        limits["RLIMIT_NPROC"] = policy.pids + _tasks_of(SANDBOX_UID if runs_as_root() else os.getuid())
+        limits["RLIMIT_NPROC"] = policy.pids + _tasks_of(
+            SANDBOX_UID if runs_as_root() else os.getuid()
+        )
     settings = {"limits": limits, "cgroups": group.procs_files() if group else []}
     return [sys.executable, "-I", "-S", str(LAUNCH), json.dumps(settings), *argv]
 
 
-def _start(argv: list[str], cwd: Path | None, env: dict[str, str], out: Path, err: Path,
-           marker: int | None) -> subprocess.Popen[bytes]:
+def _start(
+    argv: list[str], cwd: Path | None, env: dict[str, str], out: Path, err: Path, marker: int | None
+) -> subprocess.Popen[bytes]:
     """No preexec_fn: cbr runs threads, and a child forked from a threaded process may deadlock before
     it execs (CPython's warning); launch.py does in a process of its own what preexec_fn did."""
     with out.open("wb") as stdout, err.open("wb") as stderr:
-        return subprocess.Popen(argv, cwd=cwd, stdout=stdout, stderr=stderr, stdin=subprocess.DEVNULL, env=env,
-                                start_new_session=True, pass_fds=() if marker is None else (marker,))
+        return subprocess.Popen(
+            argv,
+            cwd=cwd,
+            stdout=stdout,
+            stderr=stderr,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+            pass_fds=() if marker is None else (marker,),
+        )
 
 
 @contextlib.contextmanager
@@ -313,7 +447,9 @@ class _Watch:
         if sum(p.stat().st_size for p in self.outputs) > self.max_output:
             return "output"
         if now >= self.next_disk:
-            self.next_disk = now + DISK_POLL_SECONDS * (1 if self.space.filesystem else 4)  # a walk costs more
+            self.next_disk = now + DISK_POLL_SECONDS * (
+                1 if self.space.filesystem else 4
+            )  # a walk costs more
             if self.space.over_limit():
                 return "disk"
         return None
@@ -361,9 +497,18 @@ def _cap_outputs(paths: tuple[Path, Path], limit: int) -> bool:
     return over
 
 
-def run_sandboxed(command: list[str], *, space: Scratch, stdout_path: Path, stderr_path: Path,
-                  policy: SandboxPolicy, hidden: tuple[Path, ...] = (), max_output_bytes: int = MAX_OUTPUT_BYTES,
-                  environment: dict[str, str] | None = None, cancel: threading.Event | None = None) -> ProcessOutcome:
+def run_sandboxed(
+    command: list[str],
+    *,
+    space: Scratch,
+    stdout_path: Path,
+    stderr_path: Path,
+    policy: SandboxPolicy,
+    hidden: tuple[Path, ...] = (),
+    max_output_bytes: int = MAX_OUTPUT_BYTES,
+    environment: dict[str, str] | None = None,
+    cancel: threading.Event | None = None,
+) -> ProcessOutcome:
     """Run `command` (paths relative to the workspace) in `space` and watch it until it ends, breaks a
     limit, or `cancel` is set. `environment` adds variables of ours (never the caller's own environment)."""
     require_sandbox(policy.isolate)
@@ -382,17 +527,28 @@ def run_sandboxed(command: list[str], *, space: Scratch, stdout_path: Path, stde
             os.close(marker)  # the child holds its copy; ours would keep the pipe open for nothing
         status, broke = _wait(proc, watch)
         wall = time.monotonic() - watch.start
-        limits = {"memory": "cgroup" if group and group.has("memory") else "poll",
-                  "processes": "cgroup" if group and group.has("pids") else "rlimit",
-                  "disk": "filesystem" if space.filesystem else "walk"}
+        limits = {
+            "memory": "cgroup" if group and group.has("memory") else "poll",
+            "processes": "cgroup" if group and group.has("pids") else "rlimit",
+            "disk": "filesystem" if space.filesystem else "walk",
+        }
         outcome = ProcessOutcome(
-            exit_code=os.waitstatus_to_exitcode(status), timed_out=broke == "timeout",
+            exit_code=os.waitstatus_to_exitcode(status),
+            timed_out=broke == "timeout",
             memory_exceeded=broke == "memory" or (group.oom_killed() if group else False),
             output_exceeded=broke == "output" or _cap_outputs(outputs, max_output_bytes),
-            disk_exceeded=broke == "disk" or space.over_limit() or space.holds_file_of(int(policy.disk_mb * 2**20)),
-            wall_time=wall, peak_memory_mb=_peak(group, watch), isolated=policy.isolate,
-            network=policy.allow_network, processes_exceeded=group.pids_refused() if group else False,
-            limits=limits, started=started(), cancelled=broke == "cancelled")
+            disk_exceeded=broke == "disk"
+            or space.over_limit()
+            or space.holds_file_of(int(policy.disk_mb * 2**20)),
+            wall_time=wall,
+            peak_memory_mb=_peak(group, watch),
+            isolated=policy.isolate,
+            network=policy.allow_network,
+            processes_exceeded=group.pids_refused() if group else False,
+            limits=limits,
+            started=started(),
+            cancelled=broke == "cancelled",
+        )
     return outcome
 
 

@@ -85,7 +85,6 @@ def places() -> dict[str, _Place]:
     return found
 
 
-
 def _empty_and_remove(folder: Path, attempts: int = 40) -> bool:
     """Kill what is left in a group and remove it; the pages of a torn-down tmpfs are released a moment
     after its last process, so removal is retried for up to two seconds."""
@@ -108,7 +107,12 @@ def sweep(parent: Path) -> list[Path]:
     with contextlib.suppress(OSError):
         for child in parent.iterdir():
             match = _STALE.match(child.name)
-            if match and child.is_dir() and not maker_alive(int(match.group(1))) and _empty_and_remove(child, 4):
+            if (
+                match
+                and child.is_dir()
+                and not maker_alive(int(match.group(1)))
+                and _empty_and_remove(child, 4)
+            ):
                 removed.append(child)
     return removed
 
@@ -130,7 +134,9 @@ def _limit(folder: Path, version: int, kind: str, memory_bytes: int, pids: int) 
         _write(folder / "memory.swap.max", "0")
         return ok
     ok = _write(folder / "memory.limit_in_bytes", str(memory_bytes))
-    _write(folder / "memory.memsw.limit_in_bytes", str(memory_bytes))  # absent without swap accounting
+    _write(
+        folder / "memory.memsw.limit_in_bytes", str(memory_bytes)
+    )  # absent without swap accounting
     return ok
 
 
@@ -183,14 +189,23 @@ class Cgroup:
 
     def pids_refused(self) -> bool:
         """Whether a fork or a thread was refused at the process limit."""
-        return "pids" in self.folders and _counter(self.folders["pids"][0] / "pids.events", "max") > 0
+        return (
+            "pids" in self.folders and _counter(self.folders["pids"][0] / "pids.events", "max") > 0
+        )
 
     def peak_mb(self) -> float | None:
         if "memory" not in self.folders:
             return None
         folder, version = self.folders["memory"]
         with contextlib.suppress(OSError, ValueError):
-            return int((folder / ("memory.peak" if version == 2 else "memory.max_usage_in_bytes")).read_text()) / 2**20
+            return (
+                int(
+                    (
+                        folder / ("memory.peak" if version == 2 else "memory.max_usage_in_bytes")
+                    ).read_text()
+                )
+                / 2**20
+            )
         return None
 
     def remove(self) -> None:

@@ -42,8 +42,12 @@ def _run(*argv: str) -> bool:
 @cache
 def can_make_filesystems() -> bool:
     """Root, with mkfs.ext4 and loop devices: a sized filesystem per run is possible here."""
-    return (os.geteuid() == 0 and shutil.which("mkfs.ext4") is not None and shutil.which("mount") is not None
-            and Path("/dev/loop-control").exists())
+    return (
+        os.geteuid() == 0
+        and shutil.which("mkfs.ext4") is not None
+        and shutil.which("mount") is not None
+        and Path("/dev/loop-control").exists()
+    )
 
 
 def _walk_mb(folder: Path) -> float | None:
@@ -82,7 +86,9 @@ class Scratch:
         self.base_mb = self.used_mb() or 0.0
 
     def over_limit(self) -> bool:
-        if self.filesystem:  # the filesystem refuses writes at its size: full means the script hit it
+        if (
+            self.filesystem
+        ):  # the filesystem refuses writes at its size: full means the script hit it
             st = os.statvfs(self.path)
             return st.f_bavail * st.f_frsize < 2**20 or st.f_favail == 0
         used = _walk_mb(self.path)
@@ -114,7 +120,9 @@ class Scratch:
 
 def _unmount(point: Path) -> None:
     if not _run("umount", str(point)):
-        _run("umount", "-l", str(point))  # still busy (a process of ours at its edge): detach it lazily
+        _run(
+            "umount", "-l", str(point)
+        )  # still busy (a process of ours at its edge): detach it lazily
 
 
 def _remove_tree(path: Path) -> None:
@@ -126,7 +134,6 @@ def _remove_tree(path: Path) -> None:
             func(target)
 
     shutil.rmtree(path, onerror=unlock)
-
 
 
 def _stale(name: str) -> bool:
@@ -171,10 +178,21 @@ def _make_filesystem(point: Path, size_mb: float) -> bool:
     with image.open("wb") as fh:
         fh.truncate(size)
     owner = f"{SANDBOX_UID}:{SANDBOX_UID}"
-    made = (_run("mkfs.ext4", "-q", "-F", "-m", "0", "-O", "^has_journal", "-E", f"root_owner={owner},nodiscard",
-                 str(image))
-            and _run("mount", "-o", "loop,nosuid,nodev,noatime", str(image), str(point)))
-    image.unlink(missing_ok=True)  # the loop device holds it open; gone from the folder, freed at unmount
+    made = _run(
+        "mkfs.ext4",
+        "-q",
+        "-F",
+        "-m",
+        "0",
+        "-O",
+        "^has_journal",
+        "-E",
+        f"root_owner={owner},nodiscard",
+        str(image),
+    ) and _run("mount", "-o", "loop,nosuid,nodev,noatime", str(image), str(point))
+    image.unlink(
+        missing_ok=True
+    )  # the loop device holds it open; gone from the folder, freed at unmount
     if made:
         with contextlib.suppress(OSError):
             (point / "lost+found").rmdir()

@@ -36,7 +36,10 @@ def _pss_kb(pid: int) -> int:
     """A process's proportional share of its anonymous and file pages (kB); plain Pss on kernels that
     do not split it, which then includes mapped shared memory too (an overcount, never an undercount)."""
     fields: dict[str, int] = {}
-    with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh:
+    with (
+        contextlib.suppress(OSError, ValueError),
+        open(f"/proc/{pid}/smaps_rollup", encoding="ascii") as fh,
+    ):
         for line in fh:
             key, *rest = line.split()
             if key in (*_PSS_KEYS, "Pss:") and rest:

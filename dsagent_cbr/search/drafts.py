@@ -13,14 +13,21 @@ from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.tasks.model import Task
 
 GENERAL = "general"  # the case name rows and reports show for the first draft; the others add their learner
-_CLASSIFIER = {"lgb.LGBMRegressor(": "lgb.LGBMClassifier(", "xgb.XGBRegressor(": "xgb.XGBClassifier(",
-               "Ridge(alpha=1.0)": "LogisticRegression(C=4.0, max_iter=3000)", "import Ridge": "import LogisticRegression"}
+_CLASSIFIER = {
+    "lgb.LGBMRegressor(": "lgb.LGBMClassifier(",
+    "xgb.XGBRegressor(": "xgb.XGBClassifier(",
+    "Ridge(alpha=1.0)": "LogisticRegression(C=4.0, max_iter=3000)",
+    "import Ridge": "import LogisticRegression",
+}
 _MODALITIES = ("tabular", "text")
 # metrics the trees stop early on as they are: both keep the squared loss, which learns faster (on
 # hotel-rates LightGBM's absolute loss had not converged after 5,000 rounds, and XGBoost's stopped at a
 # selection MAE of 10.08 against 8.65), and stop when the absolute error stops falling
 _ABSOLUTE = {"mae", "medae"}
-_STOP_ON_ABSOLUTE = {"lgb.LGBM": ("metric=None", 'metric="l1"'), "xgb.XGB": ("eval_metric=None", 'eval_metric="mae"')}
+_STOP_ON_ABSOLUTE = {
+    "lgb.LGBM": ("metric=None", 'metric="l1"'),
+    "xgb.XGB": ("eval_metric=None", 'eval_metric="mae"'),
+}
 
 _LIGHTGBM = '''    model = lgb.LGBMRegressor(n_estimators=5000, learning_rate=0.05, num_leaves=31, min_child_samples=20,
                               subsample=0.8, subsample_freq=1, colsample_bytree=0.8, reg_lambda=1.0, random_state=0,
@@ -65,11 +72,26 @@ _TEXT_BAYES = '''    model = ComplementNB(alpha=0.3)
 _TEXT_WORDS_ALL = _TEXT_WORDS.replace("max_features=20000", "max_features=100000")
 # learner name -> the text edits that turn the first draft into it
 _VARIANTS: dict[str, dict[str, list[tuple[str, str]]]] = {
-    "tabular": {"": [], "xgboost": [("import lightgbm as lgb", "import xgboost as xgb"), (_LIGHTGBM, _XGBOOST)]},
-    "text": {"": [], "lightgbm": [("from sklearn.linear_model import Ridge", "import os\n\nimport lightgbm as lgb"),
-                                  (_TEXT_FEATURES, _TEXT_WORDS), (_TEXT_LINEAR, _TEXT_TREES)],
-             "naive-bayes": [("from sklearn.linear_model import Ridge", "from sklearn.naive_bayes import ComplementNB"),
-                             (_TEXT_FEATURES, _TEXT_WORDS_ALL), (_TEXT_LINEAR, _TEXT_BAYES)]},
+    "tabular": {
+        "": [],
+        "xgboost": [("import lightgbm as lgb", "import xgboost as xgb"), (_LIGHTGBM, _XGBOOST)],
+    },
+    "text": {
+        "": [],
+        "lightgbm": [
+            ("from sklearn.linear_model import Ridge", "import os\n\nimport lightgbm as lgb"),
+            (_TEXT_FEATURES, _TEXT_WORDS),
+            (_TEXT_LINEAR, _TEXT_TREES),
+        ],
+        "naive-bayes": [
+            (
+                "from sklearn.linear_model import Ridge",
+                "from sklearn.naive_bayes import ComplementNB",
+            ),
+            (_TEXT_FEATURES, _TEXT_WORDS_ALL),
+            (_TEXT_LINEAR, _TEXT_BAYES),
+        ],
+    },
 }
 
 
@@ -78,18 +100,36 @@ def general_cases(task: Task) -> list[Case]:
     for kinds of data they do not cover."""
     if task.modality not in _MODALITIES:
         return []
-    base = resources.files("dsagent_cbr.untrusted").joinpath(f"general_{task.modality}.py").read_text(
-        encoding="utf-8")
+    base = (
+        resources.files("dsagent_cbr.untrusted")
+        .joinpath(f"general_{task.modality}.py")
+        .read_text(encoding="utf-8")
+    )
     # a multi-label task is learnt one label at a time (the adapter fits one model per label column)
-    task_type = "binary-classification" if task.task_type == "multilabel-classification" else task.task_type
+    task_type = (
+        "binary-classification" if task.task_type == "multilabel-classification" else task.task_type
+    )
     cases = []
     for learner in _learners(task):
         script = _fitted(_edited(base, _VARIANTS[task.modality][learner]), task)
         # boosted trees learn one target: the adapter then fits one model per target column
-        metric = "rmse" if task.metric_name == "mcrmse" and ("lgb." in script or "xgb." in script) else task.metric_name
-        cases.append(Case(kind="solution", text=f"cbr's general {task.modality} solution {learner}".rstrip(),
-                          task_name=f"{GENERAL}-{learner}" if learner else GENERAL, source_kind="cbr",
-                          modality=task.modality, task_type=task_type, script=script, metric=metric))
+        metric = (
+            "rmse"
+            if task.metric_name == "mcrmse" and ("lgb." in script or "xgb." in script)
+            else task.metric_name
+        )
+        cases.append(
+            Case(
+                kind="solution",
+                text=f"cbr's general {task.modality} solution {learner}".rstrip(),
+                task_name=f"{GENERAL}-{learner}" if learner else GENERAL,
+                source_kind="cbr",
+                modality=task.modality,
+                task_type=task_type,
+                script=script,
+                metric=metric,
+            )
+        )
     return cases
 
 
@@ -104,7 +144,9 @@ def _learners(task: Task) -> list[str]:
 def _edited(script: str, edits: list[tuple[str, str]]) -> str:
     for old, new in edits:
         if old not in script:
-            raise ValueError(f"the general solution no longer holds {old.strip().splitlines()[0]!r}")
+            raise ValueError(
+                f"the general solution no longer holds {old.strip().splitlines()[0]!r}"
+            )
         script = script.replace(old, new)
     return script
 
@@ -113,7 +155,9 @@ def _fitted(script: str, task: Task) -> str:
     """The classifier for a classification task; early stopping on the absolute error for such a metric."""
     for regressor, classifier in _CLASSIFIER.items() if task.task_type != "regression" else ():
         script = script.replace(regressor, classifier)
-    for learner, (default, absolute) in _STOP_ON_ABSOLUTE.items() if task.metric_name in _ABSOLUTE else ():
+    for learner, (default, absolute) in (
+        _STOP_ON_ABSOLUTE.items() if task.metric_name in _ABSOLUTE else ()
+    ):
         if learner in script:
             script = script.replace(default, absolute)
     return script

@@ -45,7 +45,9 @@ ROUNDS = 10  # greedy steps: the weights are multiples of 1/ROUNDS
 POOL = 8  # candidates on each half: the nodes best on it
 FEWEST_ROWS = 40  # selection rows below which halves are too small to choose weights on
 MAX_CLASSES = 1000  # class-probability columns read back
-SCORES_AGREE = 0.9  # share of rows whose best-scored class must be the submitted label for scores to be used
+SCORES_AGREE = (
+    0.9  # share of rows whose best-scored class must be the submitted label for scores to be used
+)
 
 
 @dataclass(frozen=True)
@@ -53,14 +55,20 @@ class Member:
     iteration: int
     code: str
     values: np.ndarray  # the test rows then the selection rows, in one order for every member
-    scores: np.ndarray | None = None  # accuracy: class probabilities in the same rows, when the node wrote them
+    scores: np.ndarray | None = (
+        None  # accuracy: class probabilities in the same rows, when the node wrote them
+    )
     classes: tuple[str, ...] = ()  # the scores' columns
 
 
 def possible(task: Task, held: Held | None) -> bool:
     """The grader reads csv and npy predictions on the host; a DS-Agent folder's grader is its own script."""
-    return (held is not None and held.rows >= FEWEST_ROWS and bool(task.predictions)
-            and task.data_format in ("csv", "npy"))
+    return (
+        held is not None
+        and held.rows >= FEWEST_ROWS
+        and bool(task.predictions)
+        and task.data_format in ("csv", "npy")
+    )
 
 
 def row_ids(task: Task, held: Held) -> list[str]:
@@ -75,7 +83,9 @@ def row_ids(task: Task, held: Held) -> list[str]:
     return [*test[task.id_column], *held.answers[task.id_column]]
 
 
-def load(task: Task, ids: list[str], rows: int, iteration: int, workspace: Path, code: str) -> Member | None:
+def load(
+    task: Task, ids: list[str], rows: int, iteration: int, workspace: Path, code: str
+) -> Member | None:
     """A graded node's predictions as an array in the rows' order (`ids`, from row_ids; `rows` of them
     for npy predictions); None when they cannot be read back as they were graded (a node that wrote
     them oddly is left out, not guessed at)."""
@@ -96,10 +106,18 @@ def load(task: Task, ids: list[str], rows: int, iteration: int, workspace: Path,
         numbers = as_floats(values)
         return None if numbers is None else Member(iteration, code, numbers)
     scores, classes = class_scores(workspace, frame, columns)
-    return Member(iteration, code, values, None if scores is None else scores[frame.index.get_indexer(order)], classes)
+    return Member(
+        iteration,
+        code,
+        values,
+        None if scores is None else scores[frame.index.get_indexer(order)],
+        classes,
+    )
 
 
-def class_scores(workspace: Path, frame, columns: list[str]) -> tuple[np.ndarray | None, tuple[str, ...]]:
+def class_scores(
+    workspace: Path, frame, columns: list[str]
+) -> tuple[np.ndarray | None, tuple[str, ...]]:
     """The class probabilities an adapted node wrote beside its labels (untrusted/adapter_shim.py), in the rows of
     its predictions `frame`; none when it wrote none, they do not parse as probabilities, or their best
     classes disagree with its labels (then the rows may not be the submission's)."""
@@ -110,16 +128,31 @@ def class_scores(workspace: Path, frame, columns: list[str]) -> tuple[np.ndarray
     try:
         raw = read_bytes(workspace, CBR_CLASS_SCORES)
         header = csv_columns(raw, CBR_CLASS_SCORES)
-        if not 2 <= len(header) <= MAX_CLASSES or len(set(header)) < len(header):  # a class named twice
+        if not 2 <= len(header) <= MAX_CLASSES or len(set(header)) < len(
+            header
+        ):  # a class named twice
             return None, ()
-        scores = read_csv(raw, CBR_CLASS_SCORES, wanted=header, max_rows=len(frame),
-                          max_columns=len(header)).to_numpy(dtype=float)
-    except (ArtefactError, TypeError, ValueError, OverflowError):  # cells that are not numbers (as floats)
+        scores = read_csv(
+            raw, CBR_CLASS_SCORES, wanted=header, max_rows=len(frame), max_columns=len(header)
+        ).to_numpy(dtype=float)
+    except (
+        ArtefactError,
+        TypeError,
+        ValueError,
+        OverflowError,
+    ):  # cells that are not numbers (as floats)
         return None, ()
     labels = frame[columns[0]].astype(str).to_numpy()
-    if len(scores) != len(frame) or not np.isfinite(scores).all() or (scores < 0).any() or (scores.sum(axis=1) <= 0).any():
+    if (
+        len(scores) != len(frame)
+        or not np.isfinite(scores).all()
+        or (scores < 0).any()
+        or (scores.sum(axis=1) <= 0).any()
+    ):
         return None, ()
-    scores = scores / scores.sum(axis=1, keepdims=True)  # each member's rows weigh alike in the mean
+    scores = scores / scores.sum(
+        axis=1, keepdims=True
+    )  # each member's rows weigh alike in the mean
     if np.mean(np.asarray(header)[scores.argmax(axis=1)] == labels) < SCORES_AGREE:
         return None, ()
     return scores, tuple(header)
@@ -130,30 +163,61 @@ class Blend:
     weights: dict[int, float]  # member iteration -> weight, the two halves' mean
     halves: list[dict[int, float]]  # the weights each half chose
     grades: Grades  # the selection score graded on cross-fitted predictions
-    single: float | None  # the selection score of taking the best single node, cross-fitted on the same halves
+    single: (
+        float | None
+    )  # the selection score of taking the best single node, cross-fitted on the same halves
 
 
-def make(task: Task, held: Held, ids: list[str], members: list[Member], seed: int, workspace: Path) -> Blend:
+def make(
+    task: Task, held: Held, ids: list[str], members: list[Member], seed: int, workspace: Path
+) -> Blend:
     """Choose weights on each half, write the blended predictions (rows `ids`) into `workspace` and
     grade them."""
     vote = task.metric.name == "accuracy"
     halves = split(held.rows, seed)
-    alone = [[_score(task, held, members, np.eye(len(members))[i], rows, vote) for i in range(len(members))]
-             for rows in halves]  # each member's score on each half
-    chosen = [_greedy(task, held, members, rows, vote, scores) for rows, scores in zip(halves, alone, strict=True)]
+    alone = [
+        [
+            _score(task, held, members, np.eye(len(members))[i], rows, vote)
+            for i in range(len(members))
+        ]
+        for rows in halves
+    ]  # each member's score on each half
+    chosen = [
+        _greedy(task, held, members, rows, vote, scores)
+        for rows, scores in zip(halves, alone, strict=True)
+    ]
     firsts = [np.eye(len(members))[_order(scores, task.direction)[0]] for scores in alone]
-    single = score_selection(task, held, _cross_fitted(members, held, halves, firsts, vote), np.arange(held.rows))
+    single = score_selection(
+        task, held, _cross_fitted(members, held, halves, firsts, vote), np.arange(held.rows)
+    )
     mean = (chosen[0] + chosen[1]) / 2
     test = combine(members, mean, np.arange(held.test_rows), vote)
-    _write(task, ids, np.concatenate([test, _cross_fitted(members, held, halves, chosen, vote)]), workspace)
-    return Blend(_named(members, mean), [_named(members, w) for w in chosen], grade(task, workspace, held), single)
+    _write(
+        task,
+        ids,
+        np.concatenate([test, _cross_fitted(members, held, halves, chosen, vote)]),
+        workspace,
+    )
+    return Blend(
+        _named(members, mean),
+        [_named(members, w) for w in chosen],
+        grade(task, workspace, held),
+        single,
+    )
 
 
-def _cross_fitted(members: list[Member], held: Held, halves: list[np.ndarray], weights: list[np.ndarray],
-                  vote: bool) -> np.ndarray:
+def _cross_fitted(
+    members: list[Member],
+    held: Held,
+    halves: list[np.ndarray],
+    weights: list[np.ndarray],
+    vote: bool,
+) -> np.ndarray:
     """The selection rows' predictions, each half blended with the weights the other half chose."""
-    judged = [combine(members, w, held.test_rows + rows, vote)
-              for rows, w in zip(halves, reversed(weights), strict=True)]
+    judged = [
+        combine(members, w, held.test_rows + rows, vote)
+        for rows, w in zip(halves, reversed(weights), strict=True)
+    ]
     return np.concatenate(judged)[np.argsort(np.concatenate(halves))]
 
 
@@ -163,15 +227,20 @@ def combine(members: list[Member], weights: np.ndarray, rows: np.ndarray, vote: 
     probability, which also counts how sure each member is (untrusted/blend.py's blend)."""
     used = np.flatnonzero(weights)
     members, weights = [members[i] for i in used], np.asarray(weights)[used]
-    scores = [m.scores[rows] for m in members if m.scores is not None] if soft(members, vote) else None
+    scores = (
+        [m.scores[rows] for m in members if m.scores is not None] if soft(members, vote) else None
+    )
     return blend([m.values[rows] for m in members], weights, vote, scores, members[0].classes)
 
 
 def soft(members: list[Member], vote: bool) -> bool:
     """The members' labels blend by their class probabilities: two or more members, each of which wrote
     probabilities for the same classes."""
-    return vote and len(members) > 1 and all(m.scores is not None and m.classes == members[0].classes
-                                             for m in members)
+    return (
+        vote
+        and len(members) > 1
+        and all(m.scores is not None and m.classes == members[0].classes for m in members)
+    )
 
 
 def split(rows: int, seed: int) -> list[np.ndarray]:
@@ -183,14 +252,21 @@ def _named(members: list[Member], weights: np.ndarray) -> dict[int, float]:
     return {m.iteration: round(float(w), 3) for m, w in zip(members, weights, strict=True) if w > 0}
 
 
-def _score(task: Task, held: Held, members: list[Member], weights: np.ndarray, rows: np.ndarray,
-           vote: bool) -> float | None:
+def _score(
+    task: Task, held: Held, members: list[Member], weights: np.ndarray, rows: np.ndarray, vote: bool
+) -> float | None:
     """The blend with `weights` (over `members`) scored on the selection rows `rows`."""
     return score_selection(task, held, combine(members, weights, held.test_rows + rows, vote), rows)
 
 
-def _greedy(task: Task, held: Held, members: list[Member], rows: np.ndarray, vote: bool,
-            alone: list[float | None]) -> np.ndarray:
+def _greedy(
+    task: Task,
+    held: Held,
+    members: list[Member],
+    rows: np.ndarray,
+    vote: bool,
+    alone: list[float | None],
+) -> np.ndarray:
     """Caruana's forward selection with replacement on `rows`, among the POOL members best alone there:
     ROUNDS times, add the member whose extra share makes the blend score best. Returns the weights
     (summing to one) over `members`."""
@@ -198,7 +274,10 @@ def _greedy(task: Task, held: Held, members: list[Member], rows: np.ndarray, vot
     pool = _order(alone, task.direction)[:POOL]
     counts = np.zeros(len(members))
     for _ in range(ROUNDS):
-        trials = {i: _score(task, held, members, counts + np.eye(len(members))[i], rows, vote) for i in pool}
+        trials = {
+            i: _score(task, held, members, counts + np.eye(len(members))[i], rows, vote)
+            for i in pool
+        }
         pick = next(iter(trials))
         for i, value in trials.items():
             pick = i if better(value, trials[pick]) else pick
@@ -217,15 +296,30 @@ def _rank(score: float | None, direction: str) -> float:
     return -score if direction == "maximize" else score
 
 
-def refit(task: Task, held: Held, ids: list[str], members: list[Member], weights: dict[int, float],
-          workspace: Path) -> Grades:
+def refit(
+    task: Task,
+    held: Held,
+    ids: list[str],
+    members: list[Member],
+    weights: dict[int, float],
+    workspace: Path,
+) -> Grades:
     """--refit of a blend: its members, refit on every labelled row, predicted the test rows and the
     selection rows (`members`, rows `ids`, or by position for npy); their blend with the weights the
     search chose is written into `workspace` as the task's predictions and graded: its test score is only
     reported, its selection score (on rows the members learned) only checks the refit."""
     rows = np.arange(held.test_rows + held.rows)
-    _write(task, ids, combine(members, np.array([weights[m.iteration] for m in members]), rows,
-                              task.metric.name == "accuracy"), workspace)
+    _write(
+        task,
+        ids,
+        combine(
+            members,
+            np.array([weights[m.iteration] for m in members]),
+            rows,
+            task.metric.name == "accuracy",
+        ),
+        workspace,
+    )
     return grade(task, workspace, held)
 
 
@@ -251,14 +345,22 @@ def script(task: Task, members: list[Member], weights: dict[int, float]) -> str:
     """untrusted/blend.py with its plan, its members and the bootstrap that runs each of them filled in."""
     used = [m for m in members if m.iteration in weights]
     vote = task.metric.name == "accuracy"
-    plan = {"predictions": task.predictions, "id": task.id_column, "columns": prediction_columns(task)
-            if task.data_format == "csv" else [], "vote": vote,
-            "weights": [weights[m.iteration] for m in used],
-            "classes": list(used[0].classes) if soft(used, vote) else None}
+    plan = {
+        "predictions": task.predictions,
+        "id": task.id_column,
+        "columns": prediction_columns(task) if task.data_format == "csv" else [],
+        "vote": vote,
+        "weights": [weights[m.iteration] for m in used],
+        "classes": list(used[0].classes) if soft(used, vote) else None,
+    }
     untrusted = resources.files("dsagent_cbr.untrusted")
     text = untrusted.joinpath("blend.py").read_text(encoding="utf-8")
     bootstrap = untrusted.joinpath("bootstrap.py").read_text(encoding="utf-8")
     text = text.replace('BOOTSTRAP = ""', f"BOOTSTRAP = {bootstrap!r}", 1)
-    text = text.replace('PLAN = {"predictions": "submission.csv", "id": None, "columns": [], "vote": False, '
-                        '"weights": [], "classes": None}', f"PLAN = {plan!r}", 1)
+    text = text.replace(
+        'PLAN = {"predictions": "submission.csv", "id": None, "columns": [], "vote": False, '
+        '"weights": [], "classes": None}',
+        f"PLAN = {plan!r}",
+        1,
+    )
     return text.replace("MEMBERS = []", "MEMBERS = " + repr([m.code for m in used]), 1)

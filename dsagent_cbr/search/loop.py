@@ -58,9 +58,26 @@ def develop_search(
 ) -> RunRecord:
     """The search; `clock`: the command's, started when it was (its budget is the command's wall clock)."""
     clock = clock or Clock(config.budget)
-    with node_executor(executor, task, config.sandbox, config.parallel, config.address) as (runs, cores):
-        run = open_run("search", task, config, run_dir, bank, runs, progress, model, reference, observers, clock)
-        if cores is not None:  # what the record's sandbox says: each node's share, and how many ran at once
+    with node_executor(executor, task, config.sandbox, config.parallel, config.address) as (
+        runs,
+        cores,
+    ):
+        run = open_run(
+            "search",
+            task,
+            config,
+            run_dir,
+            bank,
+            runs,
+            progress,
+            model,
+            reference,
+            observers,
+            clock,
+        )
+        if (
+            cores is not None
+        ):  # what the record's sandbox says: each node's share, and how many ran at once
             run.record.sandbox = {**run.record.sandbox, "cores": cores, "parallel": config.parallel}
         search = None  # no search when the starter's run stopped the run
         with run.stopping():
@@ -77,21 +94,34 @@ def develop_search(
             search.grow()
         best = search.tree.best_single() if search else None
         if best is not None:
-            with run.stopping():  # a bank server that died since is ours: the record says so, exit 3
-                run.retain(best, search.tree.script(best), f"search node {best.iteration} ({best.step})")
+            with (
+                run.stopping()
+            ):  # a bank server that died since is ours: the record says so, exit 3
+                run.retain(
+                    best, search.tree.script(best), f"search node {best.iteration} ({best.step})"
+                )
         return run.close(search.operators.refit_of if search else None)
 
 
 class Search:
     def __init__(
-        self, run: Run, cases: list[Case], clock: Clock, config: DevelopConfig, model: Model | None = None
+        self,
+        run: Run,
+        cases: list[Case],
+        clock: Clock,
+        config: DevelopConfig,
+        model: Model | None = None,
     ) -> None:
         self.run, self.clock, self.config, self.tree = run, clock, config, Tree(run)
         # with --parallel 1 a model node is written beside the plain ones (parallel.py's Beside); the scripts
         # take turns on all the cores
-        self.beside = model is not None and config.parallel <= 1 and not config.address and not config.in_turn
+        self.beside = (
+            model is not None and config.parallel <= 1 and not config.address and not config.in_turn
+        )
         self.operators = Operators(self.tree, cases, clock, config, scripts_take_turns=self.beside)
-        self.model = ModelMoves(self.tree, self.operators.execute, clock, config, model) if model else None
+        self.model = (
+            ModelMoves(self.tree, self.operators.execute, clock, config, model) if model else None
+        )
 
     def grow(self) -> None:
         """Nodes until the cap, the budget or the policy says stop; each node journaled, so a resumed run
@@ -157,7 +187,9 @@ class Search:
                 return None, ""
             return move, ""
         view = self.view(room)
-        move = choose(view, random.Random(f"{self.config.seed}-{t}"))  # per node: a replay draws the same
+        move = choose(
+            view, random.Random(f"{self.config.seed}-{t}")
+        )  # per node: a replay draws the same
         if move.operator == "stop":
             return None, self.clock.spent() if out_of_time(view) else "nothing left to try"
         return Move(**self.run.journal.step(t, "choose", lambda: asdict(move))), ""
@@ -171,7 +203,9 @@ class Search:
             (self.model if asks_model(row.operator) else self.operators).make(row)  # type: ignore[union-attr]
         except OutOfTime as exc:  # the budget ended during one of its model calls: the node ends
             row.status, row.error = Status.OUT_OF_TIME, str(exc)
-        except Cancelled:  # the run stopped while the node ran: it leaves nothing (Run.discard_in_flight)
+        except (
+            Cancelled
+        ):  # the run stopped while the node ran: it leaves nothing (Run.discard_in_flight)
             return
         row.ended = self.stamp(t, "clock")
 
@@ -196,7 +230,9 @@ class Search:
         """The run's solution: the last blend, unless taking the best single node did better on the same
         cross-fitted halves of the selection rows (a single node's own selection score is the best of
         many on the rows that chose it, so it cannot be set against a blend's: ensemble.py)."""
-        blends = [r for r in self.run.rows if r.operator == Operator.ENSEMBLE and r.score is not None]
+        blends = [
+            r for r in self.run.rows if r.operator == Operator.ENSEMBLE and r.score is not None
+        ]
         single = self.tree.best_single()
         if not blends or single is None:
             return

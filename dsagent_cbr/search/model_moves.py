@@ -30,10 +30,11 @@ from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.llm.ledger import Usage
 from dsagent_cbr.search.tree import Tree
 
-LOG_NODES = (
-    12  # the tree's log in a prompt: the best nodes and the last ones, so that a long search's stays bounded
-)
-ASKED = (Operator.PLAN, Operator.IMPROVE)  # nodes whose step is the model's own instruction, worth repeating
+LOG_NODES = 12  # the tree's log in a prompt: the best nodes and the last ones, so that a long search's stays bounded
+ASKED = (
+    Operator.PLAN,
+    Operator.IMPROVE,
+)  # nodes whose step is the model's own instruction, worth repeating
 MIN_CALL_SECONDS = 5.0  # less of the budget left than this: no call starts
 T = TypeVar("T")
 
@@ -49,7 +50,9 @@ class Deadlined:
     ) -> Reply[T]:
         left = self.clock.left(self.reserve())
         if left < MIN_CALL_SECONDS:
-            raise OutOfTime(f"{max(left, 0):.0f} s of the budget left: too little for a call of {self.model}")
+            raise OutOfTime(
+                f"{max(left, 0):.0f} s of the budget left: too little for a call of {self.model}"
+            )
         timeout = None if math.isinf(left) else left
         options = {**options, "timeout": timeout}
         return self.inner.complete(role, messages, validate=validate, **options)  # type: ignore[arg-type]
@@ -67,24 +70,34 @@ class ModelMoves:
         config: DevelopConfig,
         model: Model,
     ) -> None:
-        self.tree, self.run, self.execute, self.config, self.clock = tree, tree.run, execute, config, clock
+        self.tree, self.run, self.execute, self.config, self.clock = (
+            tree,
+            tree.run,
+            execute,
+            config,
+            clock,
+        )
         self.model = Deadlined(model, clock, tree.reserve)
         self.ctx = Context.of(self.run.task, config.sandbox)
         self.query = task_query(self.run.task.description, self.run.task.modality)
 
     def make(self, row: Row) -> None:
         """Node `row` by its model operator."""
-        {Operator.PLAN: self.plan, Operator.IMPROVE: self.improve, Operator.DEBUG: self.debug}[row.operator](
-            row
-        )
+        {Operator.PLAN: self.plan, Operator.IMPROVE: self.improve, Operator.DEBUG: self.debug}[
+            row.operator
+        ](row)
 
     def plan(self, row: Row) -> None:
         """A new solution: the starter is shown as the frame every solution keeps, not as a script to edit."""
-        self.step(row, self.run.task.starter.read_text(encoding="utf-8"), self.tree_log(), draft=True)
+        self.step(
+            row, self.run.task.starter.read_text(encoding="utf-8"), self.tree_log(), draft=True
+        )
 
     def improve(self, row: Row) -> None:
         parent = self.tree.row(row.parent)
-        printed = self.tree.results[parent.iteration].stdout[-roles.OUTPUT_CHARS :].strip() or "(nothing)"
+        printed = (
+            self.tree.results[parent.iteration].stdout[-roles.OUTPUT_CHARS :].strip() or "(nothing)"
+        )
         log = (
             f"{self.tree_log()}\n\n"
             f"The script to improve is node {parent.iteration}'s: {self.describe(parent)}\n"
@@ -94,7 +107,9 @@ class ModelMoves:
 
     def step(self, row: Row, script: str, log: str, *, draft: bool) -> None:
         """Case, plan, program, run: one node."""
-        case = best_case(self.run, self.model, self.ctx, self.config, row.iteration, self.query, log)
+        case = best_case(
+            self.run, self.model, self.ctx, self.config, row.iteration, self.query, log
+        )
         row.case = case_name(case)
         planned = plan_and_program(
             self.run, row, self.model, self.ctx, self.config, log, script, case, draft=draft
@@ -153,8 +168,12 @@ class ModelMoves:
             members = ", ".join(f"node {k} ({w:g})" for k, w in row.members.items())
             what = f"a blend of {members}"
         else:
-            what = summarise_script(self.tree.script(row)) if row.script else (row.step or "no script")
-        asked = f"; asked: {roles.opening(row.step, 200)}" if row.operator in ASKED and row.step else ""
+            what = (
+                summarise_script(self.tree.script(row)) if row.script else (row.step or "no script")
+            )
+        asked = (
+            f"; asked: {roles.opening(row.step, 200)}" if row.operator in ASKED and row.step else ""
+        )
         if row.score is not None:
             return f"{what}{asked} — selection {self.run.task.metric_name} {row.score:.6g}"
         why = (row.error or "").strip().splitlines()[-1:] or [""]
@@ -173,7 +192,11 @@ class ModelMoves:
             lines.append(f"Node {r.iteration} ({r.operator}{grown}): {self.describe(r)}")
         start = self.run.baseline
         head = (
-            f"Node 0 (the starter, a random guess): selection score {start:.6g}" if start is not None else ""
+            f"Node 0 (the starter, a random guess): selection score {start:.6g}"
+            if start is not None
+            else ""
         )
-        more = f"({len(ended) - len(shown)} other nodes not shown)" if len(ended) > len(shown) else ""
+        more = (
+            f"({len(ended) - len(shown)} other nodes not shown)" if len(ended) > len(shown) else ""
+        )
         return "\n".join(x for x in [head, *lines, more] if x) or "(no experiments yet)"

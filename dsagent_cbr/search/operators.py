@@ -43,12 +43,20 @@ class Operators:
         *,
         scripts_take_turns: bool = False,
     ) -> None:
-        self.tree, self.run, self.cases, self.clock, self.config = tree, tree.run, cases, clock, config
+        self.tree, self.run, self.cases, self.clock, self.config = (
+            tree,
+            tree.run,
+            cases,
+            clock,
+            config,
+        )
         self.general = general_cases(self.run.task)  # drafted first, in this order
         held = hold_out(self.run.task)
         self.held = held if ensemble.possible(self.run.task, held) else None
         # a model node written beside the plain ones (--parallel 1) runs its script in turn with theirs
-        self.cores: AbstractContextManager[object] = threading.Lock() if scripts_take_turns else nullcontext()
+        self.cores: AbstractContextManager[object] = (
+            threading.Lock() if scripts_take_turns else nullcontext()
+        )
 
     def execute(self, t: int, code: str) -> RunResult:
         """Node t's script, run within what is left of the budget; killed if the run stops meanwhile."""
@@ -101,7 +109,9 @@ class Operators:
         run.say(t, "tune")
         warm = tuning.warm_values(found, [c.script for c in self.cases])
         row.tuned = run.journal.step(
-            t, "tune", lambda: tuning.propose(found, tried, warm, run.task.direction, self.config.seed + t)
+            t,
+            "tune",
+            lambda: tuning.propose(found, tried, warm, run.task.direction, self.config.seed + t),
         )
         row.step = "tune " + ", ".join(f"{k}={v:.3g}" for k, v in row.tuned.items())
         code = tuning.with_values(code, found, row.tuned)
@@ -118,7 +128,9 @@ class Operators:
         if "error" in made:
             row.status, row.error = Status.NOT_BLENDED, str(made["error"])
             return
-        mean, one, other = ({int(k): v for k, v in w.items()} for w in (made["weights"], *made["halves"]))
+        mean, one, other = (
+            {int(k): v for k, v in w.items()} for w in (made["weights"], *made["halves"])
+        )
         row.members = mean
         row.step = "ensemble of " + ", ".join(f"node {k} ({w:g})" for k, w in mean.items())
         row.log = (
@@ -139,10 +151,16 @@ class Operators:
         members = [
             m
             for r in self.tree.singles()
-            if (m := ensemble.load(task, ids, rows, r.iteration, self.tree.workspace(r), self.tree.script(r)))
+            if (
+                m := ensemble.load(
+                    task, ids, rows, r.iteration, self.tree.workspace(r), self.tree.script(r)
+                )
+            )
         ]
         if len(members) < 2:
-            return {"error": "fewer than two nodes' predictions could be read back as they were graded"}
+            return {
+                "error": "fewer than two nodes' predictions could be read back as they were graded"
+            }
         try:
             made = ensemble.make(task, held, ids, members, self.config.seed, workspace)
         except ArtefactError as exc:  # the blend is graded like a script's predictions
@@ -189,19 +207,27 @@ class Operators:
         late = run.too_late_to_refit(needed, "the members' first fits")  # refit one after another
         if late is not None:
             return late
-        ids, rows, members, rounds = ensemble.row_ids(run.task, held), held.test_rows + held.rows, [], []
+        ids, rows, members, rounds = (
+            ensemble.row_ids(run.task, held),
+            held.test_rows + held.rows,
+            [],
+            [],
+        )
         for node in (self.tree.row(i) for i in row.members):
             code = self.tree.script(node)
             if REFIT_VARIABLE not in code:
                 return Refit(
-                    status="skipped", why=f"member node {node.iteration} does not read {REFIT_VARIABLE}"
+                    status="skipped",
+                    why=f"member node {node.iteration} does not read {REFIT_VARIABLE}",
                 )
             folder = run.run_dir / "refit" / f"node-{node.iteration:02d}"
             limit = self.clock.limit()
             result = run.execute(node.iteration, 0, code, refit=True, folder=folder, timeout=limit)
             workspace = Path(result.workspace)
             member = (
-                ensemble.load(run.task, ids, rows, node.iteration, workspace, code) if result.ok else None
+                ensemble.load(run.task, ids, rows, node.iteration, workspace, code)
+                if result.ok
+                else None
             )
             if member is None:
                 why = result.error or "its predictions could not be read back"

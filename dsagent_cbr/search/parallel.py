@@ -58,7 +58,9 @@ class Beside(Inline):
         def body() -> None:
             try:
                 future.set_result(fn(*args))
-            except BaseException as exc:  # the loop's thread raises it, as it would an inline node's
+            except (
+                BaseException
+            ) as exc:  # the loop's thread raises it, as it would an inline node's
                 future.set_exception(exc)
 
         threading.Thread(target=body, name="model-node", daemon=True).start()
@@ -77,8 +79,12 @@ def node_pool(parallel: int, beside: bool = False) -> Iterator[Pool]:
         pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _run_node(inner: Executor, code: str, folder: str, refit: bool, timeout: float | None, cores: int) -> RunResult:
-    os.environ[CORES_ENV] = str(cores)  # the sandbox's thread pools and OpenMP's wait policy (cores.shared)
+def _run_node(
+    inner: Executor, code: str, folder: str, refit: bool, timeout: float | None, cores: int
+) -> RunResult:
+    os.environ[CORES_ENV] = str(
+        cores
+    )  # the sandbox's thread pools and OpenMP's wait policy (cores.shared)
     return inner.run(code, Path(folder), refit, timeout)
 
 
@@ -93,8 +99,14 @@ class RayExecutor:
     def __post_init__(self) -> None:
         self._remote = self.ray.remote(num_cpus=self.cores, max_retries=0)(_run_node)
 
-    def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None,
-            cancel: threading.Event | None = None) -> RunResult:
+    def run(
+        self,
+        code: str,
+        folder: Path,
+        refit: bool = False,
+        timeout: float | None = None,
+        cancel: threading.Event | None = None,
+    ) -> RunResult:
         """The script as a Ray task; when `cancel` is set meanwhile, the task's worker is killed (its sandbox
         dies with it) and Cancelled raised."""
         ref = self._remote.remote(self.inner, code, str(folder), refit, timeout, self.cores)
@@ -109,8 +121,9 @@ class RayExecutor:
 
 
 @contextmanager
-def node_executor(given: Executor | None, task: Task, policy: SandboxPolicy, parallel: int,
-                  address: str | None) -> Iterator[tuple[Executor | None, int | None]]:
+def node_executor(
+    given: Executor | None, task: Task, policy: SandboxPolicy, parallel: int, address: str | None
+) -> Iterator[tuple[Executor | None, int | None]]:
     """(the executor for the run's scripts, each node's cores): Ray's, or `given` (a test's), or (None,
     None) when nodes run one at a time here (the run's own sandbox executor then)."""
     if given is not None or (parallel <= 1 and not address):

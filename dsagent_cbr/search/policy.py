@@ -35,7 +35,9 @@ from dsagent_cbr.agent.record import Operator
 from dsagent_cbr.clock import MIN_NODE_SECONDS
 
 ENSEMBLE_EVERY = 4
-TUNE_THE_BEST = 0.7  # otherwise one of the next two, so that one lucky family or node does not take all
+TUNE_THE_BEST = (
+    0.7  # otherwise one of the next two, so that one lucky family or node does not take all
+)
 PLANS = 2  # plan nodes before the model improves nodes
 # a model's node starts with no less of the budget left than this, or the median time its nodes took
 MIN_MODEL_SECONDS = MIN_NODE_SECONDS
@@ -69,7 +71,9 @@ class Arm:
     """What one kind of move has done so far (drafts and ensembles are in neither arm)."""
 
     seconds: float = 0.0  # its nodes' time, those in flight so far
-    gain: float = 0.0  # the improvements of the best score so far its nodes made (positive is better)
+    gain: float = (
+        0.0  # the improvements of the best score so far its nodes made (positive is better)
+    )
     times: tuple[float, ...] = ()  # its ended nodes' times
     last: bool = False  # the last node of either arm was this arm's
 
@@ -85,7 +89,9 @@ class View:
     cases_left: int
     families: list[Family]  # best first (graded ones before the rest)
     last: str  # the operator of the last plain node, "" at the start
-    can_ensemble: bool = False  # the task's predictions can be blended on the host, and 2+ nodes graded
+    can_ensemble: bool = (
+        False  # the task's predictions can be blended on the host, and 2+ nodes graded
+    )
     fresh: int = 0  # nodes graded since the last ensemble
     model: bool = False  # there is a model
     plans: int = 0  # plan nodes so far
@@ -113,8 +119,14 @@ class Move:
 def needs(arm: Arm, by_model: bool = False) -> float:
     """The seconds of the budget a node of this arm needs left to start."""
     if by_model:
-        return max(MIN_MODEL_SECONDS, statistics.median(arm.times)) if arm.times else FIRST_MODEL_NODE
-    return max(MIN_PLAIN_SECONDS, ROOM * statistics.median(arm.times)) if arm.times else MIN_PLAIN_SECONDS
+        return (
+            max(MIN_MODEL_SECONDS, statistics.median(arm.times)) if arm.times else FIRST_MODEL_NODE
+        )
+    return (
+        max(MIN_PLAIN_SECONDS, ROOM * statistics.median(arm.times))
+        if arm.times
+        else MIN_PLAIN_SECONDS
+    )
 
 
 def reserve(refit_seconds: float | None) -> float:
@@ -125,7 +137,9 @@ def reserve(refit_seconds: float | None) -> float:
 
 def out_of_time(view: View) -> bool:
     """No node of any arm fits in what is left (the loop then stops with the budget spent)."""
-    return view.left < min(needs(view.plain), needs(view.by_model, True) if view.model else math.inf)
+    return view.left < min(
+        needs(view.plain), needs(view.by_model, True) if view.model else math.inf
+    )
 
 
 def choose(view: View, rng: random.Random) -> Move:
@@ -135,7 +149,9 @@ def choose(view: View, rng: random.Random) -> Move:
     if view.room != "model" and view.can_ensemble and view.fresh >= ENSEMBLE_EVERY:
         return Move(Operator.ENSEMBLE)  # seconds on the host: no script, no time asked
     model = (
-        model_move(view, rng) if view.room != "plain" and view.left >= needs(view.by_model, True) else None
+        model_move(view, rng)
+        if view.room != "plain" and view.left >= needs(view.by_model, True)
+        else None
     )
     plain = plain_move(view, rng) if plain_fits else None
     if model is not None and plain is not None:
@@ -174,4 +190,6 @@ def plain_move(view: View, rng: random.Random) -> Move | None:
 
 
 def one_of_the_best(ranked: list[int], rng: random.Random) -> int:
-    return ranked[0] if len(ranked) == 1 or rng.random() < TUNE_THE_BEST else rng.choice(ranked[1:3])
+    return (
+        ranked[0] if len(ranked) == 1 or rng.random() < TUNE_THE_BEST else rng.choice(ranked[1:3])
+    )

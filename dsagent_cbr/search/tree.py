@@ -19,7 +19,9 @@ from dsagent_cbr.search.policy import Arm, Family, reserve
 class Tree:
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.results: dict[int, RunResult] = {}  # each node's run, for the model's improve and debug
+        self.results: dict[
+            int, RunResult
+        ] = {}  # each node's run, for the model's improve and debug
 
     @property
     def rows(self) -> list[Row]:
@@ -40,7 +42,11 @@ class Tree:
 
     def singles(self) -> list[Row]:
         """The graded nodes that are one script each (an ensemble's script only runs others)."""
-        return [r for r in self.rows if r.operator != Operator.ENSEMBLE and r.score is not None and r.script]
+        return [
+            r
+            for r in self.rows
+            if r.operator != Operator.ENSEMBLE and r.score is not None and r.script
+        ]
 
     def best_single(self) -> Row | None:
         """The best single-script node: what the bank retains."""
@@ -56,23 +62,33 @@ class Tree:
     def taken(self, operator: str, up_to: int | None = None) -> int:
         """How many drafts or transplants the search has made (the next takes the next general solution or
         the next nearest case), by node `up_to` when given."""
-        return sum(r.operator == operator for r in self.rows if up_to is None or r.iteration <= up_to)
+        return sum(
+            r.operator == operator for r in self.rows if up_to is None or r.iteration <= up_to
+        )
 
     def fresh(self) -> int:
         """Nodes graded since the last ensemble."""
         rows = self.rows
-        since = next((i for i in range(len(rows) - 1, -1, -1) if rows[i].operator == Operator.ENSEMBLE), -1)
+        since = next(
+            (i for i in range(len(rows) - 1, -1, -1) if rows[i].operator == Operator.ENSEMBLE), -1
+        )
         return sum(r.score is not None for r in rows[since + 1 :])
 
     def families(self) -> list[Family]:
         """Each node that is not a tune, with the tuned nodes grown from it: best first, ungraded last."""
         rows, maximize = self.rows, self.maximize()
         found = []
-        for root in (r for r in rows if r.operator not in (Operator.TUNE, Operator.ENSEMBLE) and r.script):
-            scores = [r.score for r in rows if r.score is not None and (r is root or tuned_from(r, root))]
+        for root in (
+            r for r in rows if r.operator not in (Operator.TUNE, Operator.ENSEMBLE) and r.script
+        ):
+            scores = [
+                r.score for r in rows if r.score is not None and (r is root or tuned_from(r, root))
+            ]
             best = (max if maximize else min)(scores, default=None)
             found.append(Family(root.iteration, best, bool(tuning.knobs(self.script(root)))))
-        graded = sorted((f for f in found if f.best is not None), key=lambda f: f.best, reverse=maximize)
+        graded = sorted(
+            (f for f in found if f.best is not None), key=lambda f: f.best, reverse=maximize
+        )
         return graded + [f for f in found if f.best is None]
 
     def broken(self, depth: int) -> list[int]:
@@ -82,7 +98,11 @@ class Tree:
         debugged = {r.parent for r in rows.values() if r.operator == Operator.DEBUG}
 
         def chain(row: Row) -> int:
-            return 1 + chain(rows[row.parent]) if row.operator == Operator.DEBUG and row.parent in rows else 0
+            return (
+                1 + chain(rows[row.parent])
+                if row.operator == Operator.DEBUG and row.parent in rows
+                else 0
+            )
 
         return [
             r.iteration
@@ -107,17 +127,32 @@ class Tree:
         sign = 1.0 if self.maximize() else -1.0
         plain, model, best = Tally(), Tally(), None
         for r in sorted(self.rows, key=lambda r: r.ended if r.ended is not None else now):
-            timed = model if asks_model(r.operator) else plain if r.operator != Operator.ENSEMBLE else None
-            if timed is not None and r.started is not None:  # a draft's time tells a plain node's too
-                timed.took((r.ended if r.ended is not None else now) - r.started, r.ended is not None,
-                           charged=r.operator != Operator.DRAFT)
+            timed = (
+                model
+                if asks_model(r.operator)
+                else plain
+                if r.operator != Operator.ENSEMBLE
+                else None
+            )
+            if (
+                timed is not None and r.started is not None
+            ):  # a draft's time tells a plain node's too
+                timed.took(
+                    (r.ended if r.ended is not None else now) - r.started,
+                    r.ended is not None,
+                    charged=r.operator != Operator.DRAFT,
+                )
             tally = model if asks_model(r.operator) else plain if r.operator in ARMED else None
             if r.score is not None and (best is None or sign * (r.score - best) > 0):
                 if tally is not None and best is not None:
                     tally.gain += sign * (r.score - best)
                 best = r.score
         last = next(
-            (asks_model(r.operator) for r in reversed(self.rows) if r.operator in (*ARMED, *MODEL_OPERATORS)),
+            (
+                asks_model(r.operator)
+                for r in reversed(self.rows)
+                if r.operator in (*ARMED, *MODEL_OPERATORS)
+            ),
             None,
         )
         return plain.arm(last is False), model.arm(last is True)
@@ -139,7 +174,10 @@ class Tally:
         return Arm(self.seconds, self.gain, tuple(self.times), last)
 
 
-ARMED = (Operator.TRANSPLANT, Operator.TUNE)  # the plain arm's operators; drafts and ensembles are in neither
+ARMED = (
+    Operator.TRANSPLANT,
+    Operator.TUNE,
+)  # the plain arm's operators; drafts and ensembles are in neither
 
 
 def tuned_from(row: Row, root: Row) -> bool:

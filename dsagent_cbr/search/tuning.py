@@ -19,15 +19,28 @@ from dataclasses import dataclass
 # name: (kind, low, high). Only names whose meaning is known are tuned: a literal of unknown meaning may
 # be a probability, a seed or a shape, and moving it could only break the script.
 SPACE: dict[str, tuple[str, float, float]] = {
-    "learning_rate": ("log", 0.005, 0.3), "eta": ("log", 0.005, 0.3),
-    "num_leaves": ("int", 7, 255), "max_leaves": ("int", 7, 255), "max_depth": ("int", 2, 12), "depth": ("int", 3, 10),
-    "min_child_samples": ("int", 2, 200), "min_data_in_leaf": ("int", 2, 200),
-    "min_child_weight": ("log", 1e-3, 20.0), "min_samples_leaf": ("int", 1, 50), "min_samples_split": ("int", 2, 50),
-    "subsample": ("float", 0.4, 1.0), "bagging_fraction": ("float", 0.4, 1.0),
-    "colsample_bytree": ("float", 0.3, 1.0), "feature_fraction": ("float", 0.3, 1.0),
-    "reg_alpha": ("log", 1e-4, 30.0), "reg_lambda": ("log", 1e-4, 30.0), "lambda_l1": ("log", 1e-4, 30.0),
-    "lambda_l2": ("log", 1e-4, 30.0), "l2_leaf_reg": ("log", 0.5, 30.0),
-    "C": ("log", 1e-3, 1e3), "alpha": ("log", 1e-5, 1e2),
+    "learning_rate": ("log", 0.005, 0.3),
+    "eta": ("log", 0.005, 0.3),
+    "num_leaves": ("int", 7, 255),
+    "max_leaves": ("int", 7, 255),
+    "max_depth": ("int", 2, 12),
+    "depth": ("int", 3, 10),
+    "min_child_samples": ("int", 2, 200),
+    "min_data_in_leaf": ("int", 2, 200),
+    "min_child_weight": ("log", 1e-3, 20.0),
+    "min_samples_leaf": ("int", 1, 50),
+    "min_samples_split": ("int", 2, 50),
+    "subsample": ("float", 0.4, 1.0),
+    "bagging_fraction": ("float", 0.4, 1.0),
+    "colsample_bytree": ("float", 0.3, 1.0),
+    "feature_fraction": ("float", 0.3, 1.0),
+    "reg_alpha": ("log", 1e-4, 30.0),
+    "reg_lambda": ("log", 1e-4, 30.0),
+    "lambda_l1": ("log", 1e-4, 30.0),
+    "lambda_l2": ("log", 1e-4, 30.0),
+    "l2_leaf_reg": ("log", 0.5, 30.0),
+    "C": ("log", 1e-3, 1e3),
+    "alpha": ("log", 1e-5, 1e2),
 }
 ROUNDS = ("n_estimators", "iterations", "num_boost_round")  # tuned only without early stopping
 BAND = 4.0  # scales and counts: from the root's value / BAND to its value * BAND
@@ -35,8 +48,18 @@ SHIFT = 0.3  # fractions: the root's value +- SHIFT
 STARTUP = 4  # Optuna's random proposals before its TPE model proposes (its default, 10, is past a short budget)
 _MODEL_PREFIXES = ("LGBM", "XGB", "CatBoost")
 _MODEL_SUFFIXES = ("Regressor", "Classifier", "Regression", "SVC", "SVR")
-_MODELS = {"Ridge", "RidgeClassifier", "Lasso", "ElasticNet", "LogisticRegression", "SVC", "SVR", "LinearSVC",
-           "LinearSVR", "KernelRidge"}
+_MODELS = {
+    "Ridge",
+    "RidgeClassifier",
+    "Lasso",
+    "ElasticNet",
+    "LogisticRegression",
+    "SVC",
+    "SVR",
+    "LinearSVC",
+    "LinearSVR",
+    "KernelRidge",
+}
 
 
 @dataclass(frozen=True)
@@ -78,8 +101,14 @@ def knobs(script: str) -> list[Knob]:
             tunable = keyword.arg in SPACE or (keyword.arg in ROUNDS and not stops_early)
             if value is not None and tunable and math.isfinite(value):
                 node = keyword.value
-                found.append(Knob(keyword.arg, value, isinstance(value, int),
-                                  (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset)))
+                found.append(
+                    Knob(
+                        keyword.arg,
+                        value,
+                        isinstance(value, int),
+                        (node.lineno, node.col_offset, node.end_lineno, node.end_col_offset),
+                    )
+                )
         if found:
             return found
     return []
@@ -100,7 +129,9 @@ def distributions(found: list[Knob]) -> dict[str, object]:
         elif value > 0:
             low, high = max(low, value / BAND), min(high, value * BAND)
             if kind == "int":
-                out[knob.name] = IntDistribution(max(1, math.ceil(low)), max(math.floor(high), math.ceil(low)), log=True)
+                out[knob.name] = IntDistribution(
+                    max(1, math.ceil(low)), max(math.floor(high), math.ceil(low)), log=True
+                )
             else:
                 out[knob.name] = FloatDistribution(low, high, log=True)
         # a count written as 0 or below (max_depth=0, -1) means no limit, and stays so: the author bounded
@@ -139,8 +170,13 @@ def warm_values(found: list[Knob], scripts: list[str]) -> list[dict[str, float]]
     return out
 
 
-def propose(found: list[Knob], tried: list[tuple[dict[str, float], float | None]], warm: list[dict[str, float]],
-            direction: str, seed: int) -> dict[str, float]:
+def propose(
+    found: list[Knob],
+    tried: list[tuple[dict[str, float], float | None]],
+    warm: list[dict[str, float]],
+    direction: str,
+    seed: int,
+) -> dict[str, float]:
     """Optuna's next values for the knobs: the tried ones told as finished (or failed) trials, the
     neighbours' values queued first, then TPE's proposal."""
     import optuna
@@ -148,13 +184,24 @@ def propose(found: list[Knob], tried: list[tuple[dict[str, float], float | None]
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     space = distributions(found)
-    study = optuna.create_study(direction=direction, sampler=optuna.samplers.TPESampler(
-        seed=seed, n_startup_trials=STARTUP))
+    study = optuna.create_study(
+        direction=direction, sampler=optuna.samplers.TPESampler(seed=seed, n_startup_trials=STARTUP)
+    )
     for params, score in tried:
-        inside = {k: v for k, v in params.items() if k in space and space[k].low <= v <= space[k].high}
-        state = TrialState.COMPLETE if score is not None and math.isfinite(score) else TrialState.FAIL
-        study.add_trial(create_trial(params=inside, distributions={k: space[k] for k in inside}, state=state,
-                                     value=score if state == TrialState.COMPLETE else None))
+        inside = {
+            k: v for k, v in params.items() if k in space and space[k].low <= v <= space[k].high
+        }
+        state = (
+            TrialState.COMPLETE if score is not None and math.isfinite(score) else TrialState.FAIL
+        )
+        study.add_trial(
+            create_trial(
+                params=inside,
+                distributions={k: space[k] for k in inside},
+                state=state,
+                value=score if state == TrialState.COMPLETE else None,
+            )
+        )
     # the first neighbour's values not tried yet (Optuna's own skip_if_exists compares whole trials, and a
     # neighbour sets only some of the knobs: it would be queued again on every call)
     fresh = [values for values in warm if not any(_matches(params, values) for params, _ in tried)]
@@ -164,4 +211,6 @@ def propose(found: list[Knob], tried: list[tuple[dict[str, float], float | None]
 
 
 def _matches(params: dict[str, float], values: dict[str, float]) -> bool:
-    return all(name in params and math.isclose(params[name], value) for name, value in values.items())
+    return all(
+        name in params and math.isclose(params[name], value) for name, value in values.items()
+    )

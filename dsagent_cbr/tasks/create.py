@@ -34,10 +34,15 @@ from dsagent_cbr.tasks.metrics import get_metric
 from dsagent_cbr.tasks.sources import SOURCES_FILE, entry_problem, folder_sources
 
 METRIC_WORDS = {
-    "rmse": "root mean squared error (RMSE)", "mse": "mean squared error (MSE)",
-    "mae": "mean absolute error (MAE)", "medae": "median absolute error", "rmsle": "root mean squared "
-    "logarithmic error (RMSLE)", "mcrmse": "mean columnwise root mean squared error (MCRMSE): the RMSE of each "
-    "target column, averaged", "accuracy": "accuracy", "auroc": "area under the ROC curve (AUROC)",
+    "rmse": "root mean squared error (RMSE)",
+    "mse": "mean squared error (MSE)",
+    "mae": "mean absolute error (MAE)",
+    "medae": "median absolute error",
+    "rmsle": "root mean squared logarithmic error (RMSLE)",
+    "mcrmse": "mean columnwise root mean squared error (MCRMSE): the RMSE of each "
+    "target column, averaged",
+    "accuracy": "accuracy",
+    "auroc": "area under the ROC curve (AUROC)",
     "logloss": "multi-class log loss",
 }
 SAMPLE_NAMES = ("sample_submission.csv", "samplesubmission.csv", "sample_submission_file.csv")
@@ -57,7 +62,9 @@ class NewTaskRequest:
     holdout: float | None = None
     seed: int = 0
     source: str | None = None
-    sources: tuple[str, ...] = ()  # package data the files came from ("package:path", tasks/sources.py)
+    sources: tuple[
+        str, ...
+    ] = ()  # package data the files came from ("package:path", tasks/sources.py)
 
 
 # ---------------------------------------------------------------- reading
@@ -83,7 +90,9 @@ def read_csv(path: Path, what: str) -> Any:
         raise NewTaskError(f"{what} {path} has a header but no rows.")
     if any(str(c).startswith("Unnamed: ") for c in frame.columns) and frame.columns.size > 1:
         unnamed = [str(c) for c in frame.columns if str(c).startswith("Unnamed: ")]
-        raise NewTaskError(f"{what} {path} has {len(unnamed)} column(s) without a name in its header.")
+        raise NewTaskError(
+            f"{what} {path} has {len(unnamed)} column(s) without a name in its header."
+        )
     return frame
 
 
@@ -102,9 +111,16 @@ def kaggle_files(folder: Path) -> tuple[Path, Path | None, Path | None, str | No
         raise NewTaskError(f"{folder} has no train.csv.")
     sample = next((by_name[n] for n in SAMPLE_NAMES if n in by_name), None)
     if sample is None:
-        sample = next((p for n, p in sorted(by_name.items()) if "submission" in n and n.endswith(".csv")), None)
+        sample = next(
+            (p for n, p in sorted(by_name.items()) if "submission" in n and n.endswith(".csv")),
+            None,
+        )
     source = by_name.get("source.txt")
-    line = source.read_text(encoding="utf-8", errors="replace").strip().splitlines()[0] if source else None
+    line = (
+        source.read_text(encoding="utf-8", errors="replace").strip().splitlines()[0]
+        if source
+        else None
+    )
     return train, by_name.get("test.csv"), sample, line or None
 
 
@@ -115,35 +131,50 @@ def _toml_value(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def task_toml(name: str, report: NewTaskReport, source: str, public: list[str],
-              sources: tuple[str, ...] = ()) -> str:
+def task_toml(
+    name: str, report: NewTaskReport, source: str, public: list[str], sources: tuple[str, ...] = ()
+) -> str:
     metric = get_metric(report.metric)
-    lines = [f"name = {_toml_value(name)}", f"modality = {_toml_value(report.modality)}",
-             f"task_type = {_toml_value(report.task_type)}", f"metric = {_toml_value(metric.name)}",
-             f"direction = {_toml_value(metric.direction)}", 'stage = "development"', "paired_with = []",
-             f"source = {_toml_value(source)}"]
+    lines = [
+        f"name = {_toml_value(name)}",
+        f"modality = {_toml_value(report.modality)}",
+        f"task_type = {_toml_value(report.task_type)}",
+        f"metric = {_toml_value(metric.name)}",
+        f"direction = {_toml_value(metric.direction)}",
+        'stage = "development"',
+        "paired_with = []",
+        f"source = {_toml_value(source)}",
+    ]
     if sources:
         lines.append(f"sources = {_toml_value(list(sources))}")
     lines += ["", "[data]", 'format = "csv"', f"public = {_toml_value(public)}"]
     if report.has_answers:
         lines.append('answers = "answers.csv"')
     else:
-        lines.append("# no answers: the test rows are unlabelled; rows held back from train judge the runs")
-    lines += ['predictions = "submission.csv"', f"id_column = {_toml_value(report.id_column)}",
-              f"target = {_toml_value(report.target)}"]
+        lines.append(
+            "# no answers: the test rows are unlabelled; rows held back from train judge the runs"
+        )
+    lines += [
+        'predictions = "submission.csv"',
+        f"id_column = {_toml_value(report.id_column)}",
+        f"target = {_toml_value(report.target)}",
+    ]
     if report.classes:
         lines.append(f"classes = {_toml_value(report.classes)}")
     return "\n".join(lines) + "\n"
 
 
 _KIND_WORDS = {
-    "regression": "regression", "binary-classification": "binary classification",
+    "regression": "regression",
+    "binary-classification": "binary classification",
     "multiclass-classification": "multi-class classification",
     "multilabel-classification": "multi-label classification",
 }
 
 
-def describe(report: NewTaskReport, source: str, n_train: int, n_test: int, card: str, positive: Any) -> str:
+def describe(
+    report: NewTaskReport, source: str, n_train: int, n_test: int, card: str, positive: Any
+) -> str:
     targets = ", ".join(f"`{t}`" for t in report.target)
     kind = _KIND_WORDS[report.task_type]
     if report.task_type == "regression" and len(report.target) > 1:
@@ -161,15 +192,20 @@ def describe(report: NewTaskReport, source: str, n_train: int, n_test: int, card
         form = "the predicted label"
     else:
         form = "the predicted value" + ("s" if len(report.target) > 1 else "")
-    answers = ("The test answers are held out for grading." if report.has_answers else
-               "The test rows are unlabelled: a solution is judged on labelled rows held back from it, and "
-               "its submission.csv is what would be uploaded.")
-    return (f"You are solving this machine learning task of {kind}: the dataset presented here ({source}) "
-            f"comprises {n_train:,} labelled rows in `train.csv`{text} and {n_test:,} rows to predict in "
-            f"`test.csv`. Your task is to predict {targets} for the rows of `test.csv`, as {form}, identified "
-            f"by `{report.id_column}`. The evaluation metric is {METRIC_WORDS[report.metric]}; {better}. "
-            f"{answers} We provide an overall pipeline in train.py; fill in the model in `train_model` and "
-            f"`predict`, keeping the data split and the output as they are.\n\n{card}")
+    answers = (
+        "The test answers are held out for grading."
+        if report.has_answers
+        else "The test rows are unlabelled: a solution is judged on labelled rows held back from it, and "
+        "its submission.csv is what would be uploaded."
+    )
+    return (
+        f"You are solving this machine learning task of {kind}: the dataset presented here ({source}) "
+        f"comprises {n_train:,} labelled rows in `train.csv`{text} and {n_test:,} rows to predict in "
+        f"`test.csv`. Your task is to predict {targets} for the rows of `test.csv`, as {form}, identified "
+        f"by `{report.id_column}`. The evaluation metric is {METRIC_WORDS[report.metric]}; {better}. "
+        f"{answers} We provide an overall pipeline in train.py; fill in the model in `train_model` and "
+        f"`predict`, keeping the data split and the output as they are.\n\n{card}"
+    )
 
 
 def _placeholder(report: NewTaskReport, y: Any) -> dict[str, Any]:
@@ -196,13 +232,20 @@ def create_task(req: NewTaskRequest) -> NewTaskReport:
     train, made_id = _infer_columns(train, test, sample, req, report)
     train, test = _line_up_ids(train, test, made_id, report)
     y = train[report.target]
-    sample_values = sample[report.target[0]] if sample is not None and report.target[0] in sample.columns else None
+    sample_values = (
+        sample[report.target[0]]
+        if sample is not None and report.target[0] in sample.columns
+        else None
+    )
     labels = _infer_task_type(y, sample_values, req, report)
     positive = _choose_metric(y, sample_values, labels, req, report)
     _infer_modality(train, req, report)
     train, test, answers = _test_rows(train, test, sample, req, report)
     made = _sample_submission(report, y, test, sample, answers)
-    source = req.source or f"user files: {', '.join(p.name for p in (req.train, req.test, req.sample) if p)}"
+    source = (
+        req.source
+        or f"user files: {', '.join(p.name for p in (req.train, req.test, req.sample) if p)}"
+    )
     _write(req.dest, report, source, train, test, made, answers, positive, sources)
     return report
 
@@ -227,12 +270,15 @@ def _read_files(req: NewTaskRequest, report: NewTaskReport) -> tuple[Any, Any, A
     return train, test, sample
 
 
-def _infer_columns(train: Any, test: Any, sample: Any, req: NewTaskRequest,
-                   report: NewTaskReport) -> tuple[Any, bool]:
+def _infer_columns(
+    train: Any, test: Any, sample: Any, req: NewTaskRequest, report: NewTaskReport
+) -> tuple[Any, bool]:
     """The id column, the targets and the classes (on the report); returns train without its unlabelled
     rows, and whether the id column is to be made up (no file has one)."""
     id_column, made_id = infer_id(train, test, sample, req.id_column, report)
-    targets, classes = infer_targets(train, test, sample, None if made_id else id_column, req.target, report)
+    targets, classes = infer_targets(
+        train, test, sample, None if made_id else id_column, req.target, report
+    )
     if id_column in targets:
         raise NewTaskError(f"The id column {id_column!r} cannot also be the target.")
     for t in targets:
@@ -242,7 +288,9 @@ def _infer_columns(train: Any, test: Any, sample: Any, req: NewTaskRequest,
     unlabelled = train[targets].isna().any(axis=1)
     if unlabelled.any():
         train = train[~unlabelled].reset_index(drop=True)
-        report.say("rows", f"{int(unlabelled.sum()):,} training rows without a target value dropped")
+        report.say(
+            "rows", f"{int(unlabelled.sum()):,} training rows without a target value dropped"
+        )
     report.id_column, report.target, report.classes = id_column, targets, classes
     return train, made_id
 
@@ -257,7 +305,9 @@ def _line_up_ids(train: Any, test: Any, made_id: bool, report: NewTaskReport) ->
             test.insert(0, id_column, range(len(train), len(train) + len(test)))
     elif id_column not in train.columns:
         train.insert(0, id_column, range(-len(train), 0))
-        report.say("id", f"{id_column} is in test.csv only: training rows get ids -{len(train)}..-1")
+        report.say(
+            "id", f"{id_column} is in test.csv only: training rows get ids -{len(train)}..-1"
+        )
     check_unique(train, id_column, "train.csv")
     if test is None:
         return train, test
@@ -269,30 +319,46 @@ def _line_up_ids(train: Any, test: Any, made_id: bool, report: NewTaskReport) ->
     extra = [c for c in test.columns if c not in expected]
     if missing or extra:
         parts = ([f"lacks {', '.join(map(repr, missing))}"] if missing else []) + (
-            [f"has {', '.join(map(repr, extra))} that train.csv has not"] if extra else [])
-        raise NewTaskError(f"test.csv's columns differ from train.csv's without the target: it "
-                           f"{' and '.join(parts)}.")
+            [f"has {', '.join(map(repr, extra))} that train.csv has not"] if extra else []
+        )
+        raise NewTaskError(
+            f"test.csv's columns differ from train.csv's without the target: it "
+            f"{' and '.join(parts)}."
+        )
     return train, test[expected]
 
 
-def _infer_task_type(y: Any, sample_values: Any, req: NewTaskRequest, report: NewTaskReport) -> set[str]:
+def _infer_task_type(
+    y: Any, sample_values: Any, req: NewTaskRequest, report: NewTaskReport
+) -> set[str]:
     """The task type (on the report), checked against the targets; returns the class labels seen (none
     for regression)."""
     task_type, why = infer_task_type(y, sample_values, req.task_type)
     if req.task_type and req.task_type not in METRICS_FOR:
         raise NewTaskError(f"--task-type must be one of {', '.join(METRICS_FOR)}.")
-    labels = set(y.iloc[:, 0].dropna().astype(str)) if task_type.endswith("classification") else set()
+    labels = (
+        set(y.iloc[:, 0].dropna().astype(str)) if task_type.endswith("classification") else set()
+    )
     if report.classes and task_type not in ("binary-classification", "multiclass-classification"):
-        raise NewTaskError("sample_submission.csv has one column per class, but the target is not a class label.")
-    if task_type == "binary-classification" and len(report.target) == 1 and y.iloc[:, 0].nunique() != 2:
-        raise NewTaskError(f"A binary task needs exactly 2 labels; {report.target[0]!r} has {y.iloc[:, 0].nunique()}.")
+        raise NewTaskError(
+            "sample_submission.csv has one column per class, but the target is not a class label."
+        )
+    if (
+        task_type == "binary-classification"
+        and len(report.target) == 1
+        and y.iloc[:, 0].nunique() != 2
+    ):
+        raise NewTaskError(
+            f"A binary task needs exactly 2 labels; {report.target[0]!r} has {y.iloc[:, 0].nunique()}."
+        )
     report.say("task type", f"{task_type} ({why})")
     report.task_type = task_type
     return labels
 
 
-def _choose_metric(y: Any, sample_values: Any, labels: set[str], req: NewTaskRequest,
-                   report: NewTaskReport) -> Any:
+def _choose_metric(
+    y: Any, sample_values: Any, labels: set[str], req: NewTaskRequest, report: NewTaskReport
+) -> Any:
     """The metric (--metric, or the task type's default) and the classes it needs, on the report; returns
     the positive label for AUROC on one target (else None)."""
     task_type, classes = report.task_type, report.classes
@@ -300,10 +366,14 @@ def _choose_metric(y: Any, sample_values: Any, labels: set[str], req: NewTaskReq
         try:
             metric = get_metric(req.metric).name
         except KeyError as exc:
-            raise NewTaskError(f"Unknown metric {req.metric!r}; known: {', '.join(sorted(METRIC_WORDS))}.") from exc
+            raise NewTaskError(
+                f"Unknown metric {req.metric!r}; known: {', '.join(sorted(METRIC_WORDS))}."
+            ) from exc
         metric_why = "from --metric"
     else:
-        metric, metric_why = default_metric(task_type, len(report.target), classes, sample_values, labels)
+        metric, metric_why = default_metric(
+            task_type, len(report.target), classes, sample_values, labels
+        )
     check_metric(metric, task_type, y)
     if metric == "logloss" and not classes:
         classes = sorted(labels)
@@ -326,14 +396,17 @@ def _infer_modality(train: Any, req: NewTaskRequest, report: NewTaskReport) -> N
     report.modality = "text" if report.text_column else "tabular"
 
 
-def _test_rows(train: Any, test: Any, sample: Any, req: NewTaskRequest,
-               report: NewTaskReport) -> tuple[Any, Any, Any]:
+def _test_rows(
+    train: Any, test: Any, sample: Any, req: NewTaskRequest, report: NewTaskReport
+) -> tuple[Any, Any, Any]:
     """(train, test, answers): the user's test rows in sample_submission's order (answers None), or a
     labelled hold-out carved from train."""
     answers = None
     id_column = report.id_column
     if req.holdout is not None:
-        train, test, answers = _carve(train, report.target, report.task_type, req.holdout, req.seed, report)
+        train, test, answers = _carve(
+            train, report.target, report.task_type, req.holdout, req.seed, report
+        )
         if req.test is not None:
             report.say("test", f"{req.test.name} is not used: the hold-out is the test set")
         report.has_answers = True
@@ -347,8 +420,11 @@ def _test_rows(train: Any, test: Any, sample: Any, req: NewTaskRequest,
         order = {v: i for i, v in enumerate(sample[id_column].astype(str))}
         test = test.iloc[test[id_column].astype(str).map(order).argsort()].reset_index(drop=True)
     assert test is not None
-    judged = " with held-out answers" if answers is not None else (
-        " without answers: no test score; rows held back from train judge the runs")
+    judged = (
+        " with held-out answers"
+        if answers is not None
+        else (" without answers: no test score; rows held back from train judge the runs")
+    )
     report.say("test", f"{len(test):,} rows{judged}")
     return train, test, answers
 
@@ -362,7 +438,9 @@ def _sample_submission(report: NewTaskReport, y: Any, test: Any, sample: Any, an
     if sample is not None and answers is None:
         return sample[[report.id_column, *columns]]
     fill = _placeholder(report, y)
-    return pd.DataFrame({report.id_column: test[report.id_column].to_numpy(), **{c: fill[c] for c in columns}})
+    return pd.DataFrame(
+        {report.id_column: test[report.id_column].to_numpy(), **{c: fill[c] for c in columns}}
+    )
 
 
 def declared_sources(req: NewTaskRequest) -> tuple[str, ...]:
@@ -377,8 +455,14 @@ def declared_sources(req: NewTaskRequest) -> tuple[str, ...]:
     return sources
 
 
-def _carve(train: Any, targets: list[str], task_type: str, fraction: float, seed: int,
-           report: NewTaskReport) -> tuple[Any, Any, Any]:
+def _carve(
+    train: Any,
+    targets: list[str],
+    task_type: str,
+    fraction: float,
+    seed: int,
+    report: NewTaskReport,
+) -> tuple[Any, Any, Any]:
     """A seeded hold-out (stratified for single-label classification) as the test file and its answers."""
     from sklearn.model_selection import train_test_split
 
@@ -389,15 +473,30 @@ def _carve(train: Any, targets: list[str], task_type: str, fraction: float, seed
             stratify = train[targets[0]]
     keep, held = train_test_split(train, test_size=fraction, random_state=seed, stratify=stratify)
     how = "stratified by " + targets[0] if stratify is not None else "random"
-    report.say("hold-out", f"{len(held):,} labelled rows ({fraction:g}, seed {seed}, {how}) moved from train "
-               "to the test file; their answers go to private/answers.csv")
+    report.say(
+        "hold-out",
+        f"{len(held):,} labelled rows ({fraction:g}, seed {seed}, {how}) moved from train "
+        "to the test file; their answers go to private/answers.csv",
+    )
     id_column = report.id_column
-    return keep.reset_index(drop=True), held.drop(columns=targets).reset_index(drop=True), \
-        held[[id_column, *targets]].reset_index(drop=True)
+    return (
+        keep.reset_index(drop=True),
+        held.drop(columns=targets).reset_index(drop=True),
+        held[[id_column, *targets]].reset_index(drop=True),
+    )
 
 
-def _write(dest: Path, report: NewTaskReport, source: str, train: Any, test: Any, sample: Any, answers: Any,
-           positive: Any, sources: tuple[str, ...] = ()) -> None:
+def _write(
+    dest: Path,
+    report: NewTaskReport,
+    source: str,
+    train: Any,
+    test: Any,
+    sample: Any,
+    answers: Any,
+    positive: Any,
+    sources: tuple[str, ...] = (),
+) -> None:
     from dsagent_cbr.tasks.datacard import csv_card
     from dsagent_cbr.tasks.starter import StarterSpec, starter_script
 
@@ -414,16 +513,31 @@ def _write(dest: Path, report: NewTaskReport, source: str, train: Any, test: Any
         if answers is not None:
             (tmp / "private").mkdir()
             answers.to_csv(tmp / "private" / "answers.csv", index=False)
-        spec = StarterSpec(modality=report.modality, task_type=report.task_type, metric=report.metric,
-                           targets=tuple(report.target), id_column=report.id_column,
-                           text_column=report.text_column, classes=tuple(report.classes), positive=positive)
+        spec = StarterSpec(
+            modality=report.modality,
+            task_type=report.task_type,
+            metric=report.metric,
+            targets=tuple(report.target),
+            id_column=report.id_column,
+            text_column=report.text_column,
+            classes=tuple(report.classes),
+            positive=positive,
+        )
         (tmp / "train.py").write_text(starter_script(spec), encoding="utf-8")
         metric = get_metric(report.metric)
-        card = csv_card(tmp / "data", public, target=report.target, id_column=report.id_column,
-                        metric=metric.name, direction=metric.direction, task_type=report.task_type,
-                        classes=report.classes if metric.name == "logloss" else None)
-        (tmp / "description.md").write_text(describe(report, source, len(train), len(test), card, positive),
-                                            encoding="utf-8")
+        card = csv_card(
+            tmp / "data",
+            public,
+            target=report.target,
+            id_column=report.id_column,
+            metric=metric.name,
+            direction=metric.direction,
+            task_type=report.task_type,
+            classes=report.classes if metric.name == "logloss" else None,
+        )
+        (tmp / "description.md").write_text(
+            describe(report, source, len(train), len(test), card, positive), encoding="utf-8"
+        )
         toml = task_toml(dest.name, report, source, public, sources)
         (tmp / "task.toml").write_text(toml, encoding="utf-8")
         if dest.exists():
@@ -433,4 +547,5 @@ def _write(dest: Path, report: NewTaskReport, source: str, train: Any, test: Any
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     report.files = ["task.toml", "description.md", "train.py", *(f"data/{p}" for p in public)] + (
-        ["private/answers.csv"] if answers is not None else [])
+        ["private/answers.csv"] if answers is not None else []
+    )

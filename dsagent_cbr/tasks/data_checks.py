@@ -22,14 +22,20 @@ from dsagent_cbr.tasks.model import Task
 
 HEAD_BYTES = 1 << 20
 # Longest first: a UTF-32 little-endian mark begins with the UTF-16 one.
-_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"), (b"\xff\xfe", "UTF-16"),
-         (b"\xfe\xff", "UTF-16"))
+_BOMS = (
+    (b"\xff\xfe\x00\x00", "UTF-32"),
+    (b"\x00\x00\xfe\xff", "UTF-32"),
+    (b"\xff\xfe", "UTF-16"),
+    (b"\xfe\xff", "UTF-16"),
+)
 _AS_UTF8 = "save it as UTF-8"
 
 
 def data_problems(task: Task) -> list[str]:
     """One line per public file develop, deploy or run would trip on; empty when all is well."""
-    odd = {name: why for name in task.public_files if (why := entry_problem(task.public_dir / name))}
+    odd = {
+        name: why for name in task.public_files if (why := entry_problem(task.public_dir / name))
+    }
     problems = [f"{task.public_dir / name}: {why}" for name, why in odd.items()]
     # Links are all in `odd`, so is_file() follows none here; a folder's own files are not parsed.
     files = [f for f in task.public_files if f not in odd and (task.public_dir / f).is_file()]
@@ -142,11 +148,15 @@ def _column_problems(task: Task, headers: dict[str, list[str]]) -> list[str]:
     if train is not None:
         missing = [t for t in task.target if t not in headers[train]]
         if missing:
-            problems.append(f"{task.public_dir / train}: no target column {', '.join(map(repr, missing))} "
-                            "(data.target in task.toml)")
+            problems.append(
+                f"{task.public_dir / train}: no target column {', '.join(map(repr, missing))} "
+                "(data.target in task.toml)"
+            )
     for name in dict.fromkeys(n for n in (train, test) if n is not None):
         if task.id_column and task.id_column not in headers[name]:
-            problems.append(f"{task.public_dir / name}: no id column {task.id_column!r} (data.id_column in task.toml)")
+            problems.append(
+                f"{task.public_dir / name}: no id column {task.id_column!r} (data.id_column in task.toml)"
+            )
     return problems
 
 
@@ -160,15 +170,21 @@ def array_problems(folder: Path, names: list[str]) -> list[str]:
         try:
             array = np.load(path, mmap_mode="r", allow_pickle=False)  # as the data card opens it
         except (ValueError, OSError, EOFError) as exc:
-            problems.append(f"{path}: not a .npy array that loads without pickle ({_one_line(exc)})")
+            problems.append(
+                f"{path}: not a .npy array that loads without pickle ({_one_line(exc)})"
+            )
             continue
         if array.ndim == 0 or array.shape[0] == 0:
             problems.append(f"{path}: holds no rows (shape {tuple(array.shape)})")
             continue
         rows[name] = int(array.shape[0])
     for name, n in rows.items():
-        partner = next((p for p in rows if p[0] in "Xx" and name[0] in "yY" and p[1:] == name[1:]), None)
+        partner = next(
+            (p for p in rows if p[0] in "Xx" and name[0] in "yY" and p[1:] == name[1:]), None
+        )
         if partner is not None and rows[partner] != n:
-            problems.append(f"{folder / name}: {n:,} rows but {partner} has {rows[partner]:,}; "
-                            "their first dimensions must agree")
+            problems.append(
+                f"{folder / name}: {n:,} rows but {partner} has {rows[partner]:,}; "
+                "their first dimensions must agree"
+            )
     return problems

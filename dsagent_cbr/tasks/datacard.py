@@ -43,7 +43,9 @@ class Column:
     examples: tuple[str, ...]
     # Every level of a low-cardinality text or bool column, most frequent first: (as shown, share of rows).
     levels: tuple[tuple[str, float], ...] = ()
-    low: float | None = None  # smallest and largest value of a numeric column, for its group's range
+    low: float | None = (
+        None  # smallest and largest value of a numeric column, for its group's range
+    )
     high: float | None = None
 
 
@@ -54,7 +56,9 @@ class ColumnGroup:
     pieces: tuple[str, ...]
     dtype: str
     columns: tuple[Column, ...]
-    numbers: tuple[tuple[str, ...], ...]  # each column's numbers as written (`00` in `f_00`), in file order
+    numbers: tuple[
+        tuple[str, ...], ...
+    ]  # each column's numbers as written (`00` in `f_00`), in file order
 
 
 @dataclass(frozen=True)
@@ -85,7 +89,9 @@ def _count_rows(path: Path) -> int:
 
 
 @functools.lru_cache(maxsize=64)
-def _summarise_csv(path: str, mtime_ns: int, size: int, max_rows: int, hidden: tuple[str, ...]) -> CsvSummary:
+def _summarise_csv(
+    path: str, mtime_ns: int, size: int, max_rows: int, hidden: tuple[str, ...]
+) -> CsvSummary:
     import pandas as pd
 
     frame = pd.read_csv(path, nrows=max_rows, low_memory=False)
@@ -161,24 +167,31 @@ def _column_table(summary: CsvSummary, keep: set[str]) -> list[str]:
         return _rows_table(single, keep)
     # The count up front, so that a model can check that the table and the groups hold every column.
     plural = "s" if len(groups) > 1 else ""
-    lead = (f"{len(columns):,} columns: {len(single):,} listed one by one, {len(grouped):,} in "
-            f"{len(groups):,} group{plural} of one name pattern and dtype after them.")
+    lead = (
+        f"{len(columns):,} columns: {len(single):,} listed one by one, {len(grouped):,} in "
+        f"{len(groups):,} group{plural} of one name pattern and dtype after them."
+    )
     lines = [lead, ""] + (_rows_table(single, keep) if single else [])
     return lines + ["", "Column groups:"] + [_group_line(g) for g in groups]
 
 
 def _rows_table(columns: list[Column], keep: set[str]) -> list[str]:
     others = [c for c in columns if c.name not in keep]
-    shown = columns if len(columns) <= MAX_COLUMNS else (
-        [c for c in columns if c.name in keep] + others[: MAX_COLUMNS - len(keep)])
+    shown = (
+        columns
+        if len(columns) <= MAX_COLUMNS
+        else ([c for c in columns if c.name in keep] + others[: MAX_COLUMNS - len(keep)])
+    )
     shown_names = {c.name for c in shown}
     # A column of 0% in every row says nothing and costs tokens in every prompt: only when one is missing.
     gaps = any(c.missing for c in shown)
     # The header says when a cell holds every level, so that a model does not look for more of them.
     levels = any(c.levels for c in shown)
     heading = "examples, or every level and its share of rows" if levels else "examples"
-    lines = ["| column | dtype |" + (" missing |" if gaps else "") + f" distinct | {heading} |",
-             "|---|---|" + ("---:|" if gaps else "") + "---:|---|"]
+    lines = [
+        "| column | dtype |" + (" missing |" if gaps else "") + f" distinct | {heading} |",
+        "|---|---|" + ("---:|" if gaps else "") + "---:|---|",
+    ]
     for c in [c for c in columns if c.name in shown_names]:
         missing = f" {_percent(c.missing)} |" if gaps else ""
         examples = _examples(c).replace("|", "\\|")
@@ -220,14 +233,19 @@ def _groups(columns: list[Column], keep: set[str]) -> list[ColumnGroup]:
         parts = None if column.name in keep else _name_parts(column.name)
         if parts is not None:
             found.setdefault((parts[0], column.dtype), []).append((parts[1], column))
-    return [ColumnGroup(pieces, dtype, tuple(c for _, c in members), tuple(n for n, _ in members))
-            for (pieces, dtype), members in found.items() if len(members) >= MIN_GROUP]
+    return [
+        ColumnGroup(pieces, dtype, tuple(c for _, c in members), tuple(n for n, _ in members))
+        for (pieces, dtype), members in found.items()
+        if len(members) >= MIN_GROUP
+    ]
 
 
 def _pattern(group: ColumnGroup, varying: list[int]) -> str:
     """The names with each varying number as `{n}` and the others as written (`sensor_{n}_reading_3`)."""
     fixed = group.numbers[0]
-    inner = [piece + ("{n}" if i in varying else fixed[i]) for i, piece in enumerate(group.pieces[:-1])]
+    inner = [
+        piece + ("{n}" if i in varying else fixed[i]) for i, piece in enumerate(group.pieces[:-1])
+    ]
     return "".join(inner) + group.pieces[-1]
 
 
@@ -247,11 +265,15 @@ def _group_name(group: ColumnGroup) -> str:
     """First and last name when one number varies without a gap (`pixel0` … `pixel783`); the pattern and
     its runs of numbers when it has gaps; the pattern, first and last name when several numbers vary."""
     varying = [i for i in range(len(group.pieces) - 1) if len({n[i] for n in group.numbers}) > 1]
-    if len(varying) != 1:  # a grid or dates (`1/22/20`): the file's order is the one that means something
+    if (
+        len(varying) != 1
+    ):  # a grid or dates (`1/22/20`): the file's order is the one that means something
         first, last = group.columns[0].name, group.columns[-1].name
         return f"`{_pattern(group, varying)}`, from `{first}` to `{last}` in the file's order"
     at = varying[0]
-    ordered = sorted(zip(group.numbers, group.columns, strict=True), key=lambda m: (int(m[0][at]), m[0][at]))
+    ordered = sorted(
+        zip(group.numbers, group.columns, strict=True), key=lambda m: (int(m[0][at]), m[0][at])
+    )
     numbers = [int(n[at]) for n, _ in ordered]
     if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
         return f"`{ordered[0][1].name}` … `{ordered[-1][1].name}`"
@@ -265,8 +287,14 @@ def _group_line(group: ColumnGroup) -> str:
     low, high = min(c.missing for c in columns), max(c.missing for c in columns)
     missing = _percent(low) if low == high else f"{_percent(low)} to {_percent(high)}"
     gaps = [f"`{c.name}`" for c in columns if c.missing]
-    if low != high:  # which columns have gaps, when few enough to name: a model may want to impute them
-        missing += f" ({', '.join(gaps)} only)" if len(gaps) <= MIN_GROUP else f" (in {len(gaps):,} columns)"
+    if (
+        low != high
+    ):  # which columns have gaps, when few enough to name: a model may want to impute them
+        missing += (
+            f" ({', '.join(gaps)} only)"
+            if len(gaps) <= MIN_GROUP
+            else f" (in {len(gaps):,} columns)"
+        )
     lows = [c.low for c in columns if c.low is not None]
     highs = [c.high for c in columns if c.high is not None]
     levels = sorted({text for c in columns for text, _ in c.levels})
@@ -278,7 +306,9 @@ def _group_line(group: ColumnGroup) -> str:
     elif distinct == [0]:
         values = "no values"
     else:
-        spread = f"{distinct[0]:,}" if len(distinct) == 1 else f"{distinct[0]:,} to {distinct[-1]:,}"
+        spread = (
+            f"{distinct[0]:,}" if len(distinct) == 1 else f"{distinct[0]:,} to {distinct[-1]:,}"
+        )
         values = f"{spread} distinct values per column"
     return f"- {_group_name(group)} ({len(columns):,} columns): {group.dtype}, missing {missing}, {values}"
 
@@ -304,13 +334,19 @@ def target_distribution(values: Any, task_type: str) -> str:
         counts = present.astype(str).value_counts()
         counts = counts.sort_index(kind="stable").sort_values(ascending=False, kind="stable")
         total = max(int(counts.sum()), 1)
-        parts = [f"{json.dumps(_cut(str(k), 40), ensure_ascii=False)} {n:,} ({100 * n / total:.1f}%)"
-                 for k, n in counts.iloc[:MAX_CLASSES].items()]
-        more = f", and {len(counts) - MAX_CLASSES:,} more classes" if len(counts) > MAX_CLASSES else ""
+        parts = [
+            f"{json.dumps(_cut(str(k), 40), ensure_ascii=False)} {n:,} ({100 * n / total:.1f}%)"
+            for k, n in counts.iloc[:MAX_CLASSES].items()
+        ]
+        more = (
+            f", and {len(counts) - MAX_CLASSES:,} more classes" if len(counts) > MAX_CLASSES else ""
+        )
         return f"{len(counts):,} classes: " + ", ".join(parts) + more
     q = present.astype(float).quantile([0, 0.25, 0.5, 0.75, 1]).tolist()
-    return (f"min {_number(q[0])}, 25% {_number(q[1])}, median {_number(q[2])}, 75% {_number(q[3])}, "
-            f"max {_number(q[4])}, mean {_number(float(present.astype(float).mean()))}")
+    return (
+        f"min {_number(q[0])}, 25% {_number(q[1])}, median {_number(q[2])}, 75% {_number(q[3])}, "
+        f"max {_number(q[4])}, mean {_number(float(present.astype(float).mean()))}"
+    )
 
 
 def _is_numeric(values: Any) -> bool:
@@ -320,20 +356,42 @@ def _is_numeric(values: Any) -> bool:
 
 
 def _rows_line(name: str, summary: CsvSummary) -> str:
-    read = f"; described from the first {summary.rows_read:,}" if summary.rows_read < summary.rows else ""
+    read = (
+        f"; described from the first {summary.rows_read:,}"
+        if summary.rows_read < summary.rows
+        else ""
+    )
     return f"`{name}`: {summary.rows:,} rows × {len(summary.columns):,} columns{read}"
 
 
-def csv_card(public_dir: Path, files: list[str], *, target: list[str], id_column: str | None, metric: str,
-             direction: str, task_type: str, classes: list[str] | None = None,
-             hidden: dict[str, tuple[str, ...]] | None = None) -> str:
+def csv_card(
+    public_dir: Path,
+    files: list[str],
+    *,
+    target: list[str],
+    id_column: str | None,
+    metric: str,
+    direction: str,
+    task_type: str,
+    classes: list[str] | None = None,
+    hidden: dict[str, tuple[str, ...]] | None = None,
+) -> str:
     """The card of a csv task from its public files, less the `hidden` columns of each. The first file
     holding the target is the training file; the others are described by how their columns differ."""
     hidden = hidden or {}
-    summaries = {name: summarise_csv(public_dir / name, hidden=hidden.get(name, ()))
-                 for name in files if (public_dir / name).is_file()}
-    train_name = next((n for n, s in summaries.items() if target and all(
-        t in {c.name for c in s.columns} for t in target)), next(iter(summaries), None))
+    summaries = {
+        name: summarise_csv(public_dir / name, hidden=hidden.get(name, ()))
+        for name in files
+        if (public_dir / name).is_file()
+    }
+    train_name = next(
+        (
+            n
+            for n, s in summaries.items()
+            if target and all(t in {c.name for c in s.columns} for t in target)
+        ),
+        next(iter(summaries), None),
+    )
     better = "higher is better" if direction == "maximize" else "lower is better"
     lines = ["## Data card", ""]
     lines += [f"- {_rows_line(name, s)}" for name, s in summaries.items()]
@@ -341,7 +399,9 @@ def csv_card(public_dir: Path, files: list[str], *, target: list[str], id_column
     if target:
         lines.append(f"- Target: {', '.join(f'`{t}`' for t in target)} ({task_type})")
     if classes:
-        lines.append(f"- Prediction columns (one probability per class): {', '.join(f'`{c}`' for c in classes)}")
+        lines.append(
+            f"- Prediction columns (one probability per class): {', '.join(f'`{c}`' for c in classes)}"
+        )
     lines.append(f"- Metric: {metric} ({better})")
     if train_name is None:
         return "\n".join(lines) + "\n"
@@ -349,7 +409,9 @@ def csv_card(public_dir: Path, files: list[str], *, target: list[str], id_column
     present = {c.name for c in train.columns}
     for t in target:
         if t in present:
-            lines.append(f"- Distribution of `{t}` in `{train_name}`: {target_distribution(train.frame[t], task_type)}")
+            lines.append(
+                f"- Distribution of `{t}` in `{train_name}`: {target_distribution(train.frame[t], task_type)}"
+            )
     lines += ["", f"Columns of `{train_name}`:", ""]
     lines += _column_table(train, {*target, *([id_column] if id_column else [])})
     for name, s in summaries.items():
@@ -369,7 +431,9 @@ def csv_card(public_dir: Path, files: list[str], *, target: list[str], id_column
     return "\n".join(lines) + "\n"
 
 
-def npy_card(public_dir: Path, files: list[str], *, metric: str, direction: str, task_type: str) -> str:
+def npy_card(
+    public_dir: Path, files: list[str], *, metric: str, direction: str, task_type: str
+) -> str:
     """Shapes, dtypes and missing share of each array; the label distribution (or value quantiles) of
     the training labels."""
     import numpy as np
@@ -407,19 +471,37 @@ def _files_card(task: Task) -> str:
     files, target, hidden = list(task.public_files), list(task.target), {}
     if task.layout == "dsagent":
         files = sorted(f for f in files if f.endswith((".csv", ".npy")))
-        if task.dsagent is not None:  # the test labels, constant in the workspace, are not described
+        if (
+            task.dsagent is not None
+        ):  # the test labels, constant in the workspace, are not described
             target = list(task.dsagent.label_columns)
             if task.dsagent.label_file:
                 hidden = {task.dsagent.label_file: task.dsagent.label_columns}
     if task.data_format == "npy" or (files and all(f.endswith(".npy") for f in files)):
-        return npy_card(task.public_dir, files, metric=task.metric_name, direction=task.direction,
-                        task_type=task.task_type)
+        return npy_card(
+            task.public_dir,
+            files,
+            metric=task.metric_name,
+            direction=task.direction,
+            task_type=task.task_type,
+        )
     csvs = [f for f in files if f.endswith(".csv")]
-    card = csv_card(task.public_dir, csvs, target=target, id_column=task.id_column,
-                    metric=task.metric_name, direction=task.direction, task_type=task.task_type,
-                    classes=list(task.classes) if task.metric_name == "logloss" else None, hidden=hidden)
+    card = csv_card(
+        task.public_dir,
+        csvs,
+        target=target,
+        id_column=task.id_column,
+        metric=task.metric_name,
+        direction=task.direction,
+        task_type=task.task_type,
+        classes=list(task.classes) if task.metric_name == "logloss" else None,
+        hidden=hidden,
+    )
     for name, columns in hidden.items():
-        card = (card.rstrip() + f"\n\nIn the workspace `{name}` keeps {', '.join(f'`{c}`' for c in columns)}, each "
-                "holding one constant (the answers are graded outside): leave them out of the features, as the "
-                "starter does.\n")
+        card = (
+            card.rstrip()
+            + f"\n\nIn the workspace `{name}` keeps {', '.join(f'`{c}`' for c in columns)}, each "
+            "holding one constant (the answers are graded outside): leave them out of the features, as the "
+            "starter does.\n"
+        )
     return card

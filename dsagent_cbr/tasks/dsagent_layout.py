@@ -33,20 +33,28 @@ class DsagentGrading:
 def training_csv(env: Path, label_file: str | None, label_columns: tuple[str, ...]) -> Path | None:
     """The csv the starter trains on: named for training, not the test file, holding the label columns."""
     for path in sorted(env.glob("*.csv")):
-        if path.name != label_file and "train" in path.name.lower() and set(label_columns) <= set(csv_header(path)):
+        if (
+            path.name != label_file
+            and "train" in path.name.lower()
+            and set(label_columns) <= set(csv_header(path))
+        ):
             return path
     return None
 
 
 def _strings(tree: ast.AST) -> set[str]:
-    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return {
+        n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+    }
 
 
 def _constants(module: ast.Module) -> dict[str, set[str]]:
     """Module-level names bound to strings or lists of strings: LABELS = ["a", "b"], TARGET = "y"."""
     out: dict[str, set[str]] = {}
     for node in module.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant | ast.List | ast.Tuple):
+        if isinstance(node, ast.Assign) and isinstance(
+            node.value, ast.Constant | ast.List | ast.Tuple
+        ):
             for target in node.targets:
                 if isinstance(target, ast.Name):
                     out[target.id] = _strings(node.value)
@@ -79,15 +87,23 @@ def _submit_def(tree: ast.Module) -> ast.FunctionDef | None:
 
 def _y_true_strings(starter: ast.Module) -> set[str]:
     """String constants in the first argument of the starter's submit call, following one assignment."""
-    call = next((n for n in ast.walk(starter) if isinstance(n, ast.Call) and getattr(n.func, "id", None) == SUBMIT
-                 and n.args), None)
+    call = next(
+        (
+            n
+            for n in ast.walk(starter)
+            if isinstance(n, ast.Call) and getattr(n.func, "id", None) == SUBMIT and n.args
+        ),
+        None,
+    )
     if call is None:
         return set()
     first, constants = call.args[0], _constants(starter)
     found = _subscripted(first, constants)
     names = {n.id for n in ast.walk(first) if isinstance(n, ast.Name)}
     for node in ast.walk(starter):
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id in names for t in node.targets):
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id in names for t in node.targets
+        ):
             found |= _subscripted(node.value, constants)
     return found
 
@@ -111,7 +127,9 @@ def analyse(env: Path, problems: list[str]) -> DsagentGrading | None:
     read = ({_file_name(s) for s in _strings(submission)} & files) - {"submission.py", "train.py"}
     answer_files = tuple(sorted(read - starter_reads))
     shared = sorted(f for f in read & starter_reads if f.endswith(".csv"))
-    mentioned = _subscripted(submission, _constants(submission)) if arity < 2 else _y_true_strings(starter)
+    mentioned = (
+        _subscripted(submission, _constants(submission)) if arity < 2 else _y_true_strings(starter)
+    )
     if arity >= 2 and not shared:
         shared = sorted(f for f in starter_reads if f.endswith(".csv") and "test" in f.lower())
     label_file, columns = None, ()
@@ -121,10 +139,14 @@ def analyse(env: Path, problems: list[str]) -> DsagentGrading | None:
             label_file, columns = name, cols
             break
     if arity >= 2 and not columns:
-        problems.append(f"{env / 'train.py'}: cannot tell which test columns it passes to {SUBMIT} as y_true")
+        problems.append(
+            f"{env / 'train.py'}: cannot tell which test columns it passes to {SUBMIT} as y_true"
+        )
         return None
     if not columns and not answer_files:
-        problems.append(f"{where}: cannot tell where it reads the test answers from (name the file and the "
-                        "label columns as strings)")
+        problems.append(
+            f"{where}: cannot tell where it reads the test answers from (name the file and the "
+            "label columns as strings)"
+        )
         return None
     return DsagentGrading(arity, label_file, columns, answer_files)

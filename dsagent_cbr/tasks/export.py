@@ -28,8 +28,17 @@ LABEL_FILE = "y_test.npy"
 NPY_PUBLIC = ("X_train.npy", "y_train.npy", "X_test.npy")
 
 # How each metric is named in the printed lines (the loader reads the metric back from them).
-DISPLAY = {"accuracy": "Accuracy", "auroc": "AUROC", "logloss": "Log loss", "rmse": "RMSE", "mse": "MSE",
-           "mae": "MAE", "medae": "MedAE", "rmsle": "RMSLE", "mcrmse": "MCRMSE"}
+DISPLAY = {
+    "accuracy": "Accuracy",
+    "auroc": "AUROC",
+    "logloss": "Log loss",
+    "rmse": "RMSE",
+    "mse": "MSE",
+    "mae": "MAE",
+    "medae": "MedAE",
+    "rmsle": "RMSLE",
+    "mcrmse": "MCRMSE",
+}
 
 # The body of compute_metric(y_true, y_pred), written into both submission.py and train.py. Each agrees
 # with dsagent_cbr.tasks.metrics and needs only numpy (and scikit-learn for AUROC).
@@ -39,8 +48,10 @@ _METRIC_BODY = {
     "mse": _AS_FLOATS + "return float(np.mean((y_true - y_pred) ** 2))",
     "mae": _AS_FLOATS + "return float(np.mean(np.abs(y_true - y_pred)))",
     "medae": _AS_FLOATS + "return float(np.median(np.abs(y_true - y_pred)))",
-    "rmsle": _AS_FLOATS + "return float(np.sqrt(np.mean((np.log1p(y_pred) - np.log1p(y_true)) ** 2)))",
-    "mcrmse": _AS_FLOATS + "return float(np.mean(np.sqrt(np.mean((y_true - y_pred) ** 2, axis=0))))",
+    "rmsle": _AS_FLOATS
+    + "return float(np.sqrt(np.mean((np.log1p(y_pred) - np.log1p(y_true)) ** 2)))",
+    "mcrmse": _AS_FLOATS
+    + "return float(np.mean(np.sqrt(np.mean((y_true - y_pred) ** 2, axis=0))))",
     "accuracy": """\
 y_true, y_pred = np.asarray(y_true).ravel(), np.asarray(y_pred).ravel()
 if y_true.dtype.kind in "biuf" and y_pred.dtype.kind in "biuf":
@@ -49,7 +60,9 @@ return float(np.mean(y_true.astype(str) == y_pred.astype(str)))""",
     "auroc": """\
 from sklearn.metrics import roc_auc_score
 
-""" + _AS_FLOATS + """\
+"""
+    + _AS_FLOATS
+    + """\
 if y_true.ndim == 1:
     return float(roc_auc_score(y_true, y_pred))
 # several labels: the mean AUROC over the labels that have both classes
@@ -64,12 +77,17 @@ p = np.clip(y_pred, 1e-15, 1 - 1e-15)
 p = p / p.sum(axis=1, keepdims=True)
 return float(-np.mean(np.sum(onehot * np.log(p), axis=1)))""",
 }
-_METRIC_DOC = {"accuracy": "Accuracy: the share of exact labels.",
-               "auroc": "Area under the ROC curve (the mean over labels when there are several).",
-               "logloss": "Multi-class log loss; one probability column per class, in the order of CLASSES.",
-               "rmse": "Root mean squared error.", "mse": "Mean squared error.", "mae": "Mean absolute error.",
-               "medae": "Median absolute error.", "rmsle": "Root mean squared logarithmic error.",
-               "mcrmse": "Mean over the label columns of each column's RMSE."}
+_METRIC_DOC = {
+    "accuracy": "Accuracy: the share of exact labels.",
+    "auroc": "Area under the ROC curve (the mean over labels when there are several).",
+    "logloss": "Multi-class log loss; one probability column per class, in the order of CLASSES.",
+    "rmse": "Root mean squared error.",
+    "mse": "Mean squared error.",
+    "mae": "Mean absolute error.",
+    "medae": "Median absolute error.",
+    "rmsle": "Root mean squared logarithmic error.",
+    "mcrmse": "Mean over the label columns of each column's RMSE.",
+}
 
 _SUBMISSION = Template('''\
 $header
@@ -132,9 +150,13 @@ class _Parts:
 def export_dsagent(task: Task, out: Path) -> Path:
     """Write `task` (our layout, prepared) at `out` in DS-Agent's layout; returns the folder."""
     if task.layout != "cbr":
-        raise CbrError(f"Task {task.name} is already in the {task.layout} layout; only our layout is exported.")
+        raise CbrError(
+            f"Task {task.name} is already in the {task.layout} layout; only our layout is exported."
+        )
     if not task.is_prepared():
-        raise CbrError(f"Task {task.name} has no data yet: run `cbr tasks prepare {task.name}` first.")
+        raise CbrError(
+            f"Task {task.name} has no data yet: run `cbr tasks prepare {task.name}` first."
+        )
     out = Path(out).expanduser().resolve()
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise CbrError(f"{out} already exists and is not an empty folder; choose another.")
@@ -151,16 +173,34 @@ def export_dsagent(task: Task, out: Path) -> Path:
         _write_data(task, env)
         name, metric = DISPLAY[task.metric_name], _metric_function(task.metric_name)
         imports = ["import numpy as np", *parts.imports]
-        (env / "submission.py").write_text(_SUBMISSION.substitute(
-            header=_header(imports, parts.labels), metric=metric, load_truth=parts.load_truth, name=name),
-            encoding="utf-8")
-        starter_imports = [*imports, "from sklearn.model_selection import train_test_split",
-                           "from submission import submit_predictions_for_test_set"]
-        (env / "train.py").write_text(_STARTER.substitute(
-            header=_header(starter_imports, ["SEED = 42", *parts.features, *parts.labels]), metric=metric,
-            guess_train=parts.guess_train,
-            guess_predict=parts.guess_predict, what=parts.what, load_train=parts.load_train, split=parts.split,
-            load_test=parts.load_test, name=name), encoding="utf-8")
+        (env / "submission.py").write_text(
+            _SUBMISSION.substitute(
+                header=_header(imports, parts.labels),
+                metric=metric,
+                load_truth=parts.load_truth,
+                name=name,
+            ),
+            encoding="utf-8",
+        )
+        starter_imports = [
+            *imports,
+            "from sklearn.model_selection import train_test_split",
+            "from submission import submit_predictions_for_test_set",
+        ]
+        (env / "train.py").write_text(
+            _STARTER.substitute(
+                header=_header(starter_imports, ["SEED = 42", *parts.features, *parts.labels]),
+                metric=metric,
+                guess_train=parts.guess_train,
+                guess_predict=parts.guess_predict,
+                what=parts.what,
+                load_train=parts.load_train,
+                split=parts.split,
+                load_test=parts.load_test,
+                name=name,
+            ),
+            encoding="utf-8",
+        )
         (scripts / "research_problem.txt").write_text(research_problem(task), encoding="utf-8")
         if out.exists():
             out.rmdir()
@@ -182,15 +222,21 @@ def dsagent_copy(task: Task, folder: Path) -> Task:
 def research_problem(task: Task) -> str:
     """Our description (already in DS-Agent's words) and where this layout keeps the test labels."""
     if task.data_format == "npy":
-        where = (f"In this folder the test labels are in `{LABEL_FILE}`, which train.py never reads: it passes "
-                 "its test predictions to `submit_predictions_for_test_set` (submission.py), which scores them.")
+        where = (
+            f"In this folder the test labels are in `{LABEL_FILE}`, which train.py never reads: it passes "
+            "its test predictions to `submit_predictions_for_test_set` (submission.py), which scores them."
+        )
     else:
         cols = ", ".join(f"`{c}`" for c in task.target)
-        where = (f"In this folder `test.csv` also holds the label column(s) {cols}, for scoring only: train.py "
-                 "never reads them and passes its test predictions, one per test row in order, to "
-                 "`submit_predictions_for_test_set` (submission.py), which scores them.")
-    return (f"{task.description.strip()}\n\n{where} The evaluation metric is {DISPLAY[task.metric_name]} "
-            f"({'higher' if task.direction == 'maximize' else 'lower'} is better).\n")
+        where = (
+            f"In this folder `test.csv` also holds the label column(s) {cols}, for scoring only: train.py "
+            "never reads them and passes its test predictions, one per test row in order, to "
+            "`submit_predictions_for_test_set` (submission.py), which scores them."
+        )
+    return (
+        f"{task.description.strip()}\n\n{where} The evaluation metric is {DISPLAY[task.metric_name]} "
+        f"({'higher' if task.direction == 'maximize' else 'lower'} is better).\n"
+    )
 
 
 def _header(imports: list[str], constants: list[str]) -> str:
@@ -218,7 +264,9 @@ def _write_data(task: Task, env: Path) -> None:
     answers = pd.read_csv(task.private_dir / task.answers)[[task.id_column, *task.target]]
     merged = test.merge(answers, on=task.id_column, how="left", validate="one_to_one")
     if merged[list(task.target)].isna().all(axis=1).any():
-        raise CbrError(f"Task {task.name}: some test rows have no answer; the answers file does not match test.csv.")
+        raise CbrError(
+            f"Task {task.name}: some test rows have no answer; the answers file does not match test.csv."
+        )
     merged.to_csv(env / "test.csv", index=False)
 
 
@@ -243,7 +291,9 @@ def _positive_label(task: Task) -> str:
     for word in ("yes", "true", "positive"):
         if word in words:
             return words[word]
-    raise CbrError(f"Task {task.name}: cannot tell the positive class of {task.target[0]}; set data.classes.")
+    raise CbrError(
+        f"Task {task.name}: cannot tell the positive class of {task.target[0]}; set data.classes."
+    )
 
 
 def _csv_parts(task: Task) -> _Parts:
@@ -259,17 +309,27 @@ def _csv_parts(task: Task) -> _Parts:
     metric = task.metric_name
     y_of = "{frame}[LABELS].to_numpy()" if multi else "{frame}[LABELS[0]].to_numpy()"
     if metric == "auroc" and not multi:
-        labels.append(f"POSITIVE = {_q(_positive_label(task))}  # the class whose probability is scored")
+        labels.append(
+            f"POSITIVE = {_q(_positive_label(task))}  # the class whose probability is scored"
+        )
         y_of = "({frame}[LABELS[0]].astype(str) == POSITIVE).astype(int).to_numpy()"
-    if metric == "logloss" or metric == "accuracy" and train[task.target[0]].dtype.kind not in "biuf":
+    if (
+        metric == "logloss"
+        or metric == "accuracy"
+        and train[task.target[0]].dtype.kind not in "biuf"
+    ):
         # text labels as a string array, never an object one: predictions saved with np.save then load
         # without pickle
         y_of = "{frame}[LABELS[0]].to_numpy(dtype=str)"
     if metric == "logloss":
-        labels.append(f"CLASSES = {_q(list(task.classes))}  # one probability column per class, in this order")
+        labels.append(
+            f"CLASSES = {_q(list(task.classes))}  # one probability column per class, in this order"
+        )
     guess_train, guess_predict, what = _guess(metric, multi)
     return _Parts(
-        imports=["import pandas as pd"], labels=labels, features=named,
+        imports=["import pandas as pd"],
+        labels=labels,
+        features=named,
         load_truth=_indent(f"""
             test = pd.read_csv("test.csv")
             y_true = {y_of.format(frame="test")}
@@ -279,13 +339,17 @@ def _csv_parts(task: Task) -> _Parts:
             X = {"list(data[TEXT].to_numpy())" if text else "data.drop(columns=[ID, *LABELS])"}
             y = {y_of.format(frame="data")}
         """),
-        split=_indent("X_train, X_valid, y_train, y_valid = train_test_split(X, y, test_size=0.2, random_state=SEED)"),
+        split=_indent(
+            "X_train, X_valid, y_train, y_valid = train_test_split(X, y, test_size=0.2, random_state=SEED)"
+        ),
         load_test=_indent(f"""
             # predict every test row, from the features only (never the label columns)
             test = pd.read_csv("test.csv")
             X_test = {"list(test[TEXT].to_numpy())" if text else "test[X.columns]"}
         """),
-        guess_train=guess_train, guess_predict=guess_predict, what=what,
+        guess_train=guess_train,
+        guess_predict=guess_predict,
+        what=what,
     )
 
 
@@ -308,42 +372,71 @@ def _npy_parts(task: Task) -> _Parts:
         guess_train, guess_predict, what = _guess(task.metric_name, False)
         shape = "X: (cases, channels, length), NaN after the end of a shorter series; y: labels"
     return _Parts(
-        imports=[], labels=[], features=[],
-        load_truth=_indent(f'y_true = np.load("{LABEL_FILE}", allow_pickle=False)  # the test labels'),
+        imports=[],
+        labels=[],
+        features=[],
+        load_truth=_indent(
+            f'y_true = np.load("{LABEL_FILE}", allow_pickle=False)  # the test labels'
+        ),
         load_train=_indent(f"""
             # {shape}
             X, y = np.load("X_train.npy"), np.load("y_train.npy")
         """),
         split=_indent(split),
         load_test=_indent('X_test = np.load("X_test.npy")'),
-        guess_train=guess_train, guess_predict=guess_predict, what=what,
+        guess_train=guess_train,
+        guess_predict=guess_predict,
+        what=what,
     )
 
 
 def _guess(metric: str, multi: bool) -> tuple[str, str, str]:
     """The starter's random model: (train_model body, predict body, what predict should return)."""
     if metric == "forecast":
-        return (_indent('return {"low": y_train.min(axis=(0, 1)), "high": y_train.max(axis=(0, 1)), '
-                        '"shape": y_train.shape[1:]}'),
-                _indent('return rng.uniform(model["low"], model["high"], size=(len(X), *model["shape"]))'),
-                "the forecasts, shaped (windows, horizon, dims)")
+        return (
+            _indent(
+                'return {"low": y_train.min(axis=(0, 1)), "high": y_train.max(axis=(0, 1)), '
+                '"shape": y_train.shape[1:]}'
+            ),
+            _indent(
+                'return rng.uniform(model["low"], model["high"], size=(len(X), *model["shape"]))'
+            ),
+            "the forecasts, shaped (windows, horizon, dims)",
+        )
     if metric == "accuracy":
-        return (_indent('return {"classes": np.unique(y_train)}'),
-                _indent('return rng.choice(model["classes"], size=len(X))'), "the predicted labels")
+        return (
+            _indent('return {"classes": np.unique(y_train)}'),
+            _indent('return rng.choice(model["classes"], size=len(X))'),
+            "the predicted labels",
+        )
     if metric == "auroc":
         if multi:
-            return (_indent('return {"labels": np.shape(y_train)[1]}'),
-                    _indent('return rng.uniform(0.0, 1.0, size=(len(X), model["labels"]))'),
-                    "one probability column per label")
-        return (_indent("return {}"), _indent("return rng.uniform(0.0, 1.0, size=len(X))"),
-                "the probability of the POSITIVE class")
+            return (
+                _indent('return {"labels": np.shape(y_train)[1]}'),
+                _indent('return rng.uniform(0.0, 1.0, size=(len(X), model["labels"]))'),
+                "one probability column per label",
+            )
+        return (
+            _indent("return {}"),
+            _indent("return rng.uniform(0.0, 1.0, size=len(X))"),
+            "the probability of the POSITIVE class",
+        )
     if metric == "logloss":
-        return (_indent("return {}"), _indent("return rng.dirichlet(np.ones(len(CLASSES)), size=len(X))"),
-                "one probability column per class, in the order of CLASSES")
+        return (
+            _indent("return {}"),
+            _indent("return rng.dirichlet(np.ones(len(CLASSES)), size=len(X))"),
+            "one probability column per class, in the order of CLASSES",
+        )
     if multi:
-        return (_indent('return {"low": np.min(y_train, axis=0), "high": np.max(y_train, axis=0)}'),
-                _indent('return rng.uniform(model["low"], model["high"], size=(len(X), len(model["low"])))'),
-                "the predicted values, one column per label")
-    return (_indent('return {"low": float(np.min(y_train)), "high": float(np.max(y_train))}'),
-            _indent('return rng.uniform(model["low"], model["high"], size=len(X))'), "the predicted values")
-
+        return (
+            _indent('return {"low": np.min(y_train, axis=0), "high": np.max(y_train, axis=0)}'),
+            _indent(
+                'return rng.uniform(model["low"], model["high"], size=(len(X), len(model["low"])))'
+            ),
+            "the predicted values, one column per label",
+        )
+    return (
+        _indent('return {"low": float(np.min(y_train)), "high": float(np.max(y_train))}'),
+        _indent('return rng.uniform(model["low"], model["high"], size=len(X))'),
+        "the predicted values",
+    )

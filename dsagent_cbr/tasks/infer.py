@@ -67,16 +67,24 @@ def check_finite_target(train: Any, targets: list[str], where: str) -> None:
     for t in (t for t in targets if is_number(train[t])):
         infinite = int(np.isinf(train[t].to_numpy(dtype=float, na_value=np.nan)).sum())
         if infinite:
-            raise NewTaskError(f"The target column {t!r} of {where} holds {infinite:,} infinite value(s) (inf, "
-                               "-inf, or a number too large for float64 such as 1e999); a target must be finite.")
+            raise NewTaskError(
+                f"The target column {t!r} of {where} holds {infinite:,} infinite value(s) (inf, "
+                "-inf, or a number too large for float64 such as 1e999); a target must be finite."
+            )
 
 
 def _is_label_like(value: Any, labels: set[str]) -> bool:
     return str(value) in labels
 
 
-def infer_targets(train: Any, test: Any | None, sample: Any | None, id_column: str | None,
-                  given: tuple[str, ...], report: NewTaskReport) -> tuple[list[str], list[str]]:
+def infer_targets(
+    train: Any,
+    test: Any | None,
+    sample: Any | None,
+    id_column: str | None,
+    given: tuple[str, ...],
+    report: NewTaskReport,
+) -> tuple[list[str], list[str]]:
     """(target columns in train, logloss classes) from the flags, sample_submission or the test file."""
     columns = list(train.columns)
     if given:
@@ -88,9 +96,13 @@ def infer_targets(train: Any, test: Any | None, sample: Any | None, id_column: s
     if sample is not None:
         wanted = [c for c in sample.columns if c != id_column]
         if not wanted:
-            raise NewTaskError("sample_submission.csv has no column besides the id to tell the target.")
+            raise NewTaskError(
+                "sample_submission.csv has no column besides the id to tell the target."
+            )
         if all(c in columns for c in wanted):
-            report.say("target", f"{', '.join(wanted)} (sample_submission.csv's columns besides the id)")
+            report.say(
+                "target", f"{', '.join(wanted)} (sample_submission.csv's columns besides the id)"
+            )
             return wanted, []
         # One probability column per class of a single label column (log loss, e.g. Class_1..Class_9).
         test_cols = set(test.columns) if test is not None else set()
@@ -102,14 +114,20 @@ def infer_targets(train: Any, test: Any | None, sample: Any | None, id_column: s
                 report.say("target", f"{c} (sample_submission.csv has one column per class of {c})")
                 return [c], [str(w) for w in wanted]
         absent = [c for c in wanted if c not in columns]
-        raise NewTaskError(f"train.csv lacks the target column(s) {', '.join(map(repr, absent))} that "
-                           "sample_submission.csv names.")
+        raise NewTaskError(
+            f"train.csv lacks the target column(s) {', '.join(map(repr, absent))} that "
+            "sample_submission.csv names."
+        )
     if test is not None:
         extra = [c for c in columns if c not in set(test.columns) and c != id_column]
         if extra:
-            report.say("target", f"{', '.join(extra)} (the column(s) of train.csv that test.csv lacks)")
+            report.say(
+                "target", f"{', '.join(extra)} (the column(s) of train.csv that test.csv lacks)"
+            )
             return extra, []
-    raise NewTaskError("Cannot tell the target column: give --target COL (or a sample_submission.csv).")
+    raise NewTaskError(
+        "Cannot tell the target column: give --target COL (or a sample_submission.csv)."
+    )
 
 
 def infer_task_type(y: Any, sample_values: Any | None, given: str | None) -> tuple[str, str]:
@@ -121,46 +139,68 @@ def infer_task_type(y: Any, sample_values: Any | None, given: str | None) -> tup
             return "multilabel-classification", f"{y.shape[1]} target columns, all 0/1"
         if all(is_number(y[c]) for c in y.columns):
             return "regression", f"{y.shape[1]} numeric target columns"
-        raise NewTaskError("Several target columns must all be numeric (multi-target regression) or all 0/1 "
-                           "(multi-label classification).")
+        raise NewTaskError(
+            "Several target columns must all be numeric (multi-target regression) or all 0/1 "
+            "(multi-label classification)."
+        )
     col = y.iloc[:, 0]
     n = int(col.nunique())
     if n < 2:
-        raise NewTaskError(f"The target {col.name!r} has a single value in train.csv: there is nothing to learn.")
+        raise NewTaskError(
+            f"The target {col.name!r} has a single value in train.csv: there is nothing to learn."
+        )
     if not is_number(col):
         kind = "binary-classification" if n == 2 else "multiclass-classification"
         return kind, f"{n} distinct labels"
-    fractional = sample_values is not None and is_number(sample_values) and not _integral(sample_values)
+    fractional = (
+        sample_values is not None and is_number(sample_values) and not _integral(sample_values)
+    )
     if _integral(col) and n == 2:
-        return "binary-classification", f"2 distinct values ({', '.join(map(str, sorted(col.dropna().unique())))})"
+        return (
+            "binary-classification",
+            f"2 distinct values ({', '.join(map(str, sorted(col.dropna().unique())))})",
+        )
     if _integral(col) and n <= MAX_LABELS and not fractional:
-        return "multiclass-classification", (f"{n} distinct integer values (use --task-type regression if "
-                                             "they are amounts)")
+        return "multiclass-classification", (
+            f"{n} distinct integer values (use --task-type regression if they are amounts)"
+        )
     return "regression", f"numeric with {n:,} distinct values"
 
 
-def default_metric(task_type: str, n_targets: int, classes: list[str], sample_values: Any | None,
-                   labels: set[str]) -> tuple[str, str]:
+def default_metric(
+    task_type: str, n_targets: int, classes: list[str], sample_values: Any | None, labels: set[str]
+) -> tuple[str, str]:
     if task_type == "regression":
-        return ("mcrmse", "default for several numeric targets") if n_targets > 1 else ("rmse", "default for regression")
+        return (
+            ("mcrmse", "default for several numeric targets")
+            if n_targets > 1
+            else ("rmse", "default for regression")
+        )
     if task_type == "multilabel-classification":
         return "auroc", "default for multi-label classification"
     if classes:
         return "logloss", "sample_submission.csv has one probability column per class"
     if task_type == "multiclass-classification":
         return "accuracy", "default for multi-class classification"
-    if sample_values is not None and all(_is_label_like(v, labels) for v in sample_values.dropna().unique()):
+    if sample_values is not None and all(
+        _is_label_like(v, labels) for v in sample_values.dropna().unique()
+    ):
         return "accuracy", "sample_submission.csv holds labels"
     return "auroc", "default for binary classification" + (
-        "; sample_submission.csv holds probabilities" if sample_values is not None else "")
+        "; sample_submission.csv holds probabilities" if sample_values is not None else ""
+    )
 
 
 def check_metric(metric: str, task_type: str, y: Any) -> None:
     if metric not in METRICS_FOR[task_type]:
         fits = ", ".join(METRICS_FOR[task_type])
-        raise NewTaskError(f"The metric {metric} does not fit a {task_type} task (use one of: {fits}).")
+        raise NewTaskError(
+            f"The metric {metric} does not fit a {task_type} task (use one of: {fits})."
+        )
     if metric == "rmsle" and bool((y.to_numpy(dtype=float) < 0).any()):
-        raise NewTaskError("The metric rmsle needs non-negative targets, and train.csv has negative ones.")
+        raise NewTaskError(
+            "The metric rmsle needs non-negative targets, and train.csv has negative ones."
+        )
 
 
 def free_text_columns(frame: Any, columns: list[str]) -> list[tuple[str, float]]:
@@ -170,16 +210,24 @@ def free_text_columns(frame: Any, columns: list[str]) -> list[tuple[str, float]]
     found = []
     for c in columns:
         values = frame[c].dropna()
-        if values.empty or not (pd.api.types.is_string_dtype(values) or pd.api.types.is_object_dtype(values)):
+        if values.empty or not (
+            pd.api.types.is_string_dtype(values) or pd.api.types.is_object_dtype(values)
+        ):
             continue
         values = values.astype(str).iloc[:50_000]
         chars, words = float(values.str.len().mean()), float(values.str.split().str.len().mean())
-        if chars >= TEXT_MIN_CHARS and words >= TEXT_MIN_WORDS and values.nunique() >= 0.5 * len(values):
+        if (
+            chars >= TEXT_MIN_CHARS
+            and words >= TEXT_MIN_WORDS
+            and values.nunique() >= 0.5 * len(values)
+        ):
             found.append((c, chars))
     return sorted(found, key=lambda p: -p[1])
 
 
-def infer_modality(train: Any, features: list[str], given: str | None, report: NewTaskReport) -> str | None:
+def infer_modality(
+    train: Any, features: list[str], given: str | None, report: NewTaskReport
+) -> str | None:
     if given:
         if given not in features:
             raise NewTaskError(f"--text-column {given!r} is not a feature column of train.csv.")
@@ -189,12 +237,18 @@ def infer_modality(train: Any, features: list[str], given: str | None, report: N
     if texts and len(features) - 1 <= TEXT_MAX_OTHER_FEATURES:
         name, chars = texts[0]
         others = len(features) - 1
-        report.say("modality", f"text: `{name}` is free text (mean {chars:.0f} characters) beside {others} other "
-                   f"feature column(s), which the starter leaves aside")
+        report.say(
+            "modality",
+            f"text: `{name}` is free text (mean {chars:.0f} characters) beside {others} other "
+            f"feature column(s), which the starter leaves aside",
+        )
         return name
     if texts:
-        report.say("modality", f"tabular: free text in {', '.join(t for t, _ in texts)} is one feature among "
-                   f"{len(features)} (use --text-column to make it a text task)")
+        report.say(
+            "modality",
+            f"tabular: free text in {', '.join(t for t, _ in texts)} is one feature among "
+            f"{len(features)} (use --text-column to make it a text task)",
+        )
     else:
         report.say("modality", f"tabular ({len(features)} feature columns, no free text)")
     return None
@@ -208,11 +262,16 @@ def _looks_like_id(name: str) -> bool:
     return low in _ID_HINTS or low.endswith("_id") or name.endswith(("Id", "ID"))
 
 
-def infer_id(train: Any, test: Any | None, sample: Any | None, given: str | None,
-             report: NewTaskReport) -> tuple[str, bool]:
+def infer_id(
+    train: Any, test: Any | None, sample: Any | None, given: str | None, report: NewTaskReport
+) -> tuple[str, bool]:
     """(id column, whether it must be made up)."""
     if given:
-        where = [n for n, f in (("train.csv", train), ("test.csv", test)) if f is not None and given in f.columns]
+        where = [
+            n
+            for n, f in (("train.csv", train), ("test.csv", test))
+            if f is not None and given in f.columns
+        ]
         if not where:
             raise NewTaskError(f"The id column {given!r} is in neither train.csv nor test.csv.")
         report.say("id", f"{given} (from --id)")
@@ -240,4 +299,6 @@ def check_unique(frame: Any, column: str, what: str) -> None:
         raise NewTaskError(f"The id column {column!r} of {what} has missing values.")
     if not frame[column].is_unique:
         dup = frame[column][frame[column].duplicated()].iloc[0]
-        raise NewTaskError(f"The id column {column!r} of {what} is not unique (e.g. {dup!r} repeats).")
+        raise NewTaskError(
+            f"The id column {column!r} of {what} is not unique (e.g. {dup!r} repeats)."
+        )

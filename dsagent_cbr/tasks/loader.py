@@ -22,7 +22,9 @@ class TaskError(CbrError):
 def detect_layout(root: Path) -> str | None:
     if (root / "task.toml").is_file():
         return "cbr"
-    if (root / "env" / "train.py").is_file() and (root / "scripts" / "research_problem.txt").is_file():
+    if (root / "env" / "train.py").is_file() and (
+        root / "scripts" / "research_problem.txt"
+    ).is_file():
         return "dsagent"
     return None
 
@@ -42,7 +44,9 @@ def load_task(path: str | Path, *, require_data: bool = False) -> Task:
     task, problems = _load_cbr(root) if layout == "cbr" else _load_dsagent(root)
     if task is not None and require_data and not task.is_prepared():
         problems.append(f"{root}: data not prepared (run `cbr tasks prepare {task.name}`)")
-    elif task is not None and require_data:  # what develop, deploy and run would trip on, named up front
+    elif (
+        task is not None and require_data
+    ):  # what develop, deploy and run would trip on, named up front
         from dsagent_cbr.tasks.data_checks import data_problems
 
         problems += data_problems(task)
@@ -98,14 +102,19 @@ def _check_inside(folder: Path, name: str, what: str, problems: list[str]) -> No
     """A task file must stay inside its folder: no absolute path, no '..', no symlink leading out."""
     parts = Path(name).parts
     if not name or Path(name).is_absolute() or ".." in parts or "\\" in name:
-        problems.append(f"{what} {name!r} must be a relative name inside {folder.name}/ (no '..', no absolute path)")
+        problems.append(
+            f"{what} {name!r} must be a relative name inside {folder.name}/ (no '..', no absolute path)"
+        )
         return
     path = folder / name
     if not path.exists() and not path.is_symlink():
         return  # not prepared yet: is_prepared() says so
     inside = folder.resolve()
-    escaping = [p for p in [path, *(path.rglob("*") if path.is_dir() else [])]
-                if p.is_symlink() and not p.resolve().is_relative_to(inside)]
+    escaping = [
+        p
+        for p in [path, *(path.rglob("*") if path.is_dir() else [])]
+        if p.is_symlink() and not p.resolve().is_relative_to(inside)
+    ]
     if escaping or not path.resolve().is_relative_to(inside):
         problems.append(f"{what} {name!r} leads outside {folder.name}/ through a symlink")
 
@@ -117,7 +126,9 @@ def _check_not_linked(answers: Path, public: list[Path], where: Path, problems: 
         files = [path, *path.rglob("*")] if path.is_dir() else [path]
         for f in files:
             if f.is_file() and (f.stat().st_dev, f.stat().st_ino) == (secret.st_dev, secret.st_ino):
-                problems.append(f"{where}: public file {f.name!r} is the answers file under another name")
+                problems.append(
+                    f"{where}: public file {f.name!r} is the answers file under another name"
+                )
 
 
 def _check_starter(starter: Path, problems: list[str], *, skeleton: bool) -> None:
@@ -154,17 +165,28 @@ def _check_head(meta: dict[str, Any], where: Path, problems: list[str]) -> tuple
         except KeyError as exc:
             problems.append(f"{where}: {exc.args[0]}")
     if metric and direction is not None and direction != metric.direction:
-        problems.append(f"{where}: direction {direction!r} contradicts {metric.name} ({metric.direction})")
+        problems.append(
+            f"{where}: direction {direction!r} contradicts {metric.name} ({metric.direction})"
+        )
     stage = meta.get("stage", "development")
     if stage not in STAGES:
         problems.append(f"{where}: stage {stage!r} is not one of {', '.join(STAGES)}")
     paired = _strings(meta.get("paired_with", []), "paired_with", where, problems)
     if stage == "deployment" and not paired:
         problems.append(f"{where}: a deployment task needs paired_with = [<development task>, ...]")
-    return modality, task_type, metric, stage, paired, _sources(meta.get("sources"), where, problems)
+    return (
+        modality,
+        task_type,
+        metric,
+        stage,
+        paired,
+        _sources(meta.get("sources"), where, problems),
+    )
 
 
-def _check_data(root: Path, data: dict[str, Any], metric: Any, where: Path, problems: list[str]) -> dict[str, Any]:
+def _check_data(
+    root: Path, data: dict[str, Any], metric: Any, where: Path, problems: list[str]
+) -> dict[str, Any]:
     """The [data] table: its files stay inside the folder, and csv tasks name their columns. Returns the
     Task fields it gives."""
     fmt = data.get("format", "csv")
@@ -178,11 +200,15 @@ def _check_data(root: Path, data: dict[str, Any], metric: Any, where: Path, prob
     answers, predictions = data.get("answers"), data.get("predictions")
     if answers is not None:
         if not isinstance(answers, str) or not answers:
-            problems.append(f"{where}: data.answers must name a file under private/ (or be left out)")
+            problems.append(
+                f"{where}: data.answers must name a file under private/ (or be left out)"
+            )
         else:
             _check_inside(root / "private", answers, f"{where}: data.answers", problems)
     if not isinstance(predictions, str) or not _plain_name(predictions):
-        problems.append(f"{where}: data.predictions must be a plain file name (what the script writes)")
+        problems.append(
+            f"{where}: data.predictions must be a plain file name (what the script writes)"
+        )
     test_file = data.get("test", "test.csv" if "test.csv" in public else None)
     if test_file is not None and test_file not in public:
         problems.append(f"{where}: data.test {test_file!r} must be one of data.public")
@@ -202,10 +228,22 @@ def _check_data(root: Path, data: dict[str, Any], metric: Any, where: Path, prob
         if metric and metric.name == "logloss" and not classes:
             problems.append(f"{where}: log-loss tasks need data.classes (the probability columns)")
     if isinstance(answers, str) and (root / "private" / answers).is_file():
-        _check_not_linked(root / "private" / answers, [root / "data" / n for n in public], where, problems)
-    return {"data_format": fmt, "public_files": public, "answers": answers, "predictions": predictions,
-            "test_file": test_file, "train_file": train_file, "id_column": data.get("id_column"), "target": target,
-            "classes": classes, "group_column": data.get("group_column"), "time_column": data.get("time_column")}
+        _check_not_linked(
+            root / "private" / answers, [root / "data" / n for n in public], where, problems
+        )
+    return {
+        "data_format": fmt,
+        "public_files": public,
+        "answers": answers,
+        "predictions": predictions,
+        "test_file": test_file,
+        "train_file": train_file,
+        "id_column": data.get("id_column"),
+        "target": target,
+        "classes": classes,
+        "group_column": data.get("group_column"),
+        "time_column": data.get("time_column"),
+    }
 
 
 def _load_cbr(root: Path) -> tuple[Task | None, list[str]]:
@@ -226,22 +264,48 @@ def _load_cbr(root: Path) -> tuple[Task | None, list[str]]:
         problems.append(f"{description}: missing or empty")
     _check_starter(root / "train.py", problems, skeleton=True)
     if meta.get("name") and meta["name"] != root.name:
-        problems.append(f"{where}: name {meta['name']!r} differs from the folder name {root.name!r}")
+        problems.append(
+            f"{where}: name {meta['name']!r} differs from the folder name {root.name!r}"
+        )
     if problems:
         return None, problems
     assert metric is not None
-    task = Task(name=meta["name"], root=root, description=text, modality=modality, task_type=task_type,
-                metric_name=metric.name, direction=metric.direction, starter=root / "train.py",
-                public_dir=root / "data", private_dir=root / "private", stage=stage, paired_with=paired,
-                source=str(meta.get("source", "")), sources=sources, layout="cbr", **files)
+    task = Task(
+        name=meta["name"],
+        root=root,
+        description=text,
+        modality=modality,
+        task_type=task_type,
+        metric_name=metric.name,
+        direction=metric.direction,
+        starter=root / "train.py",
+        public_dir=root / "data",
+        private_dir=root / "private",
+        stage=stage,
+        paired_with=paired,
+        source=str(meta.get("source", "")),
+        sources=sources,
+        layout="cbr",
+        **files,
+    )
     return task, problems
 
 
 # Longest names first, so RMSLE is not read as RMSE and RMSE not as MSE.
 _METRIC_WORDS = [
-    ("mcrmse", "mcrmse"), ("rmsle", "rmsle"), ("rmse", "rmse"), ("medae", "medae"), ("mse", "mse"),
-    ("mae", "mae"), ("auroc", "auroc"), ("roc auc", "auroc"), ("auc", "auroc"), ("log loss", "logloss"),
-    ("logloss", "logloss"), ("nll", "logloss"), ("accuracy", "accuracy"),
+    ("mcrmse", "mcrmse"),
+    ("rmsle", "rmsle"),
+    ("rmse", "rmse"),
+    ("medae", "medae"),
+    ("mse", "mse"),
+    ("mae", "mae"),
+    ("auroc", "auroc"),
+    ("roc auc", "auroc"),
+    ("auc", "auroc"),
+    ("log loss", "logloss"),
+    ("logloss", "logloss"),
+    ("nll", "logloss"),
+    ("accuracy", "accuracy"),
 ]
 
 
@@ -298,19 +362,31 @@ def _load_dsagent(root: Path) -> tuple[Task | None, list[str]]:
 
     problems: list[str] = []
     env, scripts = root / "env", root / "scripts"
-    description = (scripts / "research_problem.txt").read_text(encoding="utf-8", errors="replace").strip()
+    description = (
+        (scripts / "research_problem.txt").read_text(encoding="utf-8", errors="replace").strip()
+    )
     if not description:
         problems.append(f"{scripts / 'research_problem.txt'}: empty")
     _check_starter(env / "train.py", problems, skeleton=False)
     label = _print_label(env / "submission.py")
     if label is None:
-        problems.append(f"{env / 'submission.py'}: no print(\"<label>: ...\") line to read the test score from")
+        problems.append(
+            f"{env / 'submission.py'}: no print(\"<label>: ...\") line to read the test score from"
+        )
     metric_name = _find_metric(label or "", description)
     if metric_name is None:
-        problems.append(f"{root}: cannot tell the metric from submission.py or research_problem.txt")
-    escaping = [p.name for p in env.iterdir() if p.is_symlink() and not p.resolve().is_relative_to(env.resolve())]
+        problems.append(
+            f"{root}: cannot tell the metric from submission.py or research_problem.txt"
+        )
+    escaping = [
+        p.name
+        for p in env.iterdir()
+        if p.is_symlink() and not p.resolve().is_relative_to(env.resolve())
+    ]
     if escaping:
-        problems.append(f"{env}: {', '.join(sorted(escaping))} lead(s) outside env/ through a symlink")
+        problems.append(
+            f"{env}: {', '.join(sorted(escaping))} lead(s) outside env/ through a symlink"
+        )
     grading = analyse(env, problems) if not problems else None
     if problems or grading is None:
         return None, problems
@@ -318,14 +394,29 @@ def _load_dsagent(root: Path) -> tuple[Task | None, list[str]]:
     modality, task_type = _guess_modality(description)
     task_type = _label_kind(env, grading, metric_name, task_type)
     hidden = {"train.py", *grading.answer_files}
-    public = tuple(sorted(p.name for p in env.iterdir() if p.name not in hidden and not p.name.startswith(".")))
+    public = tuple(
+        sorted(p.name for p in env.iterdir() if p.name not in hidden and not p.name.startswith("."))
+    )
     metric = get_metric(metric_name)
     return (
         Task(
-            name=root.name, root=root, description=description, modality=modality, task_type=task_type,
-            metric_name=metric.name, direction=metric.direction, starter=env / "train.py", public_dir=env,
-            public_files=public, private_dir=env, answers=None, predictions=None, data_format="dsagent",
-            layout="dsagent", test_pattern=label, dsagent=grading,
+            name=root.name,
+            root=root,
+            description=description,
+            modality=modality,
+            task_type=task_type,
+            metric_name=metric.name,
+            direction=metric.direction,
+            starter=env / "train.py",
+            public_dir=env,
+            public_files=public,
+            private_dir=env,
+            answers=None,
+            predictions=None,
+            data_format="dsagent",
+            layout="dsagent",
+            test_pattern=label,
+            dsagent=grading,
             test_file=grading.label_file or next((f for f in public if "test" in f.lower()), None),
         ),
         problems,

@@ -51,8 +51,11 @@ def auroc(y_true: np.ndarray, y_score: np.ndarray) -> float:
     y_true, y_score = _as_float(y_true), _as_float(y_score)
     if y_true.ndim == 1 or y_true.shape[1] == 1:
         return float(roc_auc_score(y_true.ravel(), y_score.ravel()))
-    scores = [roc_auc_score(y_true[:, j], y_score[:, j]) for j in range(y_true.shape[1])
-              if len(np.unique(y_true[:, j])) == 2]
+    scores = [
+        roc_auc_score(y_true[:, j], y_score[:, j])
+        for j in range(y_true.shape[1])
+        if len(np.unique(y_true[:, j])) == 2
+    ]
     return float(np.mean(scores))
 
 
@@ -110,10 +113,21 @@ METRICS: dict[str, Metric] = {
         Metric("mcrmse", "minimize", mcrmse),
     ]
 }
-ALIASES = {"nll": "logloss", "log_loss": "logloss", "roc_auc": "auroc", "auc": "auroc", "acc": "accuracy",
-           "rocauc": "auroc", "crossentropy": "logloss", "rootmeansquarederror": "rmse", "meansquarederror": "mse",
-           "meanabsoluteerror": "mae", "medianabsoluteerror": "medae", "rootmeansquaredlogerror": "rmsle",
-           "meancolumnwiserootmeansquarederror": "mcrmse"}
+ALIASES = {
+    "nll": "logloss",
+    "log_loss": "logloss",
+    "roc_auc": "auroc",
+    "auc": "auroc",
+    "acc": "accuracy",
+    "rocauc": "auroc",
+    "crossentropy": "logloss",
+    "rootmeansquarederror": "rmse",
+    "meansquarederror": "mse",
+    "meanabsoluteerror": "mae",
+    "medianabsoluteerror": "medae",
+    "rootmeansquaredlogerror": "rmsle",
+    "meancolumnwiserootmeansquarederror": "mcrmse",
+}
 
 
 def _squash(name: str) -> str:

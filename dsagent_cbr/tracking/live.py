@@ -39,11 +39,15 @@ class MlflowObserver:
         bound_retries()
         try:
             check_server(self.uri)
-            self.tracker = Tracker.open(mlflow_client(self.uri), self.uri, self.run_dir, task, live=True)
+            self.tracker = Tracker.open(
+                mlflow_client(self.uri), self.uri, self.run_dir, task, live=True
+            )
         except Exception as exc:  # whatever MLflow or its store raises: the run goes on untracked
             self.give_up(exc)
             return
-        print(f"mlflow:          run {self.tracker.run_id} in {self.uri}", file=sys.stderr, flush=True)
+        print(
+            f"mlflow:          run {self.tracker.run_id} in {self.uri}", file=sys.stderr, flush=True
+        )
         atexit.register(self.abandon)
 
     def saved(self, record: RunRecord, *, final: bool) -> None:
@@ -58,8 +62,11 @@ class MlflowObserver:
             self.tracker = None
 
     def give_up(self, exc: BaseException) -> None:
-        print(f"mlflow: no longer logging this run to {self.uri} ({_reason(exc).rstrip('.')}); the run goes on",
-              file=sys.stderr, flush=True)
+        print(
+            f"mlflow: no longer logging this run to {self.uri} ({_reason(exc).rstrip('.')}); the run goes on",
+            file=sys.stderr,
+            flush=True,
+        )
         self.tracker = None
 
     def abandon(self) -> None:
@@ -99,5 +106,7 @@ def log_run_to_mlflow(run_dir: Path, uri: str | None = None) -> str:
         tracker = Tracker.open(client, uri, run_dir, record.task, live=False)
         tracker.log(record, run_dir, final=True)
     except MlflowException as exc:
-        raise CbrError(f"MLflow at {uri} did not take the run: {_reason(exc).rstrip('.')}.") from exc
+        raise CbrError(
+            f"MLflow at {uri} did not take the run: {_reason(exc).rstrip('.')}."
+        ) from exc
     return tracker.run_id

@@ -20,8 +20,11 @@ QUIET = ("sqlalchemy", "alembic", "mlflow.store", "mlflow.tracking")
 
 # a live run must not wait through MLflow's own retries (7 with backoff, about 4 minutes, per request)
 # on a server that went down: a few seconds, then its observer gives up. A value the user set stays.
-LIVE_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
-             "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+LIVE_HTTP = {
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+    "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20",
+}
 
 
 def resolve_tracking_uri(uri: str | None) -> str:
@@ -35,7 +38,9 @@ def require_mlflow() -> None:
     try:
         import mlflow.tracking  # noqa: F401
     except ImportError as exc:
-        raise CbrError('MLflow is not installed; install it with: pip install "dsagent-cbr[track]".') from exc
+        raise CbrError(
+            'MLflow is not installed; install it with: pip install "dsagent-cbr[track]".'
+        ) from exc
     for name in QUIET:
         logging.getLogger(name).setLevel(logging.WARNING)
 
@@ -55,12 +60,18 @@ def bound_retries() -> None:
 def check_server(uri: str) -> None:
     """Fail in seconds, not after MLflow's minutes of retries, when a tracking server does not answer."""
     url = urlparse(uri)
-    if url.scheme not in ("http", "https") or (getproxies().get(url.scheme) and not proxy_bypass(url.hostname or "")):
+    if url.scheme not in ("http", "https") or (
+        getproxies().get(url.scheme) and not proxy_bypass(url.hostname or "")
+    ):
         return  # not a server, or one reached through a proxy that only MLflow's requests will use
     try:
-        socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=5).close()
+        socket.create_connection(
+            (url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout=5
+        ).close()
     except OSError as exc:
-        raise CbrError(f"The MLflow tracking server at {uri} does not answer ({exc.strerror or exc}).") from exc
+        raise CbrError(
+            f"The MLflow tracking server at {uri} does not answer ({exc.strerror or exc})."
+        ) from exc
 
 
 def artifact_root(uri: str) -> str | None:

@@ -20,14 +20,28 @@ from dsagent_cbr.agent.record import Row, RunRecord, Status
 from dsagent_cbr.errors import CbrError, Outcome
 from dsagent_cbr.tracking.store import artifact_root
 
-ARTIFACTS = ("report.md", "report.html", "tree.png", "metrics.png", "importance.png", "best_solution.py",
-             "summary.json", "config.json", "rows.json")
+ARTIFACTS = (
+    "report.md",
+    "report.html",
+    "tree.png",
+    "metrics.png",
+    "importance.png",
+    "best_solution.py",
+    "summary.json",
+    "config.json",
+    "rows.json",
+)
 MAX_PARAM_LENGTH = 500  # what every MLflow store accepts (newer ones take more)
 BATCH = 100  # MLflow's limit of parameters (and tags) in one log_batch
 PARENT, ITERATION, RUN_KEY = "mlflow.parentRunId", "cbr.iteration", "cbr.run_key"
 # how the parent run ends: a budget spent is a clean stop; no graded solution, or a failure of ours, failed
-END_STATUS = {Outcome.OK: "FINISHED", Outcome.BUDGET: "FINISHED", Outcome.INTERRUPTED: "KILLED",
-              Outcome.AGENT_FAILURE: "FAILED", Outcome.INFRASTRUCTURE: "FAILED"}
+END_STATUS = {
+    Outcome.OK: "FINISHED",
+    Outcome.BUDGET: "FINISHED",
+    Outcome.INTERRUPTED: "KILLED",
+    Outcome.AGENT_FAILURE: "FAILED",
+    Outcome.INFRASTRUCTURE: "FAILED",
+}
 
 
 def metric_name(name: str) -> str:
@@ -67,15 +81,24 @@ def _now() -> int:
     return int(time.time() * 1000)
 
 
-def log_batch(client: Any, run_id: str, metrics: list[Any], params: dict[str, Any] | None = None,
-              tags: dict[str, Any] | None = None) -> None:
+def log_batch(
+    client: Any,
+    run_id: str,
+    metrics: list[Any],
+    params: dict[str, Any] | None = None,
+    tags: dict[str, Any] | None = None,
+) -> None:
     from mlflow.entities import Param, RunTag
 
     param_list = [Param(k, str(v)[:MAX_PARAM_LENGTH]) for k, v in (params or {}).items()]
     tag_list = [RunTag(k, str(v)) for k, v in (tags or {}).items()]
     for start in range(0, max(len(metrics), len(param_list), len(tag_list)), BATCH):
-        client.log_batch(run_id, metrics=metrics[start:start + BATCH], params=param_list[start:start + BATCH],
-                         tags=tag_list[start:start + BATCH])
+        client.log_batch(
+            run_id,
+            metrics=metrics[start : start + BATCH],
+            params=param_list[start : start + BATCH],
+            tags=tag_list[start : start + BATCH],
+        )
 
 
 def described(line: str) -> dict[str, str]:
@@ -86,7 +109,9 @@ def described(line: str) -> dict[str, str]:
     head, _, features = line.partition("; features")
     family, params, via = re.fullmatch(r"(.*?)(?: \(([^()]*)\))?(?: via (.*))?", head).groups()  # type: ignore[union-attr]
     out = {"model_family": family, "model_via": via, "features": features.lstrip(": ") or None}
-    for pair in re.split(r", (?=\w+=)", (params or "").removesuffix(", …")):  # "…": the line had no room
+    for pair in re.split(
+        r", (?=\w+=)", (params or "").removesuffix(", …")
+    ):  # "…": the line had no room
         key, equals, value = pair.partition("=")
         if equals and re.fullmatch(r"\w+", key):
             out[f"model.{key}"] = value.strip("'\"")  # a string literal's value, as it is compared
@@ -95,8 +120,14 @@ def described(line: str) -> dict[str, str]:
 
 def row_params(row: Row, line: str | None) -> dict[str, Any]:
     """What a child run compares by: how the node was made, from which, and the model its script fits."""
-    out: dict[str, Any] = {"iteration": row.iteration, "operator": row.operator, "parent": row.parent,
-                           "case": row.case, "candidate": row.candidate, "script": line}
+    out: dict[str, Any] = {
+        "iteration": row.iteration,
+        "operator": row.operator,
+        "parent": row.parent,
+        "case": row.case,
+        "candidate": row.candidate,
+        "script": line,
+    }
     out |= described(line) if line else {}
     out |= {f"tuned.{k}": v for k, v in (row.tuned or {}).items()}
     if row.members:
@@ -107,15 +138,23 @@ def row_params(row: Row, line: str | None) -> dict[str, Any]:
 def row_scores(record: RunRecord, row: Row, metric: str) -> dict[str, float | None]:
     """A row's scores as the record has them: none for a failed row, a test score only with test answers."""
     good = ranked(row)
-    return {f"selection_{metric}": row.selection if good else None, f"valid_{metric}": row.valid if good else None,
-            f"test_{metric}": row.test if good and record.test_answers else None, "wall_time_s": row.wall_time}
+    return {
+        f"selection_{metric}": row.selection if good else None,
+        f"valid_{metric}": row.valid if good else None,
+        f"test_{metric}": row.test if good and record.test_answers else None,
+        "wall_time_s": row.wall_time,
+    }
 
 
 def script_line(run_dir: Path, row: Row) -> str | None:
     from dsagent_cbr.agent.script_summary import summarise_script
 
     path = run_dir / row.script if row.script else None
-    return summarise_script(path.read_text(encoding="utf-8", errors="replace")) if path and path.is_file() else None
+    return (
+        summarise_script(path.read_text(encoding="utf-8", errors="replace"))
+        if path and path.is_file()
+        else None
+    )
 
 
 class Tracker:
@@ -123,9 +162,15 @@ class Tracker:
 
     def __init__(self, client: Any, run: Any, experiment_id: str) -> None:
         self.client, self.experiment_id, self.run_id = client, experiment_id, run.info.run_id
-        self.params = set(run.data.params)  # a parameter keeps its first value: MLflow refuses a change
-        self.last: dict[str, float] = dict(run.data.metrics)  # a total logged again only when it changes
-        self.steps = {m.step for m in client.get_metric_history(self.run_id, "failed")}  # rows on the parent
+        self.params = set(
+            run.data.params
+        )  # a parameter keeps its first value: MLflow refuses a change
+        self.last: dict[str, float] = dict(
+            run.data.metrics
+        )  # a total logged again only when it changes
+        self.steps = {
+            m.step for m in client.get_metric_history(self.run_id, "failed")
+        }  # rows on the parent
         self.children = self._children()
 
     @classmethod
@@ -136,17 +181,27 @@ class Tracker:
         name = f"cbr/{task}"
         experiment = client.get_experiment_by_name(name)
         root = artifact_root(uri)
-        experiment_id = experiment.experiment_id if experiment else client.create_experiment(
-            name, artifact_location=root and f"{root}/{name.replace('/', '-')}")
+        experiment_id = (
+            experiment.experiment_id
+            if experiment
+            else client.create_experiment(
+                name, artifact_location=root and f"{root}/{name.replace('/', '-')}"
+            )
+        )
         key = hashlib.sha256(str(run_dir).encode()).hexdigest()[:20]
-        found = client.search_runs([experiment_id], filter_string=f"tags.`{RUN_KEY}` = '{key}'", max_results=1)
+        found = client.search_runs(
+            [experiment_id], filter_string=f"tags.`{RUN_KEY}` = '{key}'", max_results=1
+        )
         if found:
             run = found[0]
             if live and run.info.status != "RUNNING":
                 client.update_run(run.info.run_id, status="RUNNING")
         else:
-            run = client.create_run(experiment_id, run_name=run_dir.name,
-                                    tags={RUN_KEY: key, "cbr.run_dir": str(run_dir)})
+            run = client.create_run(
+                experiment_id,
+                run_name=run_dir.name,
+                tags={RUN_KEY: key, "cbr.run_dir": str(run_dir)},
+            )
         tracker = cls(client, run, experiment_id)
         tracker.log_params(flatten(_read_config(run_dir)))
         return tracker
@@ -157,8 +212,12 @@ class Tracker:
         found: set[int] = set()
         token = None
         while True:
-            page = self.client.search_runs([self.experiment_id], filter_string=f"tags.`{PARENT}` = '{self.run_id}'",
-                                           max_results=1000, page_token=token)
+            page = self.client.search_runs(
+                [self.experiment_id],
+                filter_string=f"tags.`{PARENT}` = '{self.run_id}'",
+                max_results=1000,
+                page_token=token,
+            )
             for child in page:
                 if child.info.status == "RUNNING" or ITERATION not in child.data.tags:
                     self.client.delete_run(child.info.run_id)
@@ -184,9 +243,18 @@ class Tracker:
             if row.iteration not in self.children:
                 self._child(record, run_dir, row, metric)
                 self.children.add(row.iteration)
-        self.log_params({"task": record.task, "kind": record.kind, "model": record.model, "metric": record.metric,
-                         "direction": record.direction})
-        metrics = self._row_metrics(record, done, metric) + self._totals(record, done, metric, final)
+        self.log_params(
+            {
+                "task": record.task,
+                "kind": record.kind,
+                "model": record.model,
+                "metric": record.metric,
+                "direction": record.direction,
+            }
+        )
+        metrics = self._row_metrics(record, done, metric) + self._totals(
+            record, done, metric, final
+        )
         log_batch(self.client, self.run_id, metrics)
         if final:
             self._end(record, run_dir)
@@ -201,14 +269,21 @@ class Tracker:
         tags = {PARENT: self.run_id, ITERATION: str(row.iteration), "cbr.status": str(row.status)}
         tags |= {"cbr.error": row.error} if row.error else {}
         tags |= {"mlflow.note.content": row.step} if row.step else {}
-        child = self.client.create_run(self.experiment_id, start_time=end - int((row.wall_time or 0) * 1000),
-                                       run_name=f"{row.iteration:02d} {label}: {params.get('model_family', '-')}",
-                                       tags=tags)
-        metrics = [Metric(k, v, end, row.iteration) for k, value in row_scores(record, row, metric).items()
-                   if (v := number(value)) is not None]
+        child = self.client.create_run(
+            self.experiment_id,
+            start_time=end - int((row.wall_time or 0) * 1000),
+            run_name=f"{row.iteration:02d} {label}: {params.get('model_family', '-')}",
+            tags=tags,
+        )
+        metrics = [
+            Metric(k, v, end, row.iteration)
+            for k, value in row_scores(record, row, metric).items()
+            if (v := number(value)) is not None
+        ]
         log_batch(self.client, child.info.run_id, metrics, params)
-        self.client.set_terminated(child.info.run_id, "FINISHED" if row.status == Status.OK else "FAILED",
-                                   end_time=end)
+        self.client.set_terminated(
+            child.info.run_id, "FINISHED" if row.status == Status.OK else "FAILED", end_time=end
+        )
 
     def _row_metrics(self, record: RunRecord, done: list[Row], metric: str) -> list[Any]:
         """The rows' scores on the parent too, at step = iteration: its charts show the run's progress."""
@@ -217,7 +292,11 @@ class Tracker:
         now, out = _now(), []
         for row in (r for r in done if r.iteration not in self.steps):
             values = row_scores(record, row, metric) | {"failed": 0.0 if ranked(row) else 1.0}
-            out += [Metric(k, v, now, row.iteration) for k, value in values.items() if (v := number(value)) is not None]
+            out += [
+                Metric(k, v, now, row.iteration)
+                for k, value in values.items()
+                if (v := number(value)) is not None
+            ]
             self.steps.add(row.iteration)
         return out
 
@@ -226,12 +305,21 @@ class Tracker:
         so MLflow's latest value is the run's latest): the best improving shows as a curve."""
         from mlflow.entities import Metric
 
-        refit = record.refit.test_after_refit if final and record.refit and record.refit.status == "ok" else None
-        totals = {f"best_selection_{metric}": record.best_selection, f"best_valid_{metric}": record.best_valid,
-                  f"best_test_{metric}": record.best_test if record.test_answers else None,
-                  f"refit_test_{metric}": refit if record.test_answers else None,
-                  "best_iteration": record.best_iteration, "failed_iterations": sum(not ranked(r) for r in done),
-                  "cost_usd": record.cost_usd, "tokens": record.tokens}
+        refit = (
+            record.refit.test_after_refit
+            if final and record.refit and record.refit.status == "ok"
+            else None
+        )
+        totals = {
+            f"best_selection_{metric}": record.best_selection,
+            f"best_valid_{metric}": record.best_valid,
+            f"best_test_{metric}": record.best_test if record.test_answers else None,
+            f"refit_test_{metric}": refit if record.test_answers else None,
+            "best_iteration": record.best_iteration,
+            "failed_iterations": sum(not ranked(r) for r in done),
+            "cost_usd": record.cost_usd,
+            "tokens": record.tokens,
+        }
         step, now, out = max((r.iteration for r in done), default=0), _now(), []
         for key, value in totals.items():
             if (v := number(value)) is not None and self.last.get(key) != v:
@@ -245,5 +333,10 @@ class Tracker:
         for name in names:
             if (run_dir / name).is_file():
                 self.client.log_artifact(self.run_id, str(run_dir / name))
-        log_batch(self.client, self.run_id, [], tags={"cbr.stopped": record.stopped, "cbr.outcome": record.outcome})
+        log_batch(
+            self.client,
+            self.run_id,
+            [],
+            tags={"cbr.stopped": record.stopped, "cbr.outcome": record.outcome},
+        )
         self.client.set_terminated(self.run_id, END_STATUS.get(Outcome(record.outcome), "FAILED"))

@@ -13,7 +13,9 @@ def dataset_dir(package: str, dataset: str) -> Path:
     """The archive folder inside the installed package, found without importing the package."""
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
-        raise SystemExit(f"{package} is not installed; it ships the {dataset} files this task is built from")
+        raise SystemExit(
+            f"{package} is not installed; it ships the {dataset} files this task is built from"
+        )
     return Path(next(iter(spec.submodule_search_locations))) / "datasets" / "data" / dataset
 
 
@@ -31,7 +33,9 @@ def read_ts(path: Path) -> tuple[list[list[np.ndarray]], list[str]]:
             in_data = line.lower().startswith("@data")
             continue
         *channels, label = line.split(":")
-        cases.append([np.array([np.nan if v == "?" else float(v) for v in ch.split(",")]) for ch in channels])
+        cases.append(
+            [np.array([np.nan if v == "?" else float(v) for v in ch.split(",")]) for ch in channels]
+        )
         labels.append(label.strip())
     if not cases:
         raise SystemExit(f"{path} holds no cases")

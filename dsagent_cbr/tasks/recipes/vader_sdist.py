@@ -18,7 +18,9 @@ from dsagent_cbr.tasks.sources import sdist_dir
 SDIST = "vaderSentiment-3.3.2.tar.gz"
 INNER = "vaderSentiment-3.3.2/additional_resources/hutto_ICWSM_2014.tar.gz"
 TARGETS = ["sentiment_mean", "sentiment_sd"]
-DOWNLOAD = "pip download --no-deps --no-binary :all: vaderSentiment==3.3.2 -d ~/.cache/dsagent-cbr/sdists"
+DOWNLOAD = (
+    "pip download --no-deps --no-binary :all: vaderSentiment==3.3.2 -d ~/.cache/dsagent-cbr/sdists"
+)
 
 
 def sdist_path() -> Path:
@@ -48,7 +50,9 @@ def parse(truth: bytes, ratings: bytes) -> pd.DataFrame:
     # Quotes inside snippets are literal characters, not CSV quoting.
     options = {"sep": "\t", "header": None, "quoting": csv.QUOTE_NONE}
     text = pd.read_csv(
-        io.StringIO(truth.decode("utf-8", errors="replace")), names=["id", "mean", "text"], **options
+        io.StringIO(truth.decode("utf-8", errors="replace")),
+        names=["id", "mean", "text"],
+        **options,
     )
     raw = pd.read_csv(
         io.StringIO(ratings.decode("utf-8", errors="replace")),

@@ -7,17 +7,25 @@ from pathlib import Path
 import numpy as np
 
 
-def make_windows(series: np.ndarray, first: int, last: int, stride: int, input_length: int,
-                 horizon: int) -> tuple[np.ndarray, np.ndarray]:
+def make_windows(
+    series: np.ndarray, first: int, last: int, stride: int, input_length: int, horizon: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Windows whose targets start at or after `first` and end at or before `last`, in time order."""
     starts = range(max(first, input_length), last - horizon + 1, stride)
-    X = np.stack([series[s - input_length:s] for s in starts])
-    y = np.stack([series[s:s + horizon] for s in starts])
+    X = np.stack([series[s - input_length : s] for s in starts])
+    y = np.stack([series[s : s + horizon] for s in starts])
     return X.astype(np.float32), y.astype(np.float32)
 
 
-def build_windows(here: Path, series: np.ndarray, input_length: int, horizon: int, train_stride: int,
-                  test_stride: int, test_fraction: float = 0.2) -> None:
+def build_windows(
+    here: Path,
+    series: np.ndarray,
+    input_length: int,
+    horizon: int,
+    train_stride: int,
+    test_stride: int,
+    test_fraction: float = 0.2,
+) -> None:
     """data/ and private/ for a forecasting task: the last `test_fraction` of the series holds the test
     targets; every series is z-scored with statistics of the training part only, so MSE is comparable
     across dimensions."""
