@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from conftest import prepared
@@ -13,6 +14,8 @@ from dsagent_cbr.adapter import adapt_case
 from dsagent_cbr.harness.readers import read_importance
 from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.search.drafts import general_cases
+from dsagent_cbr.tasks.create import NewTaskRequest, create_task
+from dsagent_cbr.tasks.loader import load_task
 
 
 def test_a_table_gets_lightgbm_then_xgboost_with_the_task_s_loss_and_outputs():
@@ -69,3 +72,36 @@ def test_every_general_draft_runs_in_the_sandbox_and_beats_the_starter(name, tmp
             names = list(read_importance(Path(result.workspace)) or {})
             assert names or "naive-bayes" in case.task_name, case.task_name  # naive Bayes has no importances
             assert not any(n.startswith("feature ") for n in names), (case.task_name, names[:5])
+
+
+def _table_with_text(folder: Path) -> Path:
+    """A label that needs both a statement's words and the room it was said in: either alone tells three
+    rows in four."""
+    rng = np.random.default_rng(0)
+    rooms, moods = rng.choice(["north", "south"], 400), rng.choice(["sunny", "gloomy"], 400)
+    filler = "the committee met again on the second floor to talk about the coming budget and its plans"
+    words = [f"{filler} {rng.integers(10**6)} it was {mood} today" for mood in moods]
+    label = np.where((rooms == "north") & (moods == "sunny"), "yes", "no")
+    folder.mkdir()
+    frame = pd.DataFrame({"id": range(400), "statement": words, "room": rooms, "label": label})
+    frame.to_csv(folder / "train.csv", index=False)
+    return folder / "train.csv"
+
+
+def test_free_text_beside_other_columns_is_a_table_whose_drafts_learn_from_every_column(tmp_path):
+    train = _table_with_text(tmp_path / "data")
+    request = NewTaskRequest(
+        dest=tmp_path / "task", train=train, target=("label",), metric="accuracy", holdout=0.2
+    )
+    assert create_task(request).modality == "tabular"  # the statement is text, beside another column
+    task = load_task(tmp_path / "task")
+    drafts = general_cases(task)
+    assert [c.task_name for c in drafts] == ["general", "general-xgboost", "general-linear"]
+    code = adapt_case(drafts[2], task)["code"]
+    assert "LogisticRegression(C=4.0" in code and "lightgbm" not in code
+    scope: dict = {"__name__": "adapted"}
+    exec(compile(code, "adapted.py", "exec"), scope)  # our own general solution, not generated code
+    data = pd.read_csv(task.public_dir / task.train_file)
+    X, y = data.drop(columns=["id", "label"]), data["label"]
+    model = scope["train_model"](X[:250], y[:250], X[250:], y[250:])
+    assert (scope["predict"](model, X[250:]) == y[250:]).mean() > 0.9

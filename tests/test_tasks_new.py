@@ -53,7 +53,7 @@ def run_starter(task_dir: Path, workspace: Path) -> tuple[float, pd.DataFrame]:
 def test_kaggle_folders_are_inferred_and_starters_write_the_sample_format(kaggle, tmp_path):
     expected = {
         "credit": ("tabular", "binary-classification", "auroc", ["Status"], "id"),
-        "debates": ("text", "multiclass-classification", "accuracy", ["party"], "id"),
+        "debates": ("tabular", "multiclass-classification", "accuracy", ["party"], "id"),
         "feedback": ("text", "regression", "mcrmse", FEEDBACK_SCORES, "text_id"),
     }
     for name, (modality, task_type, metric, target, idc) in expected.items():

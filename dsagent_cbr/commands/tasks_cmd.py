@@ -384,8 +384,8 @@ def new(
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 def kaggle_example(name: str, out: Path) -> None:
     """Write a Kaggle-shaped folder (train.csv, test.csv, sample_submission.csv) built from a real
-    dataset in an installed package: feedback (essays, six scores), credit (tabular), debates (text),
-    carriers (tabular, 14 classes, one probability column each)."""
+    dataset in an installed package: feedback (essays, six scores), credit (tabular), debates (text
+    beside a column), carriers (tabular, 14 classes, one probability column each)."""
     from dsagent_cbr.tasks.recipes.kaggle_folders import FOLDERS
 
     if out.exists() and any(out.iterdir()):

@@ -2,14 +2,18 @@
 the structural adapter fits to the task like any other (untrusted/general_*.py). Each kind of data gets
 two that learn differently, so that the search's ensemble has members that err differently, not only
 tuned copies of one model: a table the same features learnt by LightGBM and by XGBoost (whose binning, leaf
-sizes and regularisation differ); text a linear model over word and character n-grams, then for classes
-naive Bayes over word n-grams and for numbers LightGBM over word n-grams."""
+sizes and regularisation differ), and a table with free text also by a linear model over its words,
+characters, category levels and scaled numbers; text a linear model over word and character n-grams,
+then for classes naive Bayes over word n-grams and for numbers LightGBM over word n-grams."""
 
 from __future__ import annotations
 
+import ast
+import re
 from importlib import resources
 
 from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.tasks.infer import free_text_in
 from dsagent_cbr.tasks.model import Task
 
 GENERAL = "general"  # the case name rows and reports show for the first draft; the others add their learner
@@ -69,12 +73,74 @@ _TEXT_TREES = '''    model = lgb.LGBMRegressor(n_estimators=2000, learning_rate=
 _TEXT_BAYES = '''    model = ComplementNB(alpha=0.3)
     model.fit(features(vectorizers, X_train), y_train)
 '''
+# A table with free text: trees split on a few of its many words, where a linear model weighs them all
+# (on debates' training rows, a statement and the debate it was said in, ...). The functions below take
+# the place of the first draft's own, which build the trees' table.
+_LINEAR_FUNCTIONS = '''
+def learn(X):
+    """What the matrix needs from the training rows: each column's kind, the numbers' centre and scale,
+    each category's levels, and word and character TF-IDF for each free-text column."""
+    kinds = column_kinds(X)
+    table = numbers(X, kinds)
+    categories = {c: sorted(X[c].dropna().astype(str).unique()) for c, k in kinds.items() if k == "category"}
+    texts = {c: [TfidfVectorizer(ngram_range=(1, 2), min_df=2, max_features=50000, sublinear_tf=True),
+                 TfidfVectorizer(analyzer="char_wb", ngram_range=(2, 5), min_df=3, max_features=50000,
+                                 sublinear_tf=True)]
+             for c, k in kinds.items() if k == "text"}
+    for column, vectorizers in texts.items():
+        for vectorizer in vectorizers:
+            vectorizer.fit(X[column].fillna("").astype(str))
+    return {"kinds": kinds, "categories": categories, "texts": texts,
+            "centre": table.mean(), "scale": table.std().replace(0.0, 1.0).fillna(1.0)}
+
+
+def numbers(X, kinds):
+    """The number and date columns as floats, dates as their parts."""
+    table = pd.DataFrame(index=X.index)
+    for column, kind in kinds.items():
+        if kind in ("number", "date"):
+            for name, values in as_numbers(X, column, kind).items():
+                table[name] = values
+    return table
+
+
+def design(X, spec):
+    """The sparse matrix the model learns from: numbers scaled and clipped (a missing one at the centre,
+    with a flag), one column per category level (an unseen level in none), and the text's TF-IDF."""
+    table = numbers(X, spec["kinds"])
+    scaled = ((table - spec["centre"]) / spec["scale"]).clip(-5.0, 5.0)
+    parts = [sparse.csr_matrix(scaled.fillna(0.0).to_numpy(dtype=float)),
+             sparse.csr_matrix(table.isna().to_numpy(dtype=float))]
+    for column, known in spec["categories"].items():
+        codes = pd.Categorical(X[column].astype(str).where(X[column].notna()), categories=known).codes
+        rows = np.flatnonzero(codes >= 0)
+        ones = np.ones(len(rows))
+        parts.append(sparse.csr_matrix((ones, (rows, codes[rows])), shape=(len(X), len(known))))
+    for column, vectorizers in spec["texts"].items():
+        parts += [vectorizer.transform(X[column].fillna("").astype(str)) for vectorizer in vectorizers]
+    return sparse.hstack(parts, format="csr")
+'''
+_LINEAR = '''    model = Ridge(alpha=1.0)
+    model.fit(design(X_train, spec), y_train)
+'''
 _TEXT_WORDS_ALL = _TEXT_WORDS.replace("max_features=20000", "max_features=100000")
 # learner name -> the text edits that turn the first draft into it
 _VARIANTS: dict[str, dict[str, list[tuple[str, str]]]] = {
     "tabular": {
         "": [],
         "xgboost": [("import lightgbm as lgb", "import xgboost as xgb"), (_LIGHTGBM, _XGBOOST)],
+        "linear": [
+            (
+                "a table: gradient boosting over every column",
+                "a table: a linear model over every column",
+            ),
+            ("import lightgbm as lgb\n", ""),
+            (
+                "from sklearn.feature_extraction.text import TfidfVectorizer\n",
+                "from sklearn.feature_extraction.text import TfidfVectorizer\nfrom sklearn.linear_model import Ridge\n",
+            ),
+            (_LIGHTGBM, _LINEAR),
+        ],
     },
     "text": {
         "": [],
@@ -93,6 +159,9 @@ _VARIANTS: dict[str, dict[str, list[tuple[str, str]]]] = {
         ],
     },
 }
+_FUNCTIONS = {
+    "linear": _LINEAR_FUNCTIONS
+}  # learner -> functions that replace the first draft's own
 
 
 def general_cases(task: Task) -> list[Case]:
@@ -111,7 +180,8 @@ def general_cases(task: Task) -> list[Case]:
     )
     cases = []
     for learner in _learners(task):
-        script = _fitted(_edited(base, _VARIANTS[task.modality][learner]), task)
+        edited = _edited(base, _VARIANTS[task.modality][learner])
+        script = _fitted(_with_functions(edited, _FUNCTIONS.get(learner, "")), task)
         # boosted trees learn one target: the adapter then fits one model per target column
         metric = (
             "rmse"
@@ -135,10 +205,10 @@ def general_cases(task: Task) -> list[Case]:
 
 def _learners(task: Task) -> list[str]:
     """The variants drafted for the task, first to last: text is classified by naive Bayes and regressed
-    by trees after the linear model."""
+    by trees after the linear model; a table's linear model is drafted when it holds free text."""
     if task.modality == "text":
         return ["", "lightgbm" if task.task_type == "regression" else "naive-bayes"]
-    return list(_VARIANTS[task.modality])
+    return ["", "xgboost"] + (["linear"] if free_text_in(task) else [])
 
 
 def _edited(script: str, edits: list[tuple[str, str]]) -> str:
@@ -149,6 +219,20 @@ def _edited(script: str, edits: list[tuple[str, str]]) -> str:
             )
         script = script.replace(old, new)
     return script
+
+
+def _with_functions(script: str, functions: str) -> str:
+    """The script with `functions` in place of its own functions of those names (where the first of
+    them was); none of them: the script as it is."""
+    names = {node.name for node in ast.parse(functions).body if isinstance(node, ast.FunctionDef)}
+    own = [n for n in ast.parse(script).body if isinstance(n, ast.FunctionDef) and n.name in names]
+    if not own:
+        return script
+    lines = script.splitlines(keepends=True)
+    for node in reversed(own):
+        del lines[node.lineno - 1 : node.end_lineno]
+    lines.insert(own[0].lineno - 1, functions.strip("\n") + "\n")
+    return re.sub(r"\n{4,}", "\n\n\n", "".join(lines))
 
 
 def _fitted(script: str, task: Task) -> str:

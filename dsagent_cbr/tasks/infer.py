@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.tasks.model import Task
 
 # Which metrics fit which task type; the first is the default (binary and multi-class defaults are
 # refined by what sample_submission holds).
@@ -19,7 +20,8 @@ METRICS_FOR = {
     "multilabel-classification": ("auroc",),
 }
 MAX_LABELS = 10  # an integer target with at most this many values reads as classes
-TEXT_MIN_CHARS, TEXT_MIN_WORDS, TEXT_MAX_OTHER_FEATURES = 30, 5, 3
+TEXT_MIN_CHARS, TEXT_MIN_WORDS = 30, 5
+FREE_TEXT_SAMPLE = 2000  # rows read to tell whether a task's table holds free text
 
 
 class NewTaskError(CbrError):
@@ -225,6 +227,20 @@ def free_text_columns(frame: Any, columns: list[str]) -> list[tuple[str, float]]
     return sorted(found, key=lambda p: -p[1])
 
 
+def free_text_in(task: Task) -> bool:
+    """Whether a csv task's labelled rows have a free-text feature column (judged on their first rows)."""
+    import pandas as pd
+
+    if task.data_format == "npy" or not task.train_file:
+        return False
+    path = task.public_dir / task.train_file
+    if not path.is_file():
+        return False
+    frame = pd.read_csv(path, nrows=FREE_TEXT_SAMPLE)
+    features = [c for c in frame.columns if c != task.id_column and c not in task.target]
+    return bool(free_text_columns(frame, features))
+
+
 def infer_modality(
     train: Any, features: list[str], given: str | None, report: NewTaskReport
 ) -> str | None:
@@ -234,20 +250,18 @@ def infer_modality(
         report.say("modality", f"text (from --text-column {given})")
         return given
     texts = free_text_columns(train, features)
-    if texts and len(features) - 1 <= TEXT_MAX_OTHER_FEATURES:
+    # a text task's starter hands its scripts the text alone: only a table of nothing else is one, so that
+    # columns beside the text are learnt from (the tabular drafts take free text as TF-IDF features)
+    if texts and len(features) == 1:
         name, chars = texts[0]
-        others = len(features) - 1
-        report.say(
-            "modality",
-            f"text: `{name}` is free text (mean {chars:.0f} characters) beside {others} other "
-            f"feature column(s), which the starter leaves aside",
-        )
+        report.say("modality", f"text: `{name}` is free text (mean {chars:.0f} characters)")
         return name
     if texts:
         report.say(
             "modality",
-            f"tabular: free text in {', '.join(t for t, _ in texts)} is one feature among "
-            f"{len(features)} (use --text-column to make it a text task)",
+            f"tabular: free text in {', '.join(t for t, _ in texts)} is learnt beside the other "
+            f"{len(features) - len(texts)} feature column(s) (--text-column makes it a text task on that "
+            "column alone)",
         )
     else:
         report.say("modality", f"tabular ({len(features)} feature columns, no free text)")

@@ -3,8 +3,8 @@ cbr's general solution for a table: gradient boosting over every column, each in
 information in: numbers as they are, dates as their parts, categoricals as categories, free text as
 TF-IDF features beside the table. The search drafts it first so that it never ends below a default
 gradient-boosting model; the adapter fits it to the task like any case. `cbr` writes the classifier
-for a classification task, early stopping on the absolute error when that is the metric, and XGBoost in place of
-LightGBM for a second draft (search/drafts.py)."""
+for a classification task, early stopping on the absolute error when that is the metric, XGBoost in place of
+LightGBM for a second draft, and for a table with free text a linear model for a third (search/drafts.py)."""
 
 import os
 
@@ -37,6 +37,17 @@ def column_kinds(X):
     return kinds
 
 
+def as_numbers(X, column, kind):
+    """A number column as floats; a date column as its parts and its count of days."""
+    if kind == "date":
+        when = pd.to_datetime(X[column], errors="coerce", format="mixed")
+        parts = {f"{column}_{part}": getattr(when.dt, part).astype(float)
+                 for part in ("year", "month", "day", "dayofweek", "hour")}
+        parts[f"{column}_ordinal"] = (when - pd.Timestamp("1970-01-01")).dt.days.astype(float)
+        return parts
+    return {column: pd.to_numeric(X[column], errors="coerce").astype(float)}
+
+
 def learn(X):
     kinds = column_kinds(X)
     categories = {c: sorted(X[c].dropna().astype(str).unique()) for c, k in kinds.items() if k == "category"}
@@ -49,13 +60,9 @@ def design(X, spec):
     """The table the model learns from: a frame, or a sparse matrix when there is free text."""
     table = pd.DataFrame(index=X.index)
     for column, kind in spec["kinds"].items():
-        if kind == "number":
-            table[column] = pd.to_numeric(X[column], errors="coerce").astype(float)
-        elif kind == "date":
-            when = pd.to_datetime(X[column], errors="coerce", format="mixed")
-            for part in ("year", "month", "day", "dayofweek", "hour"):
-                table[f"{column}_{part}"] = getattr(when.dt, part).astype(float)
-            table[f"{column}_ordinal"] = (when - pd.Timestamp("1970-01-01")).dt.days.astype(float)
+        if kind in ("number", "date"):
+            for name, values in as_numbers(X, column, kind).items():
+                table[name] = values
         elif kind == "category":
             known = spec["categories"][column]  # a category unseen in training is missing
             values = X[column].astype(str).where(X[column].notna())
