@@ -34,9 +34,8 @@ class Clock:
 
     def limit(self, reserve: float = 0.0) -> float | None:
         """A script's own time limit from the budget: what it has left; None without a budget."""
-        return (
-            None if self.budget is None else max(self.left(reserve), 1.0)
-        )  # a script that started gets a second
+        # a script that started gets a second
+        return None if self.budget is None else max(self.left(reserve), 1.0)
 
     def exhausted(self) -> bool:
         """Too little left for a develop iteration to start (the search's nodes: search/policy.py)."""

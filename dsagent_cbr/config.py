@@ -24,9 +24,8 @@ from dsagent_cbr.errors import CbrError
 # package and found here, since nothing a user configures should move them.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CRAWLERS_DIR = PROJECT_ROOT / "crawlers"  # the Scrapy project ingest/crawl.py runs
-EXPERIMENTS_DIR = (
-    PROJECT_ROOT / "experiments"
-)  # the paper's: deployment references, baselines, tables
+# the paper's: deployment references, baselines, tables
+EXPERIMENTS_DIR = PROJECT_ROOT / "experiments"
 
 
 def default_home() -> Path:
@@ -57,17 +56,15 @@ class Settings:
     embedding_model: str = "all-MiniLM-L6-v2"
     model: str = "none"
     base_url: str | None = None
-    model_name: str | None = (
-        None  # what the server calls the model (an Ollama tag); None: the alias's name
-    )
+    # what the server calls the model (an Ollama tag); None: the alias's name
+    model_name: str | None = None
     api_key: str | None = None
     request_timeout: float = 120.0
     max_retries: int = 4
     max_cost: float | None = None
     max_tokens: int | None = None
-    reply_tokens: int | None = (
-        None  # the longest reply asked for (None: the server's limit; local: 1024)
-    )
+    # the longest reply asked for (None: the server's limit; local: 1024)
+    reply_tokens: int | None = None
     use_cache: bool = True
 
     @field_validator("home", "runs_dir", "casebank_dir", "tasks_dir", "bank_dir")

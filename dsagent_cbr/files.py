@@ -26,9 +26,8 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     """Write to a temporary name beside `path`, fsync, rename over it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(
-        f".{path.name}.{os.getpid()}.tmp"
-    )  # per process: two writers never share one
+    # per process: two writers never share one
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with tmp.open("wb") as fh:
             fh.write(data)

@@ -57,9 +57,8 @@ class Adaptation:
     notes: list[str] = field(default_factory=list)
 
 
-LOG_METRICS = (
-    "rmsle",
-)  # metrics of the target's logarithm: a case learns log1p of the target for them
+# metrics of the target's logarithm: a case learns log1p of the target for them
+LOG_METRICS = ("rmsle",)
 
 
 def output_kind(task: Task) -> str:

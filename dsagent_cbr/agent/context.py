@@ -110,9 +110,8 @@ def prediction_form(task: Task) -> str:
 @dataclass(frozen=True)
 class Context:
     task: Task
-    description: (
-        str  # the task's words, without the data card a created task's description ends with
-    )
+    # the task's words, without the data card a created task's description ends with
+    description: str
     data_card: str
     budget: str
     metric: str

@@ -51,14 +51,12 @@ class DevelopConfig:
     seed: int = 0
     refit: bool = True  # the submission learns from every labelled row unless --no-refit
     retain: bool = True  # --no-retain: the run adds nothing to the bank
-    budget: float | None = (
-        None  # --budget: wall-clock seconds for the search (the node cap is `iterations`)
-    )
+    # --budget: wall-clock seconds for the search (the node cap is `iterations`)
+    budget: float | None = None
     parallel: int = 1  # --parallel: the search's nodes at once (search/parallel.py)
     address: str | None = None  # --address: the Ray cluster its nodes' scripts run on
-    in_turn: bool = (
-        False  # --in-turn: with --parallel 1, a model's node does not run beside the others
-    )
+    # --in-turn: with --parallel 1, a model's node does not run beside the others
+    in_turn: bool = False
     policy: dict[str, Any] = field(default_factory=lambda: asdict(SandboxPolicy()))
 
     @property
@@ -284,9 +282,8 @@ def develop_iteration(
     case = best_case(run, model, ctx, cfg, t, query, log)
     row.case = case_name(case)
     before = memory.script
-    draft = before == run.task.starter.read_text(
-        encoding="utf-8"
-    )  # nothing graded yet: a new solution
+    # nothing graded yet: a new solution
+    draft = before == run.task.starter.read_text(encoding="utf-8")
     planned = plan_and_program(
         run, row, model, ctx, cfg, log, before, case, memory.simpler, draft=draft
     )

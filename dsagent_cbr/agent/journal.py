@@ -49,9 +49,8 @@ class RunJournal:
         self.path = run_dir / JOURNAL
         self.records: list[dict[str, object]] = []
         self._done: dict[str, dict[str, object]] = {}
-        self._lock = (
-            threading.Lock()
-        )  # nodes of a --parallel search journal their steps from their own threads
+        # nodes of a --parallel search journal their steps from their own threads
+        self._lock = threading.Lock()
         self._closed = False
         if self.path.exists():
             self._load()

@@ -190,9 +190,8 @@ class _Reader:
     def __init__(self, tree: ast.Module) -> None:
         self.modules: dict[str, str] = {}  # local name -> top-level module ("lgb" -> "lightgbm")
         self.dicts: dict[str, ast.expr] = {}  # NAME = dict(...) / {...}: the first assignment wins
-        self.values: dict[
-            str, ast.expr
-        ] = {}  # module-level NAME = 3.0, "l2", (1, 2): a parameter's value
+        # module-level NAME = 3.0, "l2", (1, 2): a parameter's value
+        self.values: dict[str, ast.expr] = {}
         # `for C in (1.0, 4.0):`: a parameter a script tries several values of, choosing among them itself
         self.tried: dict[str, ast.expr] = {
             n.target.id: n.iter

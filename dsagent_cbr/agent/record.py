@@ -58,17 +58,15 @@ class Status(StrEnum):
     NOT_ADAPTABLE = "not adaptable"  # the structural adapter had no rule for the pair
     NOT_BLENDED = "not blended"
     OUT_OF_TIME = "out of time"  # the budget ended during one of the node's model calls
-    WORSE_THAN_STARTER = (
-        "worse than the starter"  # deploy: graded, but not better than the starter's guess
-    )
+    # deploy: graded, but not better than the starter's guess
+    WORSE_THAN_STARTER = "worse than the starter"
 
 
 class Row(BaseModel):
     """One script run the loop chose to record: an iteration of develop or the search, or a deploy candidate."""
 
-    model_config = ConfigDict(
-        extra="ignore", use_enum_values=True
-    )  # a loaded row holds plain strings
+    # a loaded row holds plain strings
+    model_config = ConfigDict(extra="ignore", use_enum_values=True)
 
     iteration: int
     candidate: str | None = None  # deploy: who wrote the script ("llm", "adapter")
@@ -79,9 +77,8 @@ class Row(BaseModel):
     debug_attempts: int = 0
     valid: float | None = None  # what the script printed of itself: its own diagnostic
     selection: float | None = None  # graded by cbr on the rows it held back
-    score: float | None = (
-        None  # what the row is judged by: the selection score, or (no selection rows) valid
-    )
+    # what the row is judged by: the selection score, or (no selection rows) valid
+    score: float | None = None
     test: float | None = None  # reported only: never shown to the model, never used to choose
     wall_time: float | None = None
     retained: bool = False
@@ -91,9 +88,8 @@ class Row(BaseModel):
     tuned: dict[str, float] | None = None  # tune: the model literals it set
     members: dict[int, float] | None = None  # ensemble: its members' iterations and weights
     started: float | None = None  # the search: seconds into the run when the node began
-    ended: float | None = (
-        None  # and when it ended (its model calls and its script: the node's own time)
-    )
+    # and when it ended (its model calls and its script: the node's own time)
+    ended: float | None = None
     log: str = ""  # what the logger wrote of it (develop)
 
 
@@ -102,12 +98,10 @@ class Refit(BaseModel):
     why: str | None = None
     error: str | None = None
     test_after_refit: float | None = None
-    selection_after_refit: float | None = (
-        None  # on rows it learned: a check of the refit, never a judge
-    )
-    rounds: list[list[int]] | None = (
-        None  # per early-stopped model: [first fit's rounds, the refit's own]
-    )
+    # on rows it learned: a check of the refit, never a judge
+    selection_after_refit: float | None = None
+    # per early-stopped model: [first fit's rounds, the refit's own]
+    rounds: list[list[int]] | None = None
 
 
 class Estimate(BaseModel):
@@ -145,17 +139,14 @@ class RunRecord(BaseModel):
     outcome: Outcome = Outcome.AGENT_FAILURE
     exit_code: int = 1  # what `cbr` exits with for this outcome (errors.py)
     stopped: str = "completed"  # why the run ended, in words, for people
-    estimate: Estimate | None = (
-        None  # the selected script's interval, and whether the next best differs
-    )
-    took: float | None = (
-        None  # seconds from the command's start to the record (earlier legs of a resume too)
-    )
+    # the selected script's interval, and whether the next best differs
+    estimate: Estimate | None = None
+    # seconds from the command's start to the record (earlier legs of a resume too)
+    took: float | None = None
     # the run's last save: a record saved along the way reads as if the run ended there, with this False
     final: bool = False
-    selected_by: str = (
-        "selection"  # selection | validation (a task without selection rows) | first graded run
-    )
+    # selection | validation (a task without selection rows) | first graded run
+    selected_by: str = "selection"
     selection_rows: int = 0
     planned_iterations: int | None = None
     rows: list[Row] = []
@@ -174,9 +165,8 @@ class RunRecord(BaseModel):
     tokens: int = 0
     cost_usd: float = 0.0
     model_errors: list[dict[str, object]] = []
-    retained: list[
-        dict[str, object]
-    ] = []  # the cases the run added to the bank: iteration, solution, insight
+    # the cases the run added to the bank: iteration, solution, insight
+    retained: list[dict[str, object]] = []
     deploy: DeployFacts | None = None
 
     @computed_field  # type: ignore[prop-decorator]
@@ -194,9 +184,8 @@ class RunRecord(BaseModel):
         write_text_atomic(Path(run_dir) / SUMMARY, self.model_dump_json(indent=2))
 
 
-GAP = (
-    0.25  # a printed validation better than the selection score by more than this share is flagged
-)
+# a printed validation better than the selection score by more than this share is flagged
+GAP = 0.25
 
 
 def overclaims(row: Row, direction: str) -> bool:

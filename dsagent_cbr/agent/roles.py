@@ -20,9 +20,8 @@ from dsagent_cbr.llm import parsing
 from dsagent_cbr.llm.prompts import render
 
 CASE_CHARS = 3000  # the chosen case, cut to this length: every token is paid for on every call
-SUMMARY_CHARS = (
-    300  # what rerank sees of each case: its opening, enough to judge it, cut between words
-)
+# what rerank sees of each case: its opening, enough to judge it, cut between words
+SUMMARY_CHARS = 300
 PLAN_CHARS = 3000  # the plan the logger is told was carried out
 OUTPUT_CHARS = 2000  # the end of what a script printed, for the logger (per-model scores, warnings)
 # Replies longer than these are rambling (small models run on to the end of their context); scripts

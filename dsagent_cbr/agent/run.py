@@ -95,19 +95,15 @@ class Run:
         self.prior: float | None = None  # a constant's from the training rows (harness/baseline.py)
         self.starter_seconds: float | None = None
         self.reference = reference  # the hand-written reference's, for the report only
-        self.ended: Outcome | None = (
-            None  # set when a failure of ours or the budget stopped the run
-        )
-        self.lock = (
-            threading.RLock()
-        )  # a --parallel search's nodes consider their rows from their own threads
+        # set when a failure of ours or the budget stopped the run
+        self.ended: Outcome | None = None
+        # a --parallel search's nodes consider their rows from their own threads
+        self.lock = threading.RLock()
         self.observers = tuple(observers)  # told of every save of the record (the report's drawer)
-        self.clock = clock or Clock(
-            None
-        )  # the command's wall clock: its budget bounds the starter and the refit
-        self.halt = (
-            threading.Event()
-        )  # set as a stop begins: the steps in flight are cancelled, none begins
+        # the command's wall clock: its budget bounds the starter and the refit
+        self.clock = clock or Clock(None)
+        # set as a stop begins: the steps in flight are cancelled, none begins
+        self.halt = threading.Event()
         self.closed = threading.Event()  # set once the record is final: nothing is written after it
 
     @property
@@ -260,9 +256,8 @@ class Run:
     def _improves(self, result: RunResult) -> bool:
         if not result.ok:
             return False
-        if (
-            self.record.selected_by == FIRST_GRADED
-        ):  # deploy keeps its first graded script beating the starter
+        # deploy keeps its first graded script beating the starter
+        if self.record.selected_by == FIRST_GRADED:
             if self.best is not None:
                 return False
             comparable = result.score is not None and self.baseline is not None

@@ -331,21 +331,16 @@ def summarise_script(code: str) -> str:
     `Logistic regression (C=1.0); features: TF-IDF of text, one-hot`."""
     try:
         tree = ast.parse(code)
-    except (
-        SyntaxError,
-        ValueError,
-        RecursionError,
-        MemoryError,
-    ):  # ValueError: a NUL byte in the text
+    # ValueError: a NUL byte in the text
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return NOT_PARSED
     try:
         if (blend := _blend(tree)) is not None:
             return blend
         code, tree = _unwrapped(code, tree)
         return _line(*_model(code, tree), _features(*feature_steps(tree)))
-    except (
-        RecursionError
-    ):  # ast.unparse recurses; a parsable but absurdly deep expression exhausts it
+    # ast.unparse recurses; a parsable but absurdly deep expression exhausts it
+    except RecursionError:
         return TOO_DEEP
 
 
@@ -355,11 +350,8 @@ def _unwrapped(code: str, tree: ast.Module) -> tuple[str, ast.Module]:
     try:
         inner = unwrap_adapted(code)[0]
         return (inner, ast.parse(inner)) if inner != code else (code, tree)
-    except (
-        SyntaxError,
-        TypeError,
-        ValueError,
-    ):  # the shim's settings read as no literal, e.g. {[1]: 2}
+    # the shim's settings read as no literal, e.g. {[1]: 2}
+    except (SyntaxError, TypeError, ValueError):
         return code, tree
 
 

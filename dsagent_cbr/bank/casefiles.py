@@ -24,9 +24,8 @@ from dsagent_cbr.bank.checks import (
 )
 
 IMPORT_SUFFIXES = (".txt", ".md", ".case")
-MAX_FILE_BYTES = (
-    4 * MAX_SCRIPT_CHARS + 10_000
-)  # UTF-8 takes at most 4 bytes a character; room for front matter
+# UTF-8 takes at most 4 bytes a character; room for front matter
+MAX_FILE_BYTES = 4 * MAX_SCRIPT_CHARS + 10_000
 
 # folder name -> modality; DS-Agent's tsa_cases mix forecasting and classification, hence "time-series"
 FOLDER_MODALITIES = {
@@ -50,9 +49,8 @@ FOLDER_MODALITIES = {
 class Loaded:
     cases: list[Case] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # one line per file that could not be used
-    skipped: list[str] = field(
-        default_factory=list
-    )  # a line per link, pipe, socket or device: never read
+    # a line per link, pipe, socket or device: never read
+    skipped: list[str] = field(default_factory=list)
 
 
 def split_front_matter(text: str) -> tuple[dict[str, Any], str]:
@@ -108,9 +106,8 @@ def read_text_file(path: Path, follow_links: bool = True) -> str:
     """UTF-8 text, or ValueError saying why the file cannot be used. A file that cannot fit the size cap
     of a case (checks.py) is refused before it is read. Without follow_links the file is opened with
     O_NOFOLLOW, so a link swapped in after the folder was listed is refused, not read through."""
-    flags = (
-        os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)
-    )  # NONBLOCK: a FIFO never hangs us
+    # NONBLOCK: a FIFO never hangs us
+    flags = os.O_RDONLY | os.O_NONBLOCK | (0 if follow_links else os.O_NOFOLLOW)
     try:
         fd = os.open(path, flags)
     except OSError as exc:
@@ -182,9 +179,8 @@ def insight_from_text(
 # that descriptor (dir_fd), checked on what was opened. A folder swapped for a link between the listing
 # and the read is refused, not entered: a link may point anywhere (/etc/passwd, a key, another user's notes).
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW
-_FILE_FLAGS = (
-    os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
-)  # NONBLOCK: a FIFO swapped in never hangs us
+# NONBLOCK: a FIFO swapped in never hangs us
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
 MAX_DEPTH = 32  # folders inside the imported one; deeper ones are skipped with a line
 Found = dict[Path, str | ValueError]  # a case file's text, or why it cannot be used
 
@@ -209,9 +205,8 @@ def _skip_line(path: Path, mode: int) -> str:
     if stat.S_ISLNK(mode):
         return f"{path}: a symbolic link; import never follows links"
     what = next((what for test, what in _KINDS if test(mode)), None)
-    if (
-        what is None
-    ):  # a file that became a folder, or the reverse, between the listing and the open
+    # a file that became a folder, or the reverse, between the listing and the open
+    if what is None:
         return f"{path}: changed while being imported; not read"
     return f"{path}: {what}; import reads regular files only and never opens it"
 
@@ -245,9 +240,8 @@ def import_texts(root: Path) -> tuple[Found, list[str]]:
     found: Found = {}
     skipped: list[str] = []
     try:
-        fd = os.open(
-            root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK
-        )  # followed: the user named it
+        # followed: the user named it
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_NONBLOCK)
     except OSError as exc:
         return found, [f"{root}: not a folder that can be read ({exc.strerror or exc})"]
     try:

@@ -36,9 +36,8 @@ class Case:
     title: str = ""
     competition: str = ""
     source_url: str = ""
-    source_kind: str = (
-        ""  # insights: writeup | notebook | retained; solutions: reference | retained
-    )
+    # insights: writeup | notebook | retained; solutions: reference | retained
+    source_kind: str = ""
     modality: str = ""
     task_type: str = ""
     # solution cases only
@@ -48,9 +47,8 @@ class Case:
     valid_score: float | None = None  # as its script printed it
     selection_score: float | None = None  # retained: cbr's grade on the rows it held back
     test_score: float | None = None
-    extra: dict[str, Any] = field(
-        default_factory=dict
-    )  # provenance: rank, votes, fetched_at, run id...
+    # provenance: rank, votes, fetched_at, run id...
+    extra: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.id:

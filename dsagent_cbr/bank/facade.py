@@ -95,9 +95,8 @@ class CaseBank(Rebuilding):
 
     def _recover(self, roll_back: bool = True) -> None:
         line = recover(self.place, roll_back)
-        if (
-            self.journal.next_path.exists()
-        ):  # a compacted journal that its rebuild never put in place
+        # a compacted journal that its rebuild never put in place
+        if self.journal.next_path.exists():
             self.journal.next_path.unlink()
             line = line or (
                 "An interrupted `cbr bank rebuild` was rolled back: it had only begun, and the bank "
@@ -222,9 +221,8 @@ class CaseBank(Rebuilding):
             self.casebank_dir or Path()
         ):
             present = self.store.ids("insight") | self.store.ids("solution")
-            removed = sorted(
-                {c.id for c in seed_now} - present
-            )  # seed cases the user removed stay removed
+            # seed cases the user removed stay removed
+            removed = sorted({c.id for c in seed_now} - present)
             if removed:
                 ops.append({"op": "remove", "ids": removed})
         _, size = self.journal.create(ops)
@@ -323,9 +321,8 @@ class CaseBank(Rebuilding):
             for kind in KINDS
             for record in self._read(lambda store, kind=kind: store.records(kind))
         ]
-        write_text_atomic(
-            Path(path), "".join(p + "\n" for p in payloads)
-        )  # json.dumps output has no raw newlines
+        # json.dumps output has no raw newlines
+        write_text_atomic(Path(path), "".join(p + "\n" for p in payloads))
         return len(payloads)
 
     # -- writing ---------------------------------------------------------------------------------
@@ -392,10 +389,8 @@ class CaseBank(Rebuilding):
                 self.store.add(kind, records, vectors[kind])
                 written.append((kind, [c.id for c in batch]))
         except Exception as exc:
-            for (
-                kind,
-                ids,
-            ) in written:  # the other collection may already hold its part: take it back
+            # the other collection may already hold its part: take it back
+            for kind, ids in written:
                 self.store.delete(kind, ids)
             if isinstance(exc, CbrError):
                 raise
@@ -410,9 +405,8 @@ class CaseBank(Rebuilding):
                 self.store.delete(kind, sorted(present))
                 removed.extend(sorted(present))
         seeded = json.loads(self.store.get_meta().get("seed_ids", "[]"))
-        if set(seeded) & set(
-            removed
-        ):  # a seed case the user removed stays removed until `bank build`
+        # a seed case the user removed stays removed until `bank build`
+        if set(seeded) & set(removed):
             self.store.set_meta(
                 {"seed_ids": json.dumps([i for i in seeded if i not in set(removed)])}
             )

@@ -73,9 +73,8 @@ class FaissStore:
     def _load(self, collection: str) -> _Collection:
         folder = self.root / collection
         if not folder.exists() and (self.root / f"{collection}.old").exists():
-            os.replace(
-                self.root / f"{collection}.old", folder
-            )  # a swap was interrupted: keep the old copy
+            # a swap was interrupted: keep the old copy
+            os.replace(self.root / f"{collection}.old", folder)
         if not folder.exists():
             return _Collection([], np.zeros((0, 0), np.float32), self.hnsw)
         try:

@@ -29,15 +29,13 @@ def sqlite_problem(path: Path) -> str | None:
     if len(header) < 100 or not header.startswith(_MAGIC):
         return "is not an SQLite database"
     if any(path.with_name(path.name + suffix).exists() for suffix in ("-journal", "-wal")):
-        return (
-            None  # a transaction in flight: SQLite settles the size itself when it opens the file
-        )
+        # a transaction in flight: SQLite settles the size itself when it opens the file
+        return None
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     pages = int.from_bytes(header[28:32], "big")
-    header_valid = (
-        header[24:28] == header[92:96]
-    )  # the page count is only kept up to date when these agree
+    # the page count is only kept up to date when these agree
+    header_valid = header[24:28] == header[92:96]
     if page_size < 512 or (header_valid and pages and size < pages * page_size):
         return f"is cut short ({size:,} of {pages * page_size:,} bytes)"
     if size % page_size:

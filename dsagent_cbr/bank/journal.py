@@ -114,9 +114,8 @@ class CaseJournal:
 
     def append(self, ops: list[dict[str, Any]]) -> int:
         """Append whole lines and fsync; returns the journal's size after them. Call under the bank lock."""
-        if (
-            not self.path.is_file()
-        ):  # append_lines would create it; a journal without its header is not one
+        # append_lines would create it; a journal without its header is not one
+        if not self.path.is_file():
             raise FileNotFoundError(self.path)
         return append_lines(self.path, [json_line(op) for op in ops])
 

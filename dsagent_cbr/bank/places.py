@@ -93,9 +93,8 @@ class FolderPlace:
     def current(self) -> str | None:
         if self.pointer.is_file():
             return self.pointer.read_text(encoding="utf-8").strip() or None
-        return (
-            self.store if (self.bank_dir / self.store).is_dir() else None
-        )  # generation 0: no pointer yet
+        # generation 0: no pointer yet
+        return self.store if (self.bank_dir / self.store).is_dir() else None
 
     def new_slot(self) -> str:
         return f"{self.store}.g{_next(self)}"

@@ -44,10 +44,8 @@ def draw_anchors(records: list[dict[str, Any]]) -> int:
         ):
             continue
         record = load_record(run_dir)
-        record.baselines = {
-            **record.baselines,
-            **lines[r["task"]],
-        }  # the pictures only: summary.json stays
+        # the pictures only: summary.json stays
+        record.baselines = {**record.baselines, **lines[r["task"]]}
         write_report(run_dir, record)
         drawn += 1
     return drawn

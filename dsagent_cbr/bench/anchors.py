@@ -67,9 +67,8 @@ def settings(task: Task, prefix: str, metrics: dict[str, str], **first: Any) -> 
 def model_code(template: Path, values: dict[str, Any]) -> str:
     """The template's code after its docstring, with its settings block rewritten to `values`."""
     text = template.read_text(encoding="utf-8")
-    body = text[text.index('"""', 3) + 3 :].lstrip(
-        "\n"
-    )  # the template's own docstring stays behind
+    # the template's own docstring stays behind
+    body = text[text.index('"""', 3) + 3 :].lstrip("\n")
     start, end = body.index(SETTINGS_START), body.index(SETTINGS_END) + len(SETTINGS_END)
     block = "\n".join([SETTINGS_START, *(f"{k} = {v!r}" for k, v in values.items()), SETTINGS_END])
     return body[:start] + block + body[end:]

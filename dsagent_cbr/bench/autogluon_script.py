@@ -25,9 +25,8 @@ from dsagent_cbr.tasks.model import Task
 
 TEMPLATE = Path(__file__).parents[1] / "untrusted" / "autogluon_anchor.py"
 PRESETS = "medium_quality"
-PYTHON_VARIABLE = (
-    "CBR_AUTOGLUON_PYTHON"  # an interpreter with autogluon.tabular, if not the default below
-)
+# an interpreter with autogluon.tabular, if not the default below
+PYTHON_VARIABLE = "CBR_AUTOGLUON_PYTHON"
 VENV_PYTHON = Path("/opt/cbr-autogluon/bin/python")  # what setup-autogluon.sh makes
 # our metric -> AutoGluon's eval_metric (rmsle: root_mean_squared_error on log1p(y); mcrmse: per target)
 AUTOGLUON_METRIC = {

@@ -36,9 +36,8 @@ def run_jobs(
                 job = running.pop(ref)
                 try:
                     record = ray.get(ref)
-                except (
-                    ray.exceptions.RayError
-                ) as exc:  # a worker that died is ours, not the model's
+                # a worker that died is ours, not the model's
+                except ray.exceptions.RayError as exc:
                     record = {
                         "id": job.trial_id,
                         "task": job.task,

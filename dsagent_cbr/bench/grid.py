@@ -22,11 +22,8 @@ from dsagent_cbr.tasks.model import Task
 SPEC_FILE = "grid.json"
 BASE_BANK = "bank-base"
 CASES = "cases.jsonl"
-GROUPS = (
-    "all",
-    "deployment",
-    "development",
-)  # words of --tasks that name recipe groups, never a task
+# words of --tasks that name recipe groups, never a task
+GROUPS = ("all", "deployment", "development")
 
 
 def _recipe_group(group: str, tasks_dir: Path) -> list[Path]:
@@ -46,9 +43,8 @@ def select_tasks(selection: str, tasks_dir: Path) -> dict[str, Path]:
         ):
             task = load_task(folder)  # resolves the folder, and names what is wrong with it
             first = chosen.setdefault(task.name, task.root)
-            if (
-                first != task.root
-            ):  # trials are named by task: two folders of one name would share them
+            # trials are named by task: two folders of one name would share them
+            if first != task.root:
                 raise CbrError(
                     f"Two task folders are named {task.name} ({first} and {task.root}); rename one."
                 )
@@ -80,9 +76,8 @@ def _not_this_grid(grid_dir: Path, saved: GridSpec, spec: GridSpec) -> str:
         t for t in spec.tasks if saved.task_folders.get(t) not in (None, spec.task_folders.get(t))
     ]
     if moved and replace(saved, task_folders=spec.task_folders).digest() == spec.digest():
-        task = moved[
-            0
-        ]  # the same trials from another folder: say which, since a name alone looks the same
+        # the same trials from another folder: say which, since a name alone looks the same
+        task = moved[0]
         return (
             f"{grid_dir} ran {task} from {saved.task_folders[task]}, not {spec.task_folders[task]}; "
             "give --tasks that folder, or choose another --grid or --name."
@@ -144,18 +139,16 @@ def wall_limit(spec: GridSpec, trial: Trial) -> float:
     if kind == "deploy":
         return 5 * spec.timeout + 900
     if kind == "develop" and trial.agent.variant == "search":
-        return (
-            spec.budget + spec.timeout + 1800
-        )  # its last node's limit shrinks to the budget's end
+        # its last node's limit shrinks to the budget's end
+        return spec.budget + spec.timeout + 1800
     if kind == "develop":
         return spec.iterations * 6 * spec.timeout + 1800
     return script_timeout(spec, trial) + 300
 
 
 def script_timeout(spec: GridSpec, trial: Trial) -> float:
-    if (
-        trial.agent.kind in AUTOML_KINDS
-    ):  # the budget, the learner's own overrun, and room to load and predict
+    # the budget, the learner's own overrun, and room to load and predict
+    if trial.agent.kind in AUTOML_KINDS:
         return max(spec.timeout, 2 * float(trial.agent.variant) + 300)
     return spec.timeout
 
@@ -214,9 +207,8 @@ def _command(spec: GridSpec, trial: Trial, task: Task, folder: Path) -> list[str
             *common,
         ]
     cli = trials.cli_command()
-    if (
-        agent.kind == "autogluon"
-    ):  # AutoGluon's own environment runs `cbr run`: autogluon_script.py says why
+    # AutoGluon's own environment runs `cbr run`: autogluon_script.py says why
+    if agent.kind == "autogluon":
         cli = [autogluon_script.python() or cli[0], *cli[1:]]
     return [
         *cli,

@@ -253,9 +253,8 @@ def _untested(report: dict[str, Any]) -> list[str]:
             "|---|---:|---:|---:|",
         ]
         for c in (c for c in report["selection_scores"] if c["task"] == task):
-            scored = (
-                f" (of {c['scored']})" if c["scored"] != c["successes"] else ""
-            )  # some held no rows back
+            # some held no rows back
+            scored = f" (of {c['scored']})" if c["scored"] != c["successes"] else ""
             lines.append(
                 f"| {c['agent']} | {c['successes']}/{c['runs']} | {fmt(c['mean_selection'])}{scored} | "
                 f"{fmt(c['best_selection'])} |"
@@ -310,9 +309,8 @@ def plot(report: dict[str, Any], path: Path, title: str) -> None:
     text: every label is drawn plain (report/run_report.py's PLAIN_TEXT: no mathtext, no TeX)."""
     import matplotlib
 
-    with matplotlib.rc_context(
-        PLAIN_TEXT
-    ):  # read when a text is made, and tick labels are made in savefig
+    # read when a text is made, and tick labels are made in savefig
+    with matplotlib.rc_context(PLAIN_TEXT):
         write_bytes_atomic(path, _png(report, title))
 
 

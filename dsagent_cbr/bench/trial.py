@@ -47,9 +47,8 @@ class TrialJob:
     bank_remove: list[str] = field(default_factory=list)  # retained cases of this task, taken out
     store: str = "faiss"
     script: str | None = None  # written to <folder>/solution.py before the command runs (FLAML)
-    test_answers: bool | None = (
-        None  # False: the task has none, and the tables show selection scores instead
-    )
+    # False: the task has none, and the tables show selection scores instead
+    test_answers: bool | None = None
 
 
 def is_done(folder: Path) -> bool:
@@ -76,10 +75,8 @@ def run_cli(
     command: list[str], cwd: Path, env: dict[str, str], wall_limit: float
 ) -> tuple[int | None, bool]:
     """Run one CLI command with stdout/stderr to files; (exit code, hit the wall limit)."""
-    parent, libc = (
-        os.getpid(),
-        ctypes.CDLL(None, use_errno=True),
-    )  # loaded here: the child only calls it
+    # loaded here: the child only calls it
+    parent, libc = (os.getpid(), ctypes.CDLL(None, use_errno=True))
     with (cwd / "stdout.txt").open("wb") as out, (cwd / "stderr.txt").open("wb") as err:
         proc = subprocess.Popen(
             command,

@@ -229,9 +229,8 @@ def report(grids: tuple[Path, ...], name: str, out_dir: Path | None) -> None:
     records, unsupported = [], []
     for folder in grids:
         spec_file = folder / grid.SPEC_FILE
-        if (
-            not folder.is_dir()
-        ):  # checked here, not by click, so the README's examples parse before a grid exists
+        # checked here, not by click, so the README's examples parse before a grid exists
+        if not folder.is_dir():
             raise CbrError(
                 f"{folder} does not exist: name the folder of a grid `cbr bench run` made."
             )

@@ -116,9 +116,8 @@ def deploy(
         refit=refit,
         policy=policy,
     )
-    check_reachable(
-        settings_model(settings)
-    )  # a missing key or server stops here, before a run folder
+    # a missing key or server stops here, before a run folder
+    check_reachable(settings_model(settings))
     require_sandbox(policy.isolate)
     bank = open_bank(settings)
     run_dir = new_run_dir(settings.runs_dir, task.name, settings.home)

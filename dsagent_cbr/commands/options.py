@@ -28,9 +28,8 @@ def _stack(*decorators: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return apply
 
 
-_LIMITS = {
-    f.name: f.default for f in fields(SandboxPolicy)
-}  # the sandbox's defaults are the commands' defaults
+# the sandbox's defaults are the commands' defaults
+_LIMITS = {f.name: f.default for f in fields(SandboxPolicy)}
 
 sandbox_options = _stack(
     click.option(
@@ -134,9 +133,8 @@ def _setting(name: str, value: Any) -> str:
 
 
 def _differs(old: Any, new: Any) -> bool:
-    return old != new or isinstance(old, bool) != isinstance(
-        new, bool
-    )  # 1 == True, but not as a limit
+    # 1 == True, but not as a limit
+    return old != new or isinstance(old, bool) != isinstance(new, bool)
 
 
 def policy_change(before: Any, now: SandboxPolicy) -> str | None:

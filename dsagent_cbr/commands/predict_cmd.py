@@ -125,18 +125,16 @@ def predict_rows(
         for name in task.public_files:
             if name not in (task.test_file, SAMPLE_FILE) and (task.public_dir / name).exists():
                 (public / name).parent.mkdir(parents=True, exist_ok=True)
-                copy_entry(
-                    task.public_dir / name, public / name
-                )  # copied: a workspace takes no links
+                # copied: a workspace takes no links
+                copy_entry(task.public_dir / name, public / name)
         new.to_csv(public / task.test_file, index=False)
         if SAMPLE_FILE in task.public_files:
             pd.DataFrame({task.id_column: new[task.id_column], **{c: 0 for c in columns}}).to_csv(
                 public / SAMPLE_FILE, index=False
             )
         copy = replace(task, public_dir=public, answers=None)
-        refit = was_refit(
-            run_dir
-        )  # the submitted model learned every labelled row: so does this one
+        # the submitted model learned every labelled row: so does this one
+        refit = was_refit(run_dir)
         if refit:
             notes.append(
                 "the solution learns from every labelled row, as the run's submission did (its refit)"
@@ -158,9 +156,8 @@ def predict_rows(
     except ArtefactError as exc:
         raise CbrError(f"The solution's predictions cannot be used: {exc}.") from exc
     sub = sub[wanted]
-    sub = sub[
-        sub[idc].astype(str).isin(set(new[idc].astype(str)))
-    ]  # the selection rows' predictions stay out
+    # the selection rows' predictions stay out
+    sub = sub[sub[idc].astype(str).isin(set(new[idc].astype(str)))]
     if sub[idc].duplicated().any() or set(sub[idc].astype(str)) != set(new[idc].astype(str)):
         raise CbrError(
             f"The solution's {produced.name} does not have one row per row of {new_csv.name}."

@@ -34,9 +34,8 @@ UNREADABLE = "unreadable record"
 NONE = "—"
 RUN_ID = re.compile(r"(\d{8}-\d{6})-")  # new_run_dir's ids begin with their start time
 LISTED = 10  # the most candidates an ambiguity error names
-WIDE = (
-    1000  # a table's width off a terminal: its columns' own (a table is only as wide as its cells)
-)
+# a table's width off a terminal: its columns' own (a table is only as wide as its cells)
+WIDE = 1000
 
 runs_dir_option = click.option(
     "--runs-dir",
@@ -76,9 +75,8 @@ class RunView:
         if self.record:
             return self.record.kind
         if self.config:
-            return (
-                "develop" if self.config.develop is not None else "deploy"
-            )  # only develop and deploy save one
+            # only develop and deploy save one
+            return "develop" if self.config.develop is not None else "deploy"
         return NONE
 
     @property
@@ -153,9 +151,8 @@ def view(found: Found) -> RunView:
     try:
         config: SavedRun | None = load_config(found.folder)
     except CbrError:
-        config = (
-            None  # an edited or half-written config.json: the record, if any, still says the rest
-        )
+        # an edited or half-written config.json: the record, if any, still says the rest
+        config = None
     if not (found.folder / SUMMARY).is_file():
         return RunView(found, None, config, UNFINISHED)
     try:
@@ -246,9 +243,8 @@ def _print_table(views: list[RunView]) -> None:
     table.columns[0].no_wrap = True  # an id is what `cbr runs show` takes: never cut
     table.columns[5].justify = table.columns[7].justify = "right"
     for name_or_path in (table.columns[1], table.columns[8]):
-        name_or_path.overflow = (
-            "fold"  # on a narrow terminal a task or a path folds, never ends in an ellipsis
-        )
+        # on a narrow terminal a task or a path folds, never ends in an ellipsis
+        name_or_path.overflow = "fold"
     for v in views:
         r = v.record
         table.add_row(
@@ -359,9 +355,8 @@ def rm(run: str, yes: bool, runs_dir: Path | None) -> None:
 
     settings = _settings(runs_dir)
     found = resolve_run(run, settings)
-    load_config(
-        found.folder
-    )  # a folder without a run's config.json is not one cbr made: never removed
+    # a folder without a run's config.json is not one cbr made: never removed
+    load_config(found.folder)
     v = view(found)
     if not yes:
         click.confirm(

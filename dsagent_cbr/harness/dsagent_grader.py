@@ -22,9 +22,8 @@ from dsagent_cbr.sandbox.scratch import Scratch, scratch, size_mb
 from dsagent_cbr.tasks.model import Task
 
 GRADER_POLICY = SandboxPolicy(timeout=300.0, memory_mb=4096.0, disk_mb=64.0)
-PREDICTIONS = (
-    "predictions.npy"  # what the workspace's submission.py saves (untrusted/dsagent_capture.py)
-)
+# what the workspace's submission.py saves (untrusted/dsagent_capture.py)
+PREDICTIONS = "predictions.npy"
 # the names untrusted/dsagent_grader.py reads and prints
 GRADING_CONFIG = "cbr_grading.json"
 SELECTION_FILE = "cbr_selection_rows.csv"
@@ -50,9 +49,8 @@ def grade_dsagent(
     test_part, _, selection_part = printed.partition(SELECTION_MARK)
     if held is None:
         return Grades(_printed_score(task, test_part), None)
-    if isinstance(
-        held.answers, np.ndarray
-    ):  # X_test.npy's selection windows: our metric, as for npy tasks
+    # X_test.npy's selection windows: our metric, as for npy tasks
+    if isinstance(held.answers, np.ndarray):
         selection = score_npy(task, held.answers, saved[held.test_rows :], "selection")
         return Grades(_printed_score(task, test_part), selection)
     return Grades(_printed_score(task, test_part), _printed_score(task, selection_part))
@@ -70,9 +68,8 @@ def _fill(task: Task, folder: Path, predictions: bytes, held: Held | None) -> No
         "label_columns": list(task.dsagent.label_columns),
         "test_rows": held.test_rows if held else None,
     }
-    if held is not None and not isinstance(
-        held.answers, np.ndarray
-    ):  # arrays are scored on the host
+    # arrays are scored on the host
+    if held is not None and not isinstance(held.answers, np.ndarray):
         held.answers.to_csv(folder / SELECTION_FILE, index=False)
     (folder / GRADING_CONFIG).write_text(json.dumps(config), encoding="utf-8")
     grader = (

@@ -128,9 +128,8 @@ def _grade_csv(task: Task, raw: bytes, held: Held | None) -> Grades:
     test = _score_csv(task, truth, sub[~chosen], "test" if task.answers else None)
     selection = None
     if held:
-        answers = pd.read_csv(
-            io.StringIO(held.answers.to_csv(index=False))
-        )  # typed as an answers file is
+        # typed as an answers file is
+        answers = pd.read_csv(io.StringIO(held.answers.to_csv(index=False)))
         selection = _score_csv(task, answers, sub[chosen], "selection")
     if len(sub) != expected:
         raise GradingError(
@@ -149,14 +148,12 @@ def score_selection(task: Task, held: Held, values: np.ndarray, rows: np.ndarray
         return score_npy(task, held.answers[rows], values, "selection")
     idc = task.id_column
     assert idc is not None
-    answers = pd.read_csv(
-        io.StringIO(held.answers.iloc[rows].to_csv(index=False))
-    )  # typed as an answers file is
+    # typed as an answers file is
+    answers = pd.read_csv(io.StringIO(held.answers.iloc[rows].to_csv(index=False)))
     ids = [held.ids[r] for r in rows]
     sub = pd.DataFrame(values, columns=prediction_columns(task))
-    if (
-        answers[idc].map(id_key).tolist() == ids
-    ):  # in the answers' order: no merge (the ensemble scores hundreds)
+    # in the answers' order: no merge (the ensemble scores hundreds)
+    if answers[idc].map(id_key).tolist() == ids:
         return _score_rows(task, answers, sub.to_numpy())
     sub = sub.assign(**{KEY: ids})
     return _score_csv(task, answers, sub.assign(**{idc: sub[KEY]}), "selection")
@@ -253,11 +250,8 @@ def as_floats(values: np.ndarray) -> np.ndarray | None:
     """Predicted values as numbers, or None where they are not (the grader refuses those)."""
     try:
         return values.astype(float)
-    except (
-        TypeError,
-        ValueError,
-        OverflowError,
-    ):  # OverflowError: Python ints past a float's range
+    # OverflowError: Python ints past a float's range
+    except (TypeError, ValueError, OverflowError):
         return None
 
 

@@ -31,9 +31,8 @@ if TYPE_CHECKING:
 SHARE = 0.2  # of the labelled rows
 FLOOR = 100  # rows, when the data can spare them (at most a third)
 CAP = 10_000  # rows: past this a larger share only costs the script training rows
-FEWEST = (
-    20  # labelled rows below which none can be spared: such a task is chosen on printed validation
-)
+# labelled rows below which none can be spared: such a task is chosen on printed validation
+FEWEST = 20
 NPY = ("X_train.npy", "y_train.npy", "X_test.npy")
 WINDOWS = 8  # forecasting: the selection windows sought before the walk stops at the share
 
@@ -54,18 +53,14 @@ class Held:
     test_rows: int  # the test file's rows; the selection rows' predictions follow theirs
     source: str  # the public file the rows come from: the training csv, or X_train.npy (with y_train.npy)
     positions: tuple[int, ...]  # the held rows' positions in `source`, ascending
-    dropped: tuple[
-        int, ...
-    ] = ()  # forecasting: training windows the script loses too (they share a target)
-    shown_ids: tuple[
-        str, ...
-    ] = ()  # csv: each held row's id in the workspace (its own, or fresh if a test row has it)
-    ids: tuple[
-        str, ...
-    ] = ()  # the same as id_key gives them: how the grader finds their predictions
-    answers: Any = field(
-        default=None, repr=False, compare=False
-    )  # csv: id and target columns (text);
+    # forecasting: training windows the script loses too (they share a target)
+    dropped: tuple[int, ...] = ()
+    # csv: each held row's id in the workspace (its own, or fresh if a test row has it)
+    shown_ids: tuple[str, ...] = ()
+    # the same as id_key gives them: how the grader finds their predictions
+    ids: tuple[str, ...] = ()
+    # csv: id and target columns (text);
+    answers: Any = field(default=None, repr=False, compare=False)
     #                                              npy: the y rows; dsagent: the rows, labelled, in the test's columns
 
     def worth(self, metric: str) -> str:
@@ -140,9 +135,8 @@ def _file_stamp(path: Path) -> tuple[int, int]:
     return info.st_mtime_ns, info.st_size
 
 
-@lru_cache(
-    maxsize=8
-)  # the files a task's runs read again and again; a bench of many tasks keeps few at once
+# the files a task's runs read again and again; a bench of many tasks keeps few at once
+@lru_cache(maxsize=8)
 def _read_text_csv(path: str, _mtime: int, _size: int) -> pd.DataFrame:
     import pandas as pd
 
@@ -302,9 +296,8 @@ def _forecast_windows(
         or _rows(X).shape[2] != _rows(y).shape[2]
         or _rows(X_test).shape[2] != _rows(y).shape[2]
     ):
-        return (
-            None  # inputs of other dimensions than the targets: a seen target cannot be recognised
-        )
+        # inputs of other dimensions than the targets: a seen target cannot be recognised
+        return None
     seen, picked = step_pairs(X_test), []
     for walked, j in enumerate(range(len(y) - 1, -1, -1)):
         if walked >= longest or (walked >= span and len(picked) >= WINDOWS):

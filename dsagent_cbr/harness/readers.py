@@ -37,9 +37,8 @@ _COPY = 2**20
 
 FEATURE_IMPORTANCE = "cbr_feature_importance.json"  # written beside the predictions by bootstrap.py
 MAX_FEATURES = 1000
-REFIT_ROUNDS = (
-    "cbr_refit_rounds.json"  # bootstrap.py: [first fit's rounds, refit's own rounds] per model
-)
+# bootstrap.py: [first fit's rounds, refit's own rounds] per model
+REFIT_ROUNDS = "cbr_refit_rounds.json"
 
 
 class ArtefactError(Exception):
@@ -234,9 +233,8 @@ def read_csv(
     return frame
 
 
-NPY_KINDS = (
-    "biufSU"  # predictions are numbers or labels: no objects, records, raw bytes, dates or complex
-)
+# predictions are numbers or labels: no objects, records, raw bytes, dates or complex
+NPY_KINDS = "biufSU"
 
 
 def read_npy(raw: bytes, name: str, *, max_items: int) -> np.ndarray:
@@ -266,9 +264,8 @@ def read_npy(raw: bytes, name: str, *, max_items: int) -> np.ndarray:
             raise ArtefactError(f"{name} holds text with characters that are not Unicode")
     try:
         return flat.reshape(shape, order="F" if fortran else "C").copy()
-    except (
-        ValueError
-    ) as exc:  # "maximum supported dimension": a zero-size array with an absurd shape
+    # "maximum supported dimension": a zero-size array with an absurd shape
+    except ValueError as exc:
         why = _first_line(exc)
         raise ArtefactError(f"{name} has shape {shape}, which numpy cannot make ({why})") from exc
 
@@ -306,12 +303,8 @@ def _npy_header(raw: bytes, name: str) -> tuple[tuple[int, ...], bool, np.dtype,
         MemoryError,
     ) as exc:
         raise ArtefactError(f"{name} is not a readable .npy array ({_first_line(exc)})") from exc
-    return (
-        tuple(int(n) for n in shape),
-        fortran,
-        dtype,
-        fp.tell(),
-    )  # int(): numpy lets True be a length
+    # int(): numpy lets True be a length
+    return (tuple(int(n) for n in shape), fortran, dtype, fp.tell())
 
 
 def read_json(raw: bytes, name: str, schema: Any) -> Any:

@@ -58,21 +58,16 @@ class RunResult:
     isolated: bool  # ran under the bubblewrap sandbox (false only with --no-sandbox)
     network: bool = False
     test_answers: bool = True  # false: the task has no test answers; no test score
-    script: str | None = (
-        None  # the script as cbr kept it before the run (never the workspace's copy)
-    )
-    limits: dict[str, str] = field(
-        default_factory=dict
-    )  # how memory, processes and disk were bounded
-    selection_metric: float | None = (
-        None  # graded by cbr on the rows it held back: what choices are made on
-    )
-    selection_rows: int = (
-        0  # 0: the task has none (then choices fall back to the printed validation)
-    )
-    refit: bool = (
-        False  # a refit: it learned the selection rows too, so its selection score only checks it
-    )
+    # the script as cbr kept it before the run (never the workspace's copy)
+    script: str | None = None
+    # how memory, processes and disk were bounded
+    limits: dict[str, str] = field(default_factory=dict)
+    # graded by cbr on the rows it held back: what choices are made on
+    selection_metric: float | None = None
+    # 0: the task has none (then choices fall back to the printed validation)
+    selection_rows: int = 0
+    # a refit: it learned the selection rows too, so its selection score only checks it
+    refit: bool = False
 
     @property
     def ok(self) -> bool:

@@ -46,9 +46,8 @@ def test_rows_only(task: Task, held: Held, raw: bytes) -> bytes:
         raise ArtefactError(
             f"{task.predictions} is not a readable CSV ({type(exc).__name__})"
         ) from exc
-    if (
-        task.id_column not in frame.columns
-    ):  # as pandas reads the header (it cuts a name at a NUL byte)
+    # as pandas reads the header (it cuts a name at a NUL byte)
+    if task.id_column not in frame.columns:
         raise ArtefactError(f"{task.predictions} has no column {task.id_column}")
     chosen = frame[task.id_column].map(id_key).isin(set(held.ids))
     return frame[~chosen].to_csv(index=False).encode("utf-8")

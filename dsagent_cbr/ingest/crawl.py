@@ -110,9 +110,8 @@ def run_spider(
         )
         child_env.pop("SCRAPY_SETTINGS_MODULE", None)
         errors = Path(tmp) / "stderr.txt"
-        with errors.open(
-            "wb"
-        ) as err_fh:  # a file, not a pipe: a chatty child cannot block on a full pipe
+        # a file, not a pipe: a chatty child cannot block on a full pipe
+        with errors.open("wb") as err_fh:
             proc = subprocess.Popen(
                 cmd,
                 cwd=crawlers_dir,

@@ -50,9 +50,8 @@ class LLMClient:
         # Each call gets its own sampling seed, derived from the trial's: repeats of a trial with another
         # seed are independent samples (and cache misses), the same seed reproduces a run.
         self.seed, self._calls, self.timeout = seed, 0, timeout
-        self._books = (
-            threading.Lock()
-        )  # the count, the ledger and the cache: a --parallel search asks at once
+        # the count, the ledger and the cache: a --parallel search asks at once
+        self._books = threading.Lock()
         self.ledger = ledger or Ledger()
         self.cache, self.max_retries, self.backoff = cache, max_retries, backoff
         self.default_max_tokens = default_max_tokens
@@ -173,9 +172,8 @@ class LLMClient:
                 openai.InternalServerError,
                 openai.APIConnectionError,
             ) as exc:
-                if (
-                    isinstance(exc, openai.APITimeoutError) and "timeout" in kwargs
-                ):  # the budget ended, not the server
+                # the budget ended, not the server
+                if isinstance(exc, openai.APITimeoutError) and "timeout" in kwargs:
                     raise OutOfTime(
                         f"the budget ended {kwargs['timeout']:.0f} s into a call of {self.model}"
                     ) from exc

@@ -56,9 +56,8 @@ class Ledger:
         self.path, self.max_cost, self.max_tokens = path, max_cost, max_tokens
         self.records: list[CallRecord] = []
         if path is not None and path.is_file():  # a resumed run keeps counting from where it was
-            for number, _, line in whole_lines(
-                path
-            ):  # a line torn by a kill was never counted: skip it
+            # a line torn by a kill was never counted: skip it
+            for number, _, line in whole_lines(path):
                 if line.strip():
                     self.records.append(_call(path, number, line))
 

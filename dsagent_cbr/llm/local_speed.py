@@ -11,9 +11,8 @@ from dataclasses import dataclass
 # What a model node asks of the model, roughly: a rerank, a plan and a program call read the task's card,
 # the cases and the script (about 8,000 tokens in all) and write a plan and a script (about 2,000).
 NODE_READS, NODE_WRITES = 8_000, 2_000
-PROBE = (
-    "Write the numbers from 1 to 40, separated by spaces. " + "Then stop. " * 60
-)  # about 150 tokens
+# about 150 tokens
+PROBE = "Write the numbers from 1 to 40, separated by spaces. " + "Then stop. " * 60
 PROBE_TOKENS = 48
 
 

@@ -212,10 +212,8 @@ def build_metrics_figure(
     return fig
 
 
-LINE_STYLES = {
-    "starter": (":", "#555"),
-    "reference": ("-.", "#2ca02c"),
-}  # any other anchor (FLAML): dashed red
+# any other anchor (FLAML): dashed red
+LINE_STYLES = {"starter": (":", "#555"), "reference": ("-.", "#2ca02c")}
 
 
 def baseline_lines(
@@ -256,9 +254,8 @@ def build_importance_figure(importance: dict[str, float], top: int = TOP_FEATURE
 
 def _png(fig: Figure) -> bytes:
     buffer = io.BytesIO()
-    fig.savefig(
-        buffer, format="png", dpi=110
-    )  # a little wider than the HTML page's column: scaled down, sharp
+    # a little wider than the HTML page's column: scaled down, sharp
+    fig.savefig(buffer, format="png", dpi=110)
     return buffer.getvalue()
 
 
@@ -294,9 +291,8 @@ def _read_importance(run_dir: Path, name: Any) -> tuple[dict[str, float] | None,
     """The importance mapping, or None and why it could not be read."""
     if not name:
         return None, None
-    path = (
-        run_dir / Path(name).name
-    )  # it lives in the run folder, however the record named that folder
+    # it lives in the run folder, however the record named that folder
+    path = run_dir / Path(name).name
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         values = {str(k): float(v) for k, v in data.items()}

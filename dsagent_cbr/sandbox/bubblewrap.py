@@ -110,9 +110,8 @@ class SandboxPolicy:
     cores: int = field(default_factory=usable_cores)
     allow_network: bool = False
     isolate: bool = True  # False: --no-sandbox, a plain child process
-    cgroups: bool = (
-        True  # False: measure and bound by polling only (machines without delegation; tests)
-    )
+    # False: measure and bound by polling only (machines without delegation; tests)
+    cgroups: bool = True
 
     def describe(self) -> dict[str, object]:
         return {
@@ -139,9 +138,8 @@ class ProcessOutcome:
     network: bool
     processes_exceeded: bool = False
     limits: dict[str, str] = field(default_factory=dict)  # how each limit was enforced here
-    started: bool = (
-        True  # the sandbox came up and started the command (untrusted/started.py said so)
-    )
+    # the sandbox came up and started the command (untrusted/started.py said so)
+    started: bool = True
     cancelled: bool = False  # cbr stopped it (its run ended), not the command's doing
 
 
@@ -198,9 +196,8 @@ def child_environment(cores: int, home: str) -> dict[str, str]:
         "MPLCONFIGDIR": "/tmp/matplotlib",
     }
     env.update({name: str(cores) for name in _THREAD_VARS})
-    if (
-        shared()
-    ):  # waiting OpenMP threads spin, against the other runs' threads; alone, spinning is faster
+    # waiting OpenMP threads spin, against the other runs' threads; alone, spinning is faster
+    if shared():
         env["OMP_WAIT_POLICY"] = "PASSIVE"  # (experiments/openmp_wait.py measures both)
     return env
 
@@ -291,9 +288,8 @@ def _hiding(hidden: tuple[Path, ...]) -> list[str]:
 def bwrap_argv(
     command: list[str], workspace: Path, policy: SandboxPolicy, hidden: tuple[Path, ...] = ()
 ) -> list[str]:
-    size = str(
-        int(policy.memory_mb * 2**20)
-    )  # tmpfs is memory: it can never hold more than the limit
+    # tmpfs is memory: it can never hold more than the limit
+    size = str(int(policy.memory_mb * 2**20))
     argv = [
         "bwrap",
         *_namespaces(policy),
@@ -361,9 +357,8 @@ def _launcher(argv: list[str], policy: SandboxPolicy, group: Cgroup | None) -> l
     """`argv` started through launch.py, which sets the run's rlimits and joins its cgroups, then execs it."""
     fsize = int(policy.disk_mb * 2**20)
     limits = {"RLIMIT_FSIZE": fsize, "RLIMIT_CORE": 0}
-    if policy.isolate and not (
-        group and group.has("pids")
-    ):  # the rlimit is per user: add what it runs already
+    # the rlimit is per user: add what it runs already
+    if policy.isolate and not (group and group.has("pids")):
         # root is exempt; it binds once setpriv has switched to the sandbox's user
         limits["RLIMIT_NPROC"] = policy.pids + _tasks_of(
             SANDBOX_UID if runs_as_root() else os.getuid()
@@ -447,9 +442,8 @@ class _Watch:
         if sum(p.stat().st_size for p in self.outputs) > self.max_output:
             return "output"
         if now >= self.next_disk:
-            self.next_disk = now + DISK_POLL_SECONDS * (
-                1 if self.space.filesystem else 4
-            )  # a walk costs more
+            # a walk costs more
+            self.next_disk = now + DISK_POLL_SECONDS * (1 if self.space.filesystem else 4)
             if self.space.over_limit():
                 return "disk"
         return None

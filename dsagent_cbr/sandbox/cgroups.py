@@ -134,9 +134,8 @@ def _limit(folder: Path, version: int, kind: str, memory_bytes: int, pids: int) 
         _write(folder / "memory.swap.max", "0")
         return ok
     ok = _write(folder / "memory.limit_in_bytes", str(memory_bytes))
-    _write(
-        folder / "memory.memsw.limit_in_bytes", str(memory_bytes)
-    )  # absent without swap accounting
+    # absent without swap accounting
+    _write(folder / "memory.memsw.limit_in_bytes", str(memory_bytes))
     return ok
 
 

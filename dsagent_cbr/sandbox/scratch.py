@@ -86,9 +86,8 @@ class Scratch:
         self.base_mb = self.used_mb() or 0.0
 
     def over_limit(self) -> bool:
-        if (
-            self.filesystem
-        ):  # the filesystem refuses writes at its size: full means the script hit it
+        # the filesystem refuses writes at its size: full means the script hit it
+        if self.filesystem:
             st = os.statvfs(self.path)
             return st.f_bavail * st.f_frsize < 2**20 or st.f_favail == 0
         used = _walk_mb(self.path)
@@ -120,9 +119,8 @@ class Scratch:
 
 def _unmount(point: Path) -> None:
     if not _run("umount", str(point)):
-        _run(
-            "umount", "-l", str(point)
-        )  # still busy (a process of ours at its edge): detach it lazily
+        # still busy (a process of ours at its edge): detach it lazily
+        _run("umount", "-l", str(point))
 
 
 def _remove_tree(path: Path) -> None:
@@ -190,9 +188,8 @@ def _make_filesystem(point: Path, size_mb: float) -> bool:
         f"root_owner={owner},nodiscard",
         str(image),
     ) and _run("mount", "-o", "loop,nosuid,nodev,noatime", str(image), str(point))
-    image.unlink(
-        missing_ok=True
-    )  # the loop device holds it open; gone from the folder, freed at unmount
+    # the loop device holds it open; gone from the folder, freed at unmount
+    image.unlink(missing_ok=True)
     if made:
         with contextlib.suppress(OSError):
             (point / "lost+found").rmdir()

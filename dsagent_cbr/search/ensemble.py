@@ -45,9 +45,8 @@ ROUNDS = 10  # greedy steps: the weights are multiples of 1/ROUNDS
 POOL = 8  # candidates on each half: the nodes best on it
 FEWEST_ROWS = 40  # selection rows below which halves are too small to choose weights on
 MAX_CLASSES = 1000  # class-probability columns read back
-SCORES_AGREE = (
-    0.9  # share of rows whose best-scored class must be the submitted label for scores to be used
-)
+# share of rows whose best-scored class must be the submitted label for scores to be used
+SCORES_AGREE = 0.9
 
 
 @dataclass(frozen=True)
@@ -55,9 +54,8 @@ class Member:
     iteration: int
     code: str
     values: np.ndarray  # the test rows then the selection rows, in one order for every member
-    scores: np.ndarray | None = (
-        None  # accuracy: class probabilities in the same rows, when the node wrote them
-    )
+    # accuracy: class probabilities in the same rows, when the node wrote them
+    scores: np.ndarray | None = None
     classes: tuple[str, ...] = ()  # the scores' columns
 
 
@@ -128,19 +126,14 @@ def class_scores(
     try:
         raw = read_bytes(workspace, CBR_CLASS_SCORES)
         header = csv_columns(raw, CBR_CLASS_SCORES)
-        if not 2 <= len(header) <= MAX_CLASSES or len(set(header)) < len(
-            header
-        ):  # a class named twice
+        # a class named twice
+        if not 2 <= len(header) <= MAX_CLASSES or len(set(header)) < len(header):
             return None, ()
         scores = read_csv(
             raw, CBR_CLASS_SCORES, wanted=header, max_rows=len(frame), max_columns=len(header)
         ).to_numpy(dtype=float)
-    except (
-        ArtefactError,
-        TypeError,
-        ValueError,
-        OverflowError,
-    ):  # cells that are not numbers (as floats)
+    # cells that are not numbers (as floats)
+    except (ArtefactError, TypeError, ValueError, OverflowError):
         return None, ()
     labels = frame[columns[0]].astype(str).to_numpy()
     if (
@@ -150,9 +143,8 @@ def class_scores(
         or (scores.sum(axis=1) <= 0).any()
     ):
         return None, ()
-    scores = scores / scores.sum(
-        axis=1, keepdims=True
-    )  # each member's rows weigh alike in the mean
+    # each member's rows weigh alike in the mean
+    scores = scores / scores.sum(axis=1, keepdims=True)
     if np.mean(np.asarray(header)[scores.argmax(axis=1)] == labels) < SCORES_AGREE:
         return None, ()
     return scores, tuple(header)
@@ -163,9 +155,8 @@ class Blend:
     weights: dict[int, float]  # member iteration -> weight, the two halves' mean
     halves: list[dict[int, float]]  # the weights each half chose
     grades: Grades  # the selection score graded on cross-fitted predictions
-    single: (
-        float | None
-    )  # the selection score of taking the best single node, cross-fitted on the same halves
+    # the selection score of taking the best single node, cross-fitted on the same halves
+    single: float | None
 
 
 def make(

@@ -31,10 +31,8 @@ from dsagent_cbr.llm.ledger import Usage
 from dsagent_cbr.search.tree import Tree
 
 LOG_NODES = 12  # the tree's log in a prompt: the best nodes and the last ones, so that a long search's stays bounded
-ASKED = (
-    Operator.PLAN,
-    Operator.IMPROVE,
-)  # nodes whose step is the model's own instruction, worth repeating
+# nodes whose step is the model's own instruction, worth repeating
+ASKED = (Operator.PLAN, Operator.IMPROVE)
 MIN_CALL_SECONDS = 5.0  # less of the budget left than this: no call starts
 T = TypeVar("T")
 
@@ -121,9 +119,8 @@ class ModelMoves:
         """The broken node's script and error to the model; what it returns runs as this node."""
         tree, t = self.tree, row.iteration
         broken = origin = tree.row(row.parent)
-        while (
-            origin.operator == Operator.DEBUG
-        ):  # the chain's first node: what was asked of it, of what script
+        # the chain's first node: what was asked of it, of what script
+        while origin.operator == Operator.DEBUG:
             origin = tree.row(origin.parent)
         before = (
             tree.script(tree.row(origin.parent))
@@ -181,9 +178,8 @@ class ModelMoves:
 
     def tree_log(self) -> str:
         """The nodes the model is told of: the best graded ones and the last ones that ended."""
-        ended = [
-            r for r in self.tree.rows if r.status != Status.NOT_RUN
-        ]  # this node and others in flight aside
+        # this node and others in flight aside
+        ended = [r for r in self.tree.rows if r.status != Status.NOT_RUN]
         best = set(self.tree.graded()[: LOG_NODES // 2])
         shown = [r for r in ended if r.iteration in best or r in ended[-(LOG_NODES - len(best)) :]]
         lines = []

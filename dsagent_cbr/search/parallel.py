@@ -58,9 +58,8 @@ class Beside(Inline):
         def body() -> None:
             try:
                 future.set_result(fn(*args))
-            except (
-                BaseException
-            ) as exc:  # the loop's thread raises it, as it would an inline node's
+            # the loop's thread raises it, as it would an inline node's
+            except BaseException as exc:
                 future.set_exception(exc)
 
         threading.Thread(target=body, name="model-node", daemon=True).start()
@@ -82,9 +81,8 @@ def node_pool(parallel: int, beside: bool = False) -> Iterator[Pool]:
 def _run_node(
     inner: Executor, code: str, folder: str, refit: bool, timeout: float | None, cores: int
 ) -> RunResult:
-    os.environ[CORES_ENV] = str(
-        cores
-    )  # the sandbox's thread pools and OpenMP's wait policy (cores.shared)
+    # the sandbox's thread pools and OpenMP's wait policy (cores.shared)
+    os.environ[CORES_ENV] = str(cores)
     return inner.run(code, Path(folder), refit, timeout)
 
 

@@ -35,9 +35,8 @@ from dsagent_cbr.agent.record import Operator
 from dsagent_cbr.clock import MIN_NODE_SECONDS
 
 ENSEMBLE_EVERY = 4
-TUNE_THE_BEST = (
-    0.7  # otherwise one of the next two, so that one lucky family or node does not take all
-)
+# otherwise one of the next two, so that one lucky family or node does not take all
+TUNE_THE_BEST = 0.7
 PLANS = 2  # plan nodes before the model improves nodes
 # a model's node starts with no less of the budget left than this, or the median time its nodes took
 MIN_MODEL_SECONDS = MIN_NODE_SECONDS
@@ -71,9 +70,8 @@ class Arm:
     """What one kind of move has done so far (drafts and ensembles are in neither arm)."""
 
     seconds: float = 0.0  # its nodes' time, those in flight so far
-    gain: float = (
-        0.0  # the improvements of the best score so far its nodes made (positive is better)
-    )
+    # the improvements of the best score so far its nodes made (positive is better)
+    gain: float = 0.0
     times: tuple[float, ...] = ()  # its ended nodes' times
     last: bool = False  # the last node of either arm was this arm's
 
@@ -89,9 +87,8 @@ class View:
     cases_left: int
     families: list[Family]  # best first (graded ones before the rest)
     last: str  # the operator of the last plain node, "" at the start
-    can_ensemble: bool = (
-        False  # the task's predictions can be blended on the host, and 2+ nodes graded
-    )
+    # the task's predictions can be blended on the host, and 2+ nodes graded
+    can_ensemble: bool = False
     fresh: int = 0  # nodes graded since the last ensemble
     model: bool = False  # there is a model
     plans: int = 0  # plan nodes so far

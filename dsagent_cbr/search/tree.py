@@ -19,9 +19,8 @@ from dsagent_cbr.search.policy import Arm, Family, reserve
 class Tree:
     def __init__(self, run: Run) -> None:
         self.run = run
-        self.results: dict[
-            int, RunResult
-        ] = {}  # each node's run, for the model's improve and debug
+        # each node's run, for the model's improve and debug
+        self.results: dict[int, RunResult] = {}
 
     @property
     def rows(self) -> list[Row]:
@@ -134,9 +133,8 @@ class Tree:
                 if r.operator != Operator.ENSEMBLE
                 else None
             )
-            if (
-                timed is not None and r.started is not None
-            ):  # a draft's time tells a plain node's too
+            # a draft's time tells a plain node's too
+            if timed is not None and r.started is not None:
                 timed.took(
                     (r.ended if r.ended is not None else now) - r.started,
                     r.ended is not None,
@@ -174,10 +172,8 @@ class Tally:
         return Arm(self.seconds, self.gain, tuple(self.times), last)
 
 
-ARMED = (
-    Operator.TRANSPLANT,
-    Operator.TUNE,
-)  # the plain arm's operators; drafts and ensembles are in neither
+# the plain arm's operators; drafts and ensembles are in neither
+ARMED = (Operator.TRANSPLANT, Operator.TUNE)
 
 
 def tuned_from(row: Row, root: Row) -> bool:

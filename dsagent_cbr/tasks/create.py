@@ -62,9 +62,8 @@ class NewTaskRequest:
     holdout: float | None = None
     seed: int = 0
     source: str | None = None
-    sources: tuple[
-        str, ...
-    ] = ()  # package data the files came from ("package:path", tasks/sources.py)
+    # package data the files came from ("package:path", tasks/sources.py)
+    sources: tuple[str, ...] = ()
 
 
 # ---------------------------------------------------------------- reading

@@ -43,9 +43,8 @@ class Column:
     examples: tuple[str, ...]
     # Every level of a low-cardinality text or bool column, most frequent first: (as shown, share of rows).
     levels: tuple[tuple[str, float], ...] = ()
-    low: float | None = (
-        None  # smallest and largest value of a numeric column, for its group's range
-    )
+    # smallest and largest value of a numeric column, for its group's range
+    low: float | None = None
     high: float | None = None
 
 
@@ -56,9 +55,8 @@ class ColumnGroup:
     pieces: tuple[str, ...]
     dtype: str
     columns: tuple[Column, ...]
-    numbers: tuple[
-        tuple[str, ...], ...
-    ]  # each column's numbers as written (`00` in `f_00`), in file order
+    # each column's numbers as written (`00` in `f_00`), in file order
+    numbers: tuple[tuple[str, ...], ...]
 
 
 @dataclass(frozen=True)
@@ -265,9 +263,8 @@ def _group_name(group: ColumnGroup) -> str:
     """First and last name when one number varies without a gap (`pixel0` … `pixel783`); the pattern and
     its runs of numbers when it has gaps; the pattern, first and last name when several numbers vary."""
     varying = [i for i in range(len(group.pieces) - 1) if len({n[i] for n in group.numbers}) > 1]
-    if (
-        len(varying) != 1
-    ):  # a grid or dates (`1/22/20`): the file's order is the one that means something
+    # a grid or dates (`1/22/20`): the file's order is the one that means something
+    if len(varying) != 1:
         first, last = group.columns[0].name, group.columns[-1].name
         return f"`{_pattern(group, varying)}`, from `{first}` to `{last}` in the file's order"
     at = varying[0]
@@ -287,9 +284,8 @@ def _group_line(group: ColumnGroup) -> str:
     low, high = min(c.missing for c in columns), max(c.missing for c in columns)
     missing = _percent(low) if low == high else f"{_percent(low)} to {_percent(high)}"
     gaps = [f"`{c.name}`" for c in columns if c.missing]
-    if (
-        low != high
-    ):  # which columns have gaps, when few enough to name: a model may want to impute them
+    # which columns have gaps, when few enough to name: a model may want to impute them
+    if low != high:
         missing += (
             f" ({', '.join(gaps)} only)"
             if len(gaps) <= MIN_GROUP
@@ -471,9 +467,8 @@ def _files_card(task: Task) -> str:
     files, target, hidden = list(task.public_files), list(task.target), {}
     if task.layout == "dsagent":
         files = sorted(f for f in files if f.endswith((".csv", ".npy")))
-        if (
-            task.dsagent is not None
-        ):  # the test labels, constant in the workspace, are not described
+        # the test labels, constant in the workspace, are not described
+        if task.dsagent is not None:
             target = list(task.dsagent.label_columns)
             if task.dsagent.label_file:
                 hidden = {task.dsagent.label_file: task.dsagent.label_columns}

@@ -44,9 +44,8 @@ def load_task(path: str | Path, *, require_data: bool = False) -> Task:
     task, problems = _load_cbr(root) if layout == "cbr" else _load_dsagent(root)
     if task is not None and require_data and not task.is_prepared():
         problems.append(f"{root}: data not prepared (run `cbr tasks prepare {task.name}`)")
-    elif (
-        task is not None and require_data
-    ):  # what develop, deploy and run would trip on, named up front
+    # what develop, deploy and run would trip on, named up front
+    elif task is not None and require_data:
         from dsagent_cbr.tasks.data_checks import data_problems
 
         problems += data_problems(task)

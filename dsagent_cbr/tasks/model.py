@@ -32,30 +32,25 @@ class Task:
     public_dir: Path
     public_files: tuple[str, ...]
     private_dir: Path
-    answers: (
-        str | None
-    )  # under private_dir; None: no test answers, runs are judged on selection rows only
+    # under private_dir; None: no test answers, runs are judged on selection rows only
+    answers: str | None
     predictions: str | None
-    data_format: str = (
-        "csv"  # csv | npy | dsagent (graded by the folder's own submission.py, outside)
-    )
+    # csv | npy | dsagent (graded by the folder's own submission.py, outside)
+    data_format: str = "csv"
     id_column: str | None = None
     target: tuple[str, ...] = ()
     classes: tuple[str, ...] = ()
     stage: str = "development"
     paired_with: tuple[str, ...] = ()
     source: str = ""
-    sources: tuple[
-        str, ...
-    ] = ()  # "package:path" of the package data it was built from (tasks/sources.py)
+    # "package:path" of the package data it was built from (tasks/sources.py)
+    sources: tuple[str, ...] = ()
     layout: str = "cbr"  # cbr | dsagent
     test_pattern: str | None = None  # DS-Agent layout: the label its submission.py prints
-    test_file: str | None = (
-        None  # the public file holding the test rows (what `cbr predict` replaces)
-    )
-    train_file: str | None = (
-        None  # csv: the public file of labelled rows (the selection rows come from it)
-    )
+    # the public file holding the test rows (what `cbr predict` replaces)
+    test_file: str | None = None
+    # csv: the public file of labelled rows (the selection rows come from it)
+    train_file: str | None = None
     group_column: str | None = None  # csv: rows sharing it are held back together
     time_column: str | None = None  # csv: the rows' time, so that the latest are held back
     dsagent: DsagentGrading | None = None

@@ -109,9 +109,8 @@ def described(line: str) -> dict[str, str]:
     head, _, features = line.partition("; features")
     family, params, via = re.fullmatch(r"(.*?)(?: \(([^()]*)\))?(?: via (.*))?", head).groups()  # type: ignore[union-attr]
     out = {"model_family": family, "model_via": via, "features": features.lstrip(": ") or None}
-    for pair in re.split(
-        r", (?=\w+=)", (params or "").removesuffix(", …")
-    ):  # "…": the line had no room
+    # "…": the line had no room
+    for pair in re.split(r", (?=\w+=)", (params or "").removesuffix(", …")):
         key, equals, value = pair.partition("=")
         if equals and re.fullmatch(r"\w+", key):
             out[f"model.{key}"] = value.strip("'\"")  # a string literal's value, as it is compared
@@ -162,15 +161,12 @@ class Tracker:
 
     def __init__(self, client: Any, run: Any, experiment_id: str) -> None:
         self.client, self.experiment_id, self.run_id = client, experiment_id, run.info.run_id
-        self.params = set(
-            run.data.params
-        )  # a parameter keeps its first value: MLflow refuses a change
-        self.last: dict[str, float] = dict(
-            run.data.metrics
-        )  # a total logged again only when it changes
-        self.steps = {
-            m.step for m in client.get_metric_history(self.run_id, "failed")
-        }  # rows on the parent
+        # a parameter keeps its first value: MLflow refuses a change
+        self.params = set(run.data.params)
+        # a total logged again only when it changes
+        self.last: dict[str, float] = dict(run.data.metrics)
+        # rows on the parent
+        self.steps = {m.step for m in client.get_metric_history(self.run_id, "failed")}
         self.children = self._children()
 
     @classmethod

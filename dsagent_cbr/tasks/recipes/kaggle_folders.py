@@ -177,9 +177,8 @@ def debates(out: Path) -> Path:
 
 
 CARRIER_ROWS = 8000
-FEWEST_FLIGHTS = (
-    15  # an airline with fewer flights in the sample is left out: too few to learn or grade
-)
+# an airline with fewer flights in the sample is left out: too few to learn or grade
+FEWEST_FLIGHTS = 15
 
 
 def carriers(out: Path) -> Path:
