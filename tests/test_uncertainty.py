@@ -44,3 +44,17 @@ def test_predictions_that_cannot_be_read_back_have_no_values(tmp_path):
     assert selection_values(task, hold_out(task), tmp_path / "empty") is None
     (tmp_path / "empty" / task.predictions).write_text("id,compressive_strength\n1,x\n")
     assert selection_values(task, hold_out(task), tmp_path / "empty") is None
+
+
+def test_draws_of_fewer_rows_narrowed_give_the_interval_of_draws_of_all_rows(tmp_path, monkeypatch):
+    """Many selection rows are drawn a few thousand at a time; the narrowed spread stands for the full one."""
+    task = prepared("concrete-strength")
+    held = hold_out(task)
+    values = selection_values(task, held, written(task, held, tmp_path / "good", 2.0, 1))
+    low, high = Sample.of(task, held, seed=0).interval(values)
+    monkeypatch.setattr("dsagent_cbr.harness.uncertainty.DRAW_ROWS", held.rows // 4)
+    narrowed = Sample.of(task, held, seed=0)
+    assert len(narrowed.draws[0]) == held.rows // 4
+    few_low, few_high = narrowed.interval(values)
+    assert few_low < grade(task, tmp_path / "good", held).selection < few_high
+    assert abs((few_high - few_low) / (high - low) - 1) < 0.3

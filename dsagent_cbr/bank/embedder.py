@@ -6,6 +6,7 @@ documents; the table below knows a few and both prefixes can be set by hand."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import os
@@ -66,9 +67,8 @@ def load_model(name: str) -> Any:
     where = resolve_model(name)
     with _LOCK:
         if where not in _MODELS:
-            os.environ["HF_HUB_OFFLINE"] = (
-                "1"  # a model that is not on disk is an error, not a download
-            )
+            # a model that is not on disk is an error, not a download
+            os.environ["HF_HUB_OFFLINE"] = "1"
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             from sentence_transformers import SentenceTransformer
@@ -81,6 +81,17 @@ def load_model(name: str) -> Any:
             except Exception as exc:  # the library raises many types for a missing or broken model
                 raise CbrError(f"Cannot load embedding model {name!r} offline: {exc}") from exc
         return _MODELS[where]
+
+
+def warm_up(name: str) -> None:
+    """Load the model in a thread of its own while the caller goes on (a run's first scripts run
+    meanwhile); a failure is left to the first call that needs the model, which says it."""
+
+    def load() -> None:
+        with contextlib.suppress(CbrError):
+            load_model(name)
+
+    threading.Thread(target=load, name="embedding-warm-up", daemon=True).start()
 
 
 def loaded_models() -> int:

@@ -166,9 +166,8 @@ def develop(
             raise CbrError("Give a task folder, or --resume RUN_DIR.")
         settings = load_settings(**flags)
         task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
-        check_reachable(
-            settings_model(settings)
-        )  # a missing key or server stops here, before a run folder
+        # a missing key or server stops here, before a run folder
+        check_reachable(settings_model(settings))
         seconds = None if budget is None else budget_seconds(budget)
         if (parallel > 1 or address) and budget is None and settings.model != "none":
             raise CbrError(
@@ -221,9 +220,8 @@ def develop(
     else:
         _print_summary(record, settings.chroma_url or str(settings.bank_path), config.budget)
     if record.outcome.exit_code:
-        raise SystemExit(
-            record.outcome.exit_code
-        )  # errors.py: no graded solution (1), the budget (4)
+        # errors.py: no graded solution (1), the budget (4)
+        raise SystemExit(record.outcome.exit_code)
 
 
 NO_CAP = 10_000  # -T with --budget: the budget ends the search
@@ -250,9 +248,8 @@ def _resume(
     from dsagent_cbr.tasks.loader import load_task
 
     saved = load_config(run_dir)
-    RunJournal(
-        run_dir
-    )  # read once here too: a damaged journal is refused before config.json is rewritten
+    # read once here too: a damaged journal is refused before config.json is rewritten
+    RunJournal(run_dir)
     config = resumed_config(saved_develop(saved.develop, run_dir / "config.json"), policy, address)
     if (saved.develop or {}).get("address") not in (None, address):
         click.echo(
@@ -341,12 +338,16 @@ def run_develop(
     from dsagent_cbr.agent.develop import develop_with_model
     from dsagent_cbr.agent.progress import LiveProgress
     from dsagent_cbr.bank import open_bank
+    from dsagent_cbr.bank.embedder import warm_up
     from dsagent_cbr.clock import Clock
     from dsagent_cbr.report.observer import ReportWriter
     from dsagent_cbr.search.loop import develop_search
     from dsagent_cbr.tracking import live_tracking
 
     bank = open_bank(settings)
+    # retrieval and retain embed with it: it loads while the starter and the first drafts run (under
+    # load it took 5-20 s, a large share of a short budget)
+    warm_up(bank.embedder.model_name)
     reference = reference_valid(task, settings.casebank_dir, settings.tasks_dir)
     # the report first: at the run's end, MLflow's observer logs the report it drew
     observers = (ReportWriter(run_dir), *live_tracking(run_dir, mlflow_uri, task.name))
@@ -360,16 +361,14 @@ def run_develop(
         from dsagent_cbr.llm.local_speed import measured_note
 
         with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
-            if (
-                client.spec.provider == "local"
-            ):  # minutes a node on a CPU: say so before the user waits
+            # minutes a node on a CPU: say so before the user waits
+            if client.spec.provider == "local":
                 left = seen["clock"].left() if config.budget else None
                 said = measured_note(client.spec.base_url or "", left)
                 if said:
                     click.echo(said, err=True)
-            if (
-                config.budget is not None
-            ):  # a budget: the search, with the model's operators among its own
+            # a budget: the search, with the model's operators among its own
+            if config.budget is not None:
                 return develop_search(
                     task, config, run_dir, bank, progress=progress, **seen, model=client
                 )

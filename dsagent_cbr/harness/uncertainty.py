@@ -23,6 +23,11 @@ from dsagent_cbr.tasks.model import Task
 
 RESAMPLES = 200
 LEVEL = 0.9  # the share of the bootstrap's scores an interval holds
+# Each draw takes at most this many rows: on 52,000 selection rows, 600 draws of them took 10 s of a
+# 30-second budget. A draw of m of the n rows varies sqrt(n / m) times as much as one of all n, so its
+# scores' spread around their median is narrowed by sqrt(m / n) and centred on the score of all the rows
+# (the m-out-of-n bootstrap; Bickel, Goetze and van Zwet, 1997).
+DRAW_ROWS = 5000
 
 
 @dataclass(frozen=True)
@@ -36,14 +41,20 @@ class Sample:
     @classmethod
     def of(cls, task: Task, held: Held, seed: int = 0) -> Sample:
         rng = np.random.default_rng(seed)
-        return cls(
-            task, held, tuple(rng.integers(0, held.rows, held.rows) for _ in range(RESAMPLES))
-        )
+        size = min(held.rows, DRAW_ROWS)
+        return cls(task, held, tuple(rng.integers(0, held.rows, size) for _ in range(RESAMPLES)))
 
     def scores(self, values: np.ndarray) -> np.ndarray:
-        """The score of the selection rows' predictions `values` on each draw (NaN where it has none)."""
+        """The score of the selection rows' predictions `values` on each draw (NaN where it has none),
+        as if the draw held all the rows."""
         found = [score_selection(self.task, self.held, values[d], d) for d in self.draws]
-        return np.array([np.nan if s is None else s for s in found], dtype=float)
+        scores = np.array([np.nan if s is None else s for s in found], dtype=float)
+        narrowing = np.sqrt(len(self.draws[0]) / self.held.rows)
+        if narrowing == 1.0 or not np.isfinite(scores).any():
+            return scores  # draws of all the rows: the plain bootstrap
+        every = np.arange(self.held.rows)
+        whole = score_selection(self.task, self.held, values, every)
+        return (np.nan if whole is None else whole) + (scores - np.nanmedian(scores)) * narrowing
 
     def interval(self, values: np.ndarray) -> tuple[float, float] | None:
         return _bounds(self.scores(values))
@@ -79,6 +90,5 @@ def selection_values(task: Task, held: Held, workspace: Path) -> np.ndarray | No
     if frame is None:
         return None
     values = frame.loc[list(held.ids), prediction_columns(task)].to_numpy()
-    return (
-        values if task.metric.name == "accuracy" else as_floats(values)
-    )  # labels, as the files write them
+    # labels, as the files write them
+    return values if task.metric.name == "accuracy" else as_floats(values)

@@ -19,7 +19,7 @@ failure of ours) cancels the nodes in flight and waits for them before it goes u
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import asdict
 from pathlib import Path
@@ -75,28 +75,34 @@ def develop_search(
             observers,
             clock,
         )
-        if (
-            cores is not None
-        ):  # what the record's sandbox says: each node's share, and how many ran at once
+        # what the record's sandbox says: each node's share, and how many ran at once
+        if cores is not None:
             run.record.sandbox = {**run.record.sandbox, "cores": cores, "parallel": config.parallel}
         search = None  # no search when the starter's run stopped the run
         with run.stopping():
             run.baseline_run()
-            found = run.journal.step(
-                0,
-                "retrieve",
-                lambda: [
-                    {**c.to_dict(), "score": s}
-                    for c, s in solution_candidates(bank, task, min(config.iterations, MAX_CASES))
-                ],
-            )
-            search = Search(run, [Case.from_dict(c) for c in found], clock, config, model)
+
+            # retrieved when a transplant or tune first needs them, after the drafts: loading the
+            # embedding model and searching took 5 s of a 30-second budget, before any node
+            def retrieve() -> list[Case]:
+                found = run.journal.step(
+                    0,
+                    "retrieve",
+                    lambda: [
+                        {**c.to_dict(), "score": s}
+                        for c, s in solution_candidates(
+                            bank, task, min(config.iterations, MAX_CASES)
+                        )
+                    ],
+                )
+                return [Case.from_dict(c) for c in found]
+
+            search = Search(run, retrieve, clock, config, model)
             search.grow()
         best = search.tree.best_single() if search else None
         if best is not None:
-            with (
-                run.stopping()
-            ):  # a bank server that died since is ours: the record says so, exit 3
+            # a bank server that died since is ours: the record says so, exit 3
+            with run.stopping():
                 run.retain(
                     best, search.tree.script(best), f"search node {best.iteration} ({best.step})"
                 )
@@ -107,7 +113,7 @@ class Search:
     def __init__(
         self,
         run: Run,
-        cases: list[Case],
+        cases: Callable[[], list[Case]],
         clock: Clock,
         config: DevelopConfig,
         model: Model | None = None,
@@ -187,9 +193,8 @@ class Search:
                 return None, ""
             return move, ""
         view = self.view(room)
-        move = choose(
-            view, random.Random(f"{self.config.seed}-{t}")
-        )  # per node: a replay draws the same
+        # per node: a replay draws the same
+        move = choose(view, random.Random(f"{self.config.seed}-{t}"))
         if move.operator == "stop":
             return None, self.clock.spent() if out_of_time(view) else "nothing left to try"
         return Move(**self.run.journal.step(t, "choose", lambda: asdict(move))), ""
@@ -203,9 +208,8 @@ class Search:
             (self.model if asks_model(row.operator) else self.operators).make(row)  # type: ignore[union-attr]
         except OutOfTime as exc:  # the budget ended during one of its model calls: the node ends
             row.status, row.error = Status.OUT_OF_TIME, str(exc)
-        except (
-            Cancelled
-        ):  # the run stopped while the node ran: it leaves nothing (Run.discard_in_flight)
+        # the run stopped while the node ran: it leaves nothing (Run.discard_in_flight)
+        except Cancelled:
             return
         row.ended = self.stamp(t, "clock")
 
@@ -246,9 +250,13 @@ class Search:
         tree = self.tree
         plain, by_model = tree.arms(self.clock.now())
         singles = tree.singles()
+        drafts_left = len(self.operators.general) - tree.taken(Operator.DRAFT)
         return View(
-            drafts_left=len(self.operators.general) - tree.taken(Operator.DRAFT),
-            cases_left=len(self.operators.cases) - tree.taken(Operator.TRANSPLANT),
+            drafts_left=drafts_left,
+            # the drafts come first: the cases are retrieved only once they are done
+            cases_left=len(self.operators.cases) - tree.taken(Operator.TRANSPLANT)
+            if not drafts_left
+            else 0,
             families=tree.families(),
             last=next(
                 (

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
@@ -37,19 +38,19 @@ class Operators:
     def __init__(
         self,
         tree: Tree,
-        cases: list[Case],
+        cases: Callable[[], list[Case]],
         clock: Clock,
         config: DevelopConfig,
         *,
         scripts_take_turns: bool = False,
     ) -> None:
-        self.tree, self.run, self.cases, self.clock, self.config = (
-            tree,
-            tree.run,
-            cases,
-            clock,
-            config,
-        )
+        self.tree = tree
+        self.run = tree.run
+        self.clock = clock
+        self.config = config
+        self._retrieve = cases
+        self._cases: list[Case] | None = None
+        self._retrieving = threading.Lock()
         self.general = general_cases(self.run.task)  # drafted first, in this order
         held = hold_out(self.run.task)
         self.held = held if ensemble.possible(self.run.task, held) else None
@@ -66,6 +67,15 @@ class Operators:
             result = self.run.execute(t, 0, code, timeout=limit, cancel=self.run.halt)
             self.tree.results[t] = result
         return result
+
+    @property
+    def cases(self) -> list[Case]:
+        """Past solutions to transplant, nearest first: retrieved when first asked for (by the loop or
+        by a node's thread)."""
+        with self._retrieving:
+            if self._cases is None:
+                self._cases = self._retrieve()
+            return self._cases
 
     def make(self, row: Row) -> None:
         """Node `row` by its plain operator: the nth draft takes the nth general solution, the nth

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from dsagent_cbr.errors import CbrError
-from dsagent_cbr.tasks.model import Task
 
 # Which metrics fit which task type; the first is the default (binary and multi-class defaults are
 # refined by what sample_submission holds).
@@ -21,7 +20,6 @@ METRICS_FOR = {
 }
 MAX_LABELS = 10  # an integer target with at most this many values reads as classes
 TEXT_MIN_CHARS, TEXT_MIN_WORDS = 30, 5
-FREE_TEXT_SAMPLE = 2000  # rows read to tell whether a task's table holds free text
 
 
 class NewTaskError(CbrError):
@@ -225,20 +223,6 @@ def free_text_columns(frame: Any, columns: list[str]) -> list[tuple[str, float]]
         ):
             found.append((c, chars))
     return sorted(found, key=lambda p: -p[1])
-
-
-def free_text_in(task: Task) -> bool:
-    """Whether a csv task's labelled rows have a free-text feature column (judged on their first rows)."""
-    import pandas as pd
-
-    if task.data_format == "npy" or not task.train_file:
-        return False
-    path = task.public_dir / task.train_file
-    if not path.is_file():
-        return False
-    frame = pd.read_csv(path, nrows=FREE_TEXT_SAMPLE)
-    features = [c for c in frame.columns if c != task.id_column and c not in task.target]
-    return bool(free_text_columns(frame, features))
 
 
 def infer_modality(
