@@ -139,6 +139,28 @@ def _grade_csv(task: Task, raw: bytes, held: Held | None) -> Grades:
     return Grades(test, selection)
 
 
+_TYPED: dict[tuple[int, Held, str], tuple[object, pd.DataFrame, bool]] = {}
+TYPED_KEPT = 8
+
+
+def typed_answers(held: Held, id_column: str) -> tuple[pd.DataFrame, bool]:
+    """The selection rows' answers typed as an answers file is, and whether their ids are the held ids
+    in order, read once: the bootstrap and the ensemble score hundreds of subsets of them (a csv round
+    trip and an id check each took most of a score's time). Kept by the answers' identity (a Held with
+    other answers compares equal) and holding them, so that an identity is never reused while kept."""
+    import pandas as pd
+
+    key = (id(held.answers), held, id_column)
+    kept = _TYPED.get(key)
+    if kept is None or kept[0] is not held.answers:
+        answers = pd.read_csv(io.StringIO(held.answers.to_csv(index=False)))
+        in_order = answers[id_column].map(id_key).tolist() == list(held.ids)
+        if len(_TYPED) >= TYPED_KEPT:
+            _TYPED.pop(next(iter(_TYPED)))
+        kept = _TYPED[key] = (held.answers, answers, in_order)
+    return kept[1], kept[2]
+
+
 def score_selection(task: Task, held: Held, values: np.ndarray, rows: np.ndarray) -> float | None:
     """The score of predictions `values` for some of the selection rows (`rows`: their positions in
     `held`): what the search's ensemble chooses its weights on, one half of the rows at a time."""
@@ -148,14 +170,12 @@ def score_selection(task: Task, held: Held, values: np.ndarray, rows: np.ndarray
         return score_npy(task, held.answers[rows], values, "selection")
     idc = task.id_column
     assert idc is not None
-    # typed as an answers file is
-    answers = pd.read_csv(io.StringIO(held.answers.iloc[rows].to_csv(index=False)))
+    typed, in_order = typed_answers(held, idc)
+    answers = typed.iloc[rows].reset_index(drop=True)
+    if in_order:  # no merge (the ensemble scores hundreds)
+        return _score_rows(task, answers, np.asarray(values).reshape(len(rows), -1))
     ids = [held.ids[r] for r in rows]
-    sub = pd.DataFrame(values, columns=prediction_columns(task))
-    # in the answers' order: no merge (the ensemble scores hundreds)
-    if answers[idc].map(id_key).tolist() == ids:
-        return _score_rows(task, answers, sub.to_numpy())
-    sub = sub.assign(**{KEY: ids})
+    sub = pd.DataFrame(values, columns=prediction_columns(task)).assign(**{KEY: ids})
     return _score_csv(task, answers, sub.assign(**{idc: sub[KEY]}), "selection")
 
 

@@ -59,9 +59,9 @@ class Held:
     shown_ids: tuple[str, ...] = ()
     # the same as id_key gives them: how the grader finds their predictions
     ids: tuple[str, ...] = ()
-    # csv: id and target columns (text);
+    # csv: the id and target columns (as text); npy: the y rows; dsagent: the rows, labelled, in the
+    # test's columns
     answers: Any = field(default=None, repr=False, compare=False)
-    #                                              npy: the y rows; dsagent: the rows, labelled, in the test's columns
 
     def worth(self, metric: str) -> str:
         """What one row moves the score by, where that is a fixed amount."""

@@ -42,8 +42,9 @@ def head_tail(text: str, limit: int = 6000) -> str:
 @dataclass
 class RunResult:
     task: str
-    status: str  # ok | error | timeout | memory_limit | disk_limit | output_limit | process_limit | grading_error
-    #              | impossible_score
+    # ok | error | timeout | memory_limit | disk_limit | output_limit | process_limit | grading_error
+    # | impossible_score
+    status: str
     exit_code: int | None
     metric: str
     direction: str
