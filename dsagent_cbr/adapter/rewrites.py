@@ -218,7 +218,9 @@ class EstimatorSwap(ast.NodeTransformer):
     arguments that name a regression loss."""
 
     def __init__(self, names: dict[str, str], estimators: dict[str, str]) -> None:
-        self.names, self.estimators, self.swapped = names, estimators, []
+        self.names = names
+        self.estimators = estimators
+        self.swapped = []
 
     def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
         node.name = self.names.get(node.name, node.name)
@@ -378,7 +380,9 @@ class _Strip(ast.NodeTransformer):
     """Replace a transform call that `applies` by its first argument ((arg, None) for Box-Cox's pair)."""
 
     def __init__(self, applies, functions: set[str]) -> None:
-        self.applies, self.functions, self.removed = applies, functions, []
+        self.applies = applies
+        self.functions = functions
+        self.removed = []
 
     def visit_Assign(self, node: ast.Assign) -> ast.AST:
         call = node.value

@@ -292,7 +292,9 @@ def develop_iteration(
             memory.log.append(f"Iteration {t}: the programmer returned no usable script.")
         return
     plan, code = planned
-    result, attempt, ran = run.execute(t, 0, code), 0, 0
+    result = run.execute(t, 0, code)
+    attempt = 0
+    ran = 0
     while not result.ok and attempt < cfg.n_debug:
         attempt += 1
         failing, error = code, result.feedback()
@@ -305,7 +307,9 @@ def develop_iteration(
             attempt,
         )
         if fixed is not None:
-            code, result, ran = fixed, run.execute(t, attempt, fixed), attempt
+            code = fixed
+            result = run.execute(t, attempt, fixed)
+            ran = attempt
     row.debug_attempts = attempt
     entry = run.ask(
         t,

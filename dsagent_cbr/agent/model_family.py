@@ -339,7 +339,9 @@ def describe_model(code: str) -> ModelInfo:
         key=lambda n: (n.lineno, n.col_offset),
     )
     models: list[tuple[str, str]] = []  # (family, params)
-    wrappers, features, conditional = [], [], _conditional_calls(tree)
+    wrappers = []
+    features = []
+    conditional = _conditional_calls(tree)
     for call in calls:
         name = _name(call.func)
         if name in _WRAPPERS:

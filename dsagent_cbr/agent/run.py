@@ -69,14 +69,14 @@ class Run:
         observers: Sequence[Observer] = (),
         clock: Clock | None = None,
     ) -> None:
-        self.task, self.run_dir, self.bank, self.executor, self.model = (
-            task,
-            run_dir,
-            bank,
-            executor,
-            model,
-        )
-        self.progress, self.wants_refit, self.retains = progress or Quiet(), refit, retain
+        self.task = task
+        self.run_dir = run_dir
+        self.bank = bank
+        self.executor = executor
+        self.model = model
+        self.progress = progress or Quiet()
+        self.wants_refit = refit
+        self.retains = retain
         self.journal = RunJournal(run_dir)
         self.record = RunRecord(
             kind=kind,
@@ -213,12 +213,10 @@ class Run:
     ) -> bool:
         self.open_for(row.iteration, halted=True)
         self._judge(result)
-        row.status, row.error, row.valid, row.test = (
-            result.status,
-            result.error,
-            result.valid_metric,
-            result.test_metric,
-        )
+        row.status = result.status
+        row.error = result.error
+        row.valid = result.valid_metric
+        row.test = result.test_metric
         row.selection, row.score = result.selection_metric, result.score if result.ok else None
         row.wall_time = result.wall_time
         row.script = str(

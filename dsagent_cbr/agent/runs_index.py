@@ -65,7 +65,9 @@ def _parse(raw: bytes) -> Entry | None:
     """An index line as an entry, or None for anything else."""
     try:
         data = json.loads(raw)
-        run_dir, task, started = data["run_dir"], data["task"], data["started"]
+        run_dir = data["run_dir"]
+        task = data["task"]
+        started = data["started"]
         if not (isinstance(run_dir, str) and isinstance(task, str) and isinstance(started, str)):
             return None
         # a naive time (a hand-written line) is taken as local, so that it compares with the others

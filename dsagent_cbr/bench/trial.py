@@ -257,7 +257,9 @@ def execute(job: TrialJob, cores: int | None = None) -> dict[str, Any]:
     if job.script is not None:
         write_text_atomic(folder / "solution.py", job.script)
     if problem is not None:
-        exit_code, timed_out, data = None, False, None
+        exit_code = None
+        timed_out = False
+        data = None
         record.update(outcome="infrastructure", reason=problem, exit_code=None)
     else:
         exit_code, timed_out = run_cli(job.command, folder, env, job.wall_limit)

@@ -110,7 +110,10 @@ def harvest(
     per thing left behind."""
     dest.mkdir(parents=True, exist_ok=True)
     left: list[str] = []
-    files, seen, budget, stack = 0, 0, max_bytes, [""]
+    files = 0
+    seen = 0
+    budget = max_bytes
+    stack = [""]
     while stack:
         folder = stack.pop()
         try:

@@ -42,11 +42,9 @@ def open_llm(settings: Settings, run_dir: Path | None = None, seed: int = 0) -> 
     cache = ResponseCache(settings.cache_path / "responses.sqlite") if settings.use_cache else None
     try:
         with contextlib.ExitStack() as stack:
-            max_tokens, timeout, retries = (
-                settings.reply_tokens,
-                settings.request_timeout,
-                settings.max_retries,
-            )
+            max_tokens = settings.reply_tokens
+            timeout = settings.request_timeout
+            retries = settings.max_retries
             if spec.provider == "local":
                 assert spec.gguf is not None
                 url = stack.enter_context(

@@ -49,11 +49,15 @@ class LLMClient:
         self.spec, self.model = spec, spec.alias
         # Each call gets its own sampling seed, derived from the trial's: repeats of a trial with another
         # seed are independent samples (and cache misses), the same seed reproduces a run.
-        self.seed, self._calls, self.timeout = seed, 0, timeout
+        self.seed = seed
+        self._calls = 0
+        self.timeout = timeout
         # the count, the ledger and the cache: a --parallel search asks at once
         self._books = threading.Lock()
         self.ledger = ledger or Ledger()
-        self.cache, self.max_retries, self.backoff = cache, max_retries, backoff
+        self.cache = cache
+        self.max_retries = max_retries
+        self.backoff = backoff
         self.default_max_tokens = default_max_tokens
         # The SDK's own retries are off: the count and the waits are ours, and visible in tests.
         self._sdk = OpenAI(

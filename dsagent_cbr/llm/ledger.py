@@ -53,7 +53,9 @@ class Ledger:
     def __init__(
         self, path: Path | None = None, max_cost: float | None = None, max_tokens: int | None = None
     ):
-        self.path, self.max_cost, self.max_tokens = path, max_cost, max_tokens
+        self.path = path
+        self.max_cost = max_cost
+        self.max_tokens = max_tokens
         self.records: list[CallRecord] = []
         if path is not None and path.is_file():  # a resumed run keeps counting from where it was
             # a line torn by a kill was never counted: skip it

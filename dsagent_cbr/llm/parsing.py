@@ -11,7 +11,9 @@ import re
 class ParseError(ValueError):
     def __init__(self, role: str, reason: str, raw: str = "") -> None:
         super().__init__(f"{role}: {reason}")
-        self.role, self.reason, self.raw = role, reason, raw
+        self.role = role
+        self.reason = reason
+        self.raw = raw
 
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)

@@ -347,7 +347,9 @@ def _judged(summary: dict[str, Any]) -> str:
 
 
 def _facts(rows: list[dict[str, Any]], summary: dict[str, Any]) -> list[tuple[str, str]]:
-    direction, judged, best = summary["direction"], _judged(summary), summary.get("best_iteration")
+    direction = summary["direction"]
+    judged = _judged(summary)
+    best = summary.get("best_iteration")
     n_ranked = sum(ranked(r) for r in rows)
     facts = [
         ("task", summary.get("task", "")),

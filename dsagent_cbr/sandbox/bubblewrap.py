@@ -513,7 +513,9 @@ def run_sandboxed(
             argv, cwd = bwrap_argv(_announced(command, marker), space.path, policy, hidden), None
             env = child_environment(policy.cores, "/tmp")
         else:
-            argv, cwd, env = command, space.path, child_environment(policy.cores, str(space.path))
+            argv = command
+            cwd = space.path
+            env = child_environment(policy.cores, str(space.path))
         env.update(environment or {})
         watch = _Watch(policy, space, group, outputs, max_output_bytes, cancel)
         proc = _start(_launcher(argv, policy, group), cwd, env, stdout_path, stderr_path, marker)

@@ -52,7 +52,10 @@ def can_make_filesystems() -> bool:
 
 def _walk_mb(folder: Path) -> float | None:
     """Blocks in use under `folder`, or None when it holds more than MAX_ENTRIES entries."""
-    total, seen, stack, limit = 0, 0, [folder], MAX_ENTRIES
+    total = 0
+    seen = 0
+    stack = [folder]
+    limit = MAX_ENTRIES
     while stack:
         with contextlib.suppress(OSError), os.scandir(stack.pop()) as entries:
             for entry in entries:

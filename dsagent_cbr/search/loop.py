@@ -118,7 +118,10 @@ class Search:
         config: DevelopConfig,
         model: Model | None = None,
     ) -> None:
-        self.run, self.clock, self.config, self.tree = run, clock, config, Tree(run)
+        self.run = run
+        self.clock = clock
+        self.config = config
+        self.tree = Tree(run)
         # with --parallel 1 a model node is written beside the plain ones (parallel.py's Beside); the scripts
         # take turns on all the cores
         self.beside = (

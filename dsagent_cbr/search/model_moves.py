@@ -41,7 +41,10 @@ class Deadlined:
     """The model, each call given as its time limit what is left of the search's budget."""
 
     def __init__(self, inner: Model, clock: Clock, reserve: Callable[[], float]) -> None:
-        self.inner, self.clock, self.reserve, self.model = inner, clock, reserve, inner.model
+        self.inner = inner
+        self.clock = clock
+        self.reserve = reserve
+        self.model = inner.model
 
     def complete(
         self, role: str, messages: Messages, *, validate: Callable[[str], T], **options: object
@@ -68,13 +71,11 @@ class ModelMoves:
         config: DevelopConfig,
         model: Model,
     ) -> None:
-        self.tree, self.run, self.execute, self.config, self.clock = (
-            tree,
-            tree.run,
-            execute,
-            config,
-            clock,
-        )
+        self.tree = tree
+        self.run = tree.run
+        self.execute = execute
+        self.config = config
+        self.clock = clock
         self.model = Deadlined(model, clock, tree.reserve)
         self.ctx = Context.of(self.run.task, config.sandbox)
         self.query = task_query(self.run.task.description, self.run.task.modality)

@@ -153,7 +153,9 @@ class Operators:
 
     def blend(self, folder: Path) -> dict[str, object]:
         """The single-script nodes' predictions, read back and blended (once across resumes)."""
-        task, held, started = self.run.task, self.held, time.monotonic()
+        task = self.run.task
+        held = self.held
+        started = time.monotonic()
         assert held is not None
         workspace = folder / "exec" / "workspace"
         clear_folder(folder / "exec")
@@ -217,12 +219,10 @@ class Operators:
         late = run.too_late_to_refit(needed, "the members' first fits")  # refit one after another
         if late is not None:
             return late
-        ids, rows, members, rounds = (
-            ensemble.row_ids(run.task, held),
-            held.test_rows + held.rows,
-            [],
-            [],
-        )
+        ids = ensemble.row_ids(run.task, held)
+        rows = held.test_rows + held.rows
+        members = []
+        rounds = []
         for node in (self.tree.row(i) for i in row.members):
             code = self.tree.script(node)
             if REFIT_VARIABLE not in code:

@@ -124,7 +124,9 @@ class Tree:
         runs), and the improvements of the best score so far it made, in the order the nodes ended. Drafts
         are in neither arm's rate, but their times are plain nodes' times."""
         sign = 1.0 if self.maximize() else -1.0
-        plain, model, best = Tally(), Tally(), None
+        plain = Tally()
+        model = Tally()
+        best = None
         for r in sorted(self.rows, key=lambda r: r.ended if r.ended is not None else now):
             timed = (
                 model

@@ -290,7 +290,9 @@ def _infer_columns(
         report.say(
             "rows", f"{int(unlabelled.sum()):,} training rows without a target value dropped"
         )
-    report.id_column, report.target, report.classes = id_column, targets, classes
+    report.id_column = id_column
+    report.target = targets
+    report.classes = classes
     return train, made_id
 
 

@@ -214,7 +214,9 @@ def _name_parts(name: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
     """The pieces of a name around its numbers, and those numbers, counting only a number that ends the name
     or one of its parts (`pixel12`, `f_00`, `sensor_3_mean`, `1/22/20`): one inside a word (`v2x`) names
     a different thing."""
-    pieces, numbers, start = [], [], 0
+    pieces = []
+    numbers = []
+    start = 0
     for found in _NUMBER.finditer(name):
         if found.end() == len(name) or not name[found.end()].isalnum():
             pieces.append(name[start : found.start()])
@@ -464,7 +466,9 @@ def data_card(task: Task) -> str:
 
 
 def _files_card(task: Task) -> str:
-    files, target, hidden = list(task.public_files), list(task.target), {}
+    files = list(task.public_files)
+    target = list(task.target)
+    hidden = {}
     if task.layout == "dsagent":
         files = sorted(f for f in files if f.endswith((".csv", ".npy")))
         # the test labels, constant in the workspace, are not described

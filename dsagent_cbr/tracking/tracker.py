@@ -33,7 +33,9 @@ ARTIFACTS = (
 )
 MAX_PARAM_LENGTH = 500  # what every MLflow store accepts (newer ones take more)
 BATCH = 100  # MLflow's limit of parameters (and tags) in one log_batch
-PARENT, ITERATION, RUN_KEY = "mlflow.parentRunId", "cbr.iteration", "cbr.run_key"
+PARENT = "mlflow.parentRunId"
+ITERATION = "cbr.iteration"
+RUN_KEY = "cbr.run_key"
 # how the parent run ends: a budget spent is a clean stop; no graded solution, or a failure of ours, failed
 END_STATUS = {
     Outcome.OK: "FINISHED",
@@ -160,7 +162,9 @@ class Tracker:
     """A cbr run's parent run in MLflow, and what of its record is logged there already."""
 
     def __init__(self, client: Any, run: Any, experiment_id: str) -> None:
-        self.client, self.experiment_id, self.run_id = client, experiment_id, run.info.run_id
+        self.client = client
+        self.experiment_id = experiment_id
+        self.run_id = run.info.run_id
         # a parameter keeps its first value: MLflow refuses a change
         self.params = set(run.data.params)
         # a total logged again only when it changes
@@ -316,7 +320,9 @@ class Tracker:
             "cost_usd": record.cost_usd,
             "tokens": record.tokens,
         }
-        step, now, out = max((r.iteration for r in done), default=0), _now(), []
+        step = max((r.iteration for r in done), default=0)
+        now = _now()
+        out = []
         for key, value in totals.items():
             if (v := number(value)) is not None and self.last.get(key) != v:
                 out.append(Metric(key, v, now, step))
