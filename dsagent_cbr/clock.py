@@ -5,8 +5,10 @@ policy's (search/policy.py); this only keeps time."""
 from __future__ import annotations
 
 import math
+import os
 import threading
 import time
+from pathlib import Path
 
 MIN_NODE_SECONDS = 20.0  # less budget than this left: no node (or develop iteration) starts
 
@@ -43,6 +45,18 @@ class Clock:
 
     def spent(self) -> str:
         return f"the budget of {say_duration(self.budget or 0)} spent"
+
+
+def process_start() -> float:
+    """time.monotonic() at this process's start (Linux's /proc), so that a budget counts the interpreter's
+    start and imports too; now where /proc cannot say."""
+    try:
+        fields = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        ticks = int(fields[19])  # starttime, the stat file's 22nd field: clock ticks after boot
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return time.monotonic()
+    return time.monotonic() - max(0.0, uptime - ticks / os.sysconf("SC_CLK_TCK"))
 
 
 def parse_duration(text: str) -> float:

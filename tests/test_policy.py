@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import math
 import random
+import subprocess
+import sys
 import time
 from dataclasses import replace
 
@@ -149,3 +151,11 @@ def test_a_clock_started_with_the_command_counts_what_came_before():
     assert Clock(60.0, start=started).left() == pytest.approx(30.0, abs=1.0)
     assert Clock(60.0, start=started).limit(reserve=25.0) == pytest.approx(5.0, abs=1.0)
     assert Clock(None).left() == math.inf and Clock(None).limit() is None
+
+
+def test_a_budget_counts_from_the_process_s_start():
+    """The clock starts before the interpreter's imports: a second slept first is spent."""
+    code = "import time; time.sleep(1.0); from dsagent_cbr.clock import process_start; "
+    code += "print(time.monotonic() - process_start())"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert 1.0 <= float(out) < 30.0

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import math
 import shlex
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from dsagent_cbr.clock import process_start
 from dsagent_cbr.commands.options import (
     bank_options,
     budget_seconds,
@@ -139,7 +139,7 @@ def develop(
     as_json: bool,
 ) -> None:
     """Develop a solution for TASK_DIR with the CBR loop (retrieve, rerank, plan, program, debug, log, retain)."""
-    started = time.monotonic()  # the budget is the command's wall clock, from here
+    started = process_start()  # the budget is the command's wall clock, from the process's start
     from dsagent_cbr.agent.develop import DevelopConfig
     from dsagent_cbr.agent.rundir import new_run_dir, save_config
     from dsagent_cbr.llm.models import check_reachable, settings_model
