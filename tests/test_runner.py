@@ -38,6 +38,24 @@ def test_starter_runs_and_is_graded_against_the_answers(concrete, tmp_path):
 
 
 @pytest.mark.integration
+def test_a_sandboxed_run_closes_each_of_its_descriptors_once(concrete, tmp_path, monkeypatch):
+    """A second close of a number another thread has opened since closes that thread's file: a node's
+    run beside a thread loading the embedding model lost a subprocess pipe so (EBADF)."""
+    closes, twice = os.close, []
+
+    def once(fd: int) -> None:
+        try:
+            closes(fd)
+        except OSError as exc:
+            twice.append((fd, exc.errno))
+            raise
+
+    monkeypatch.setattr(os, "close", once)
+    assert run_script(concrete, concrete.starter, run_dir=tmp_path / "run").ok
+    assert twice == []
+
+
+@pytest.mark.integration
 def test_timeout_kills_the_whole_tree(concrete, tmp_path):
     marker = f"cbr-test-sleeper-{os.getpid()}"
     script = textwrap.dedent(f"""

@@ -386,20 +386,30 @@ def _start(
 
 
 @contextlib.contextmanager
-def _start_marker(isolate: bool) -> Iterator[tuple[int | None, Callable[[], bool]]]:
-    """(the fd the sandbox writes "started" to, whether it did): a pipe the script never holds, since
-    untrusted/started.py closes it before the script starts. Unsandboxed runs have nothing to start."""
+def _start_marker(
+    isolate: bool,
+) -> Iterator[tuple[int | None, Callable[[], bool], Callable[[], None]]]:
+    """(the fd the sandbox writes "started" to, whether it did, our copy's close once the child holds
+    its own): a pipe the script never holds, since untrusted/started.py closes it before the script
+    starts. Unsandboxed runs have nothing to start. Each end is closed once: a second close of a number
+    another thread has opened since closes that thread's file (a subprocess pipe, seen as EBADF)."""
     if not isolate:
-        yield None, lambda: True
+        yield None, lambda: True, lambda: None
         return
     read, write = os.pipe()
     os.set_blocking(read, False)
+    held = {read, write}
+
+    def close(fd: int) -> None:
+        if fd in held:
+            held.discard(fd)
+            os.close(fd)
+
     try:
-        yield write, lambda: _drained(read) == b"started"
+        yield write, lambda: _drained(read) == b"started", lambda: close(write)
     finally:
-        for fd in (read, write):
-            with contextlib.suppress(OSError):
-                os.close(fd)
+        for fd in list(held):
+            close(fd)
 
 
 def _drained(fd: int) -> bytes:
@@ -507,7 +517,7 @@ def run_sandboxed(
     limit, or `cancel` is set. `environment` adds variables of ours (never the caller's own environment)."""
     require_sandbox(policy.isolate)
     outputs = (stdout_path, stderr_path)
-    with _group(policy) as group, _start_marker(policy.isolate) as (marker, started):
+    with _group(policy) as group, _start_marker(policy.isolate) as (marker, started, handed):
         if policy.isolate:
             space.hand_over()
             argv, cwd = bwrap_argv(_announced(command, marker), space.path, policy, hidden), None
@@ -519,8 +529,7 @@ def run_sandboxed(
         env.update(environment or {})
         watch = _Watch(policy, space, group, outputs, max_output_bytes, cancel)
         proc = _start(_launcher(argv, policy, group), cwd, env, stdout_path, stderr_path, marker)
-        if marker is not None:
-            os.close(marker)  # the child holds its copy; ours would keep the pipe open for nothing
+        handed()  # the child holds its copy; ours would keep the pipe open for nothing
         status, broke = _wait(proc, watch)
         wall = time.monotonic() - watch.start
         limits = {
