@@ -35,8 +35,9 @@ RECIPES = ["hotel-rates", "fine-foods-rating"]
 AGENTS = ["develop:search", "flaml", "autogluon"]
 
 
-def cbr(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", *args], check=True, env=os.environ)
+def cbr(*args: str, check: bool = True) -> int:
+    command = [sys.executable, "-m", "dsagent_cbr.cli", *args]
+    return subprocess.run(command, check=check, env=os.environ).returncode
 
 
 def diamonds_cut(folder: Path) -> Path:
@@ -84,10 +85,13 @@ def seconds(budget: str) -> int:
 def run_grid(budget: str, tasks: list[str], work: Path, parallel: int) -> Path:
     grid = work / "grids" / f"budget-{budget}"
     s = seconds(budget)
-    cbr("bench", "run", "--tasks", ",".join(tasks), "--agents", f"develop:search,flaml:{s},autogluon:{s}",
-        "--models", "none", "--trials", "1", "--anchor-trials", "1", "--budget", budget,
-        "--parallel", str(parallel), "--name", f"budget-{budget}", "--grid", str(grid),
-        "--out-dir", str(work / "tables"))
+    command = ["bench", "run", "--tasks", ",".join(tasks), "--agents", f"develop:search,flaml:{s},autogluon:{s}",
+               "--models", "none", "--trials", "1", "--anchor-trials", "1", "--budget", budget,
+               "--parallel", str(parallel), "--name", f"budget-{budget}", "--grid", str(grid),
+               "--out-dir", str(work / "tables")]
+    # a trial that failed for reasons of ours (exit 3) runs again once, as the bench's message says
+    if cbr(*command, check=False) != 0:
+        cbr(*command, check=False)
     return grid
 
 
