@@ -4,7 +4,7 @@ information in: numbers as they are, dates as their parts, categoricals as categ
 TF-IDF features beside the table. The search drafts it first so that it never ends below a default
 gradient-boosting model; the adapter fits it to the task like any case. `cbr` writes the classifier
 for a classification task, early stopping on the absolute error when that is the metric, XGBoost in place of
-LightGBM for a second draft, and for a table with free text a linear model for a third (search/drafts.py)."""
+LightGBM for another draft, and for a table with free text a linear model (search/drafts.py)."""
 
 import os
 
