@@ -56,9 +56,11 @@ def deploy(
     progress: Progress | None = None,
     reference: float | None = None,
     observers: Sequence[Observer] = (),
+    adapt_first: Sequence[Case] = (),
 ) -> RunRecord:
     """Algorithm 2: one call adapts the nearest examples to the task and its script is run once; the
-    structural adapter takes over when that gives no graded result. Returns the run's record."""
+    structural adapter takes over when that gives no graded result (`adapt_first` before the bank's
+    solutions). Returns the run's record."""
     run = Run(
         "deploy",
         task,
@@ -84,7 +86,7 @@ def deploy(
         ]
         solved = model is not None and ask_model(run, model, config, examples, tasks_dir)
         if not solved and (model is None or config.fallback):
-            adapter_fallback(run)
+            adapter_fallback(run, adapt_first)
     return run.close()
 
 
@@ -166,13 +168,14 @@ def not_taken(run: Run, row: Row, result: RunResult) -> str:
     return row.error
 
 
-def adapter_fallback(run: Run) -> bool:
-    """Walk the compatible solutions, nearest first, with the structural adapter; the first graded run
-    wins. At most FALLBACK_CANDIDATES are tried."""
+def adapter_fallback(run: Run, first: Sequence[Case] = ()) -> bool:
+    """Walk `first`, then the compatible solutions, nearest first, with the structural adapter; the
+    first graded run wins. At most FALLBACK_CANDIDATES of the bank's are tried."""
     facts = run.record.deploy
     assert facts is not None
     errors = []
-    for case, _ in solution_candidates(run.bank, run.task, FALLBACK_CANDIDATES):
+    found = solution_candidates(run.bank, run.task, FALLBACK_CANDIDATES)
+    for case in [*first, *(case for case, _ in found)]:
         adapted = adapt_case(case, run.task)
         if "error" in adapted:
             errors.append(f"{case.task_name}: {adapted['error']}")

@@ -92,6 +92,7 @@ def deploy(
     from dsagent_cbr.llm.models import check_reachable, settings_model
     from dsagent_cbr.report.observer import ReportWriter
     from dsagent_cbr.sandbox.bubblewrap import require_sandbox
+    from dsagent_cbr.search.drafts import text_table_drafts
     from dsagent_cbr.tasks.finding import find_task
     from dsagent_cbr.tasks.loader import load_task
     from dsagent_cbr.tracking import live_tracking
@@ -142,7 +143,15 @@ def deploy(
                 else stack.enter_context(open_llm(settings, run_dir=run_dir, seed=config.seed))
             )
             record = run_deploy(
-                task, config, run_dir, bank, model, settings.tasks_dir, progress=progress, **seen
+                task,
+                config,
+                run_dir,
+                bank,
+                model,
+                settings.tasks_dir,
+                progress=progress,
+                adapt_first=text_table_drafts(task),
+                **seen,
             )
     except KeyboardInterrupt:
         click.echo(

@@ -213,6 +213,12 @@ def general_cases(task: Task) -> list[Case]:
     return cases
 
 
+def text_table_drafts(task: Task) -> list[Case]:
+    """cbr's linear draft for a table with free text, none for another: deploy's adapter tries it
+    before past solutions, which a table's text reaches as integer codes of its categories."""
+    return [case for case in general_cases(task) if case.task_name == f"{GENERAL}-linear"]
+
+
 def _learners(task: Task) -> list[str]:
     """The variants drafted for the task, first to last: text is classified by naive Bayes and regressed
     by trees after the linear model; a large table first gets a quick booster, and a table with free text
