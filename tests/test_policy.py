@@ -14,9 +14,11 @@ import pytest
 
 from dsagent_cbr.clock import Clock, parse_duration
 from dsagent_cbr.search.policy import (
+    ENDING,
     FIRST_MODEL_NODE,
     MIN_MODEL_SECONDS,
     MIN_PLAIN_SECONDS,
+    REFIT_ROOM,
     Arm,
     Family,
     Move,
@@ -24,6 +26,7 @@ from dsagent_cbr.search.policy import (
     choose,
     needs,
     out_of_time,
+    reserve,
 )
 
 
@@ -159,3 +162,10 @@ def test_a_budget_counts_from_the_process_s_start():
     code += "print(time.monotonic() - process_start())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert 1.0 <= float(out) < 30.0
+
+
+def test_a_refit_that_no_longer_fits_leaves_its_room_to_nodes():
+    """A refit of a 44 s fit needs 66 s: kept while 71 s or more are left, given to nodes below that."""
+    assert reserve(44.0, left=120.0) == pytest.approx(ENDING + REFIT_ROOM * 44.0)
+    assert reserve(44.0, left=53.0) == ENDING
+    assert reserve(None, left=53.0) == ENDING

@@ -277,6 +277,6 @@ class Search:
             broken=tree.broken(self.config.n_debug),
             plain=plain,
             by_model=by_model,
-            left=self.clock.left(tree.reserve()),
+            left=self.clock.left(tree.reserve(self.clock.left())),
             room=room,
         )

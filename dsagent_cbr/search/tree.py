@@ -113,11 +113,12 @@ class Tree:
             and chain(r) < depth
         ]
 
-    def reserve(self) -> float:
-        """Seconds of the budget kept for the run's end (policy.reserve): the refit of the best single node,
-        when the run refits. A selected blend's members are refit only if the time is left then."""
+    def reserve(self, left: float) -> float:
+        """Seconds of the `left` kept for the run's end (policy.reserve): the refit of the best single
+        node, when the run refits and it fits. A selected blend's members are refit only if the time is
+        left then."""
         best = self.best_single()
-        return reserve(best.wall_time if self.run.wants_refit and best else None)
+        return reserve(best.wall_time if self.run.wants_refit and best else None, left)
 
     def arms(self, now: float) -> tuple[Arm, Arm]:
         """(the plain moves' arm, the model's), for the policy: each node's own time (so far, while it
