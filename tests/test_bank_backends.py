@@ -292,8 +292,8 @@ def test_rebuild_on_a_chroma_server_switches_everyone_and_keeps_others_cases(
 
 @pytest.mark.slow
 def test_a_chroma_server_dying_mid_run_is_ours_and_resume_recovers(tmp_path: Path) -> None:
-    """The server dies after retrieval, while the search runs: the run ends with exit 3 and a record that
-    says infrastructure (not completed); with the server back, --resume finishes the run."""
+    """The server dies while the search runs: the run ends with exit 3 and a record that says
+    infrastructure (not completed); with the server back, --resume finishes the run."""
     import json
     import time
 
@@ -303,14 +303,14 @@ def test_a_chroma_server_dying_mid_run_is_ours_and_resume_recovers(tmp_path: Pat
     env = {**os.environ, "CBR_HOME": str(tmp_path / "home")}
     args = ["--model", "none", "--runs-dir", str(tmp_path / "runs"), "--chroma-url", f"http://127.0.0.1:{port}"]
     with _serve_chroma(data, port):
-        # the budget is the command's wall clock (the embedding model's start is spent from it): one node, then
-        # the retain that meets the dead server
+        # the bank is opened at the start; cases are retrieved only when a move needs them, so with one node
+        # (a draft) the first use of the dead server is the retain
         run = subprocess.Popen([sys.executable, "-m", "dsagent_cbr.cli", "develop", str(task.root), "--budget", "90s",
                                 "-T", "1", *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         journal = None
-        for _ in range(600):  # until the cases are retrieved: the server has been used, and the search begins
+        for _ in range(600):  # until the first node has started: the server was checked, and the search runs
             journal = next((tmp_path / "runs").glob("*/*/journal.jsonl"), None) if (tmp_path / "runs").is_dir() else None
-            if journal and '"role": "retrieve"' in journal.read_text():
+            if journal and '"role": "started"' in journal.read_text():
                 break
             time.sleep(0.2)
         assert journal is not None

@@ -15,6 +15,7 @@ import pytest
 from dsagent_cbr.clock import Clock, parse_duration
 from dsagent_cbr.search.policy import (
     ENDING,
+    FIRST_GRADE_SECONDS,
     FIRST_MODEL_NODE,
     MIN_MODEL_SECONDS,
     MIN_PLAIN_SECONDS,
@@ -83,8 +84,19 @@ def test_no_node_starts_with_less_left_than_a_node_of_its_kind_needs():
     assert choose(replace(slow, left=29.0), rng) == Move("stop") and out_of_time(replace(slow, left=29.0))
     done = View(0, 0, [Family(1, 4.0, False)], "transplant", left=100.0)
     assert choose(done, rng) == Move("stop") and not out_of_time(done)  # time left, nothing to try
-    assert choose(View(1, 2, [], "", left=9.0), rng) == Move("stop")  # not even a draft
-    assert choose(View(1, 2, [], "", left=11.0), rng) == Move("draft")  # a short budget still gets its draft
+    assert choose(View(1, 2, [], "", left=2.0), rng) == Move("stop")  # not even a draft
+    assert choose(View(1, 2, [], "", left=4.0), rng) == Move("draft")  # a short budget still gets its draft
+
+
+def test_while_no_node_has_graded_a_plain_node_starts_with_a_few_seconds_left():
+    """Any graded node is a submission: before one, a draft needs FIRST_GRADE_SECONDS, after, its kind's need."""
+    rng, timed_out = random.Random(0), Arm(8.0, 0.0, (8.0,))
+    first = View(1, 2, [Family(1, None, True)], "draft", plain=timed_out, left=FIRST_GRADE_SECONDS)
+    assert choose(first, rng) == Move("draft") and not out_of_time(first)
+    assert out_of_time(replace(first, left=FIRST_GRADE_SECONDS - 0.5))
+    graded = replace(first, families=[Family(1, 4.0, True)], graded=[1], left=MIN_PLAIN_SECONDS - 1)
+    assert choose(graded, rng) == Move("stop") and out_of_time(graded)
+    assert choose(replace(graded, left=1.5 * 8.0 + 1), rng) == Move("draft")  # half again the timed-out draft
 
 
 def test_beside_a_running_node_only_the_other_kind_of_move_starts():

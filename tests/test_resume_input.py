@@ -33,7 +33,7 @@ def made(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]
     root = tmp_path_factory.mktemp("made")
     env = {**os.environ, "CBR_HOME": str(root / "home")}
     task = prepared("concrete-strength")
-    proc = cbr("develop", str(task.root), "--model", "none", "--budget", "5s", "--store", "faiss",
+    proc = cbr("develop", str(task.root), "--model", "none", "--budget", "15s", "--store", "faiss",
                "--runs-dir", str(root / "runs"), "--json", env=env)
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
     (folder,) = (root / "runs" / "concrete-strength").iterdir()

@@ -426,3 +426,16 @@ def test_the_budget_is_the_wall_clock_and_keeps_room_for_the_refit_at_its_end(ta
     assert record.took <= 120.0 and record.stopped.startswith("the budget of 2m spent")
 
 
+
+
+def test_when_no_node_grades_the_starters_predictions_are_the_submission_and_say_so(task, tmp_path, monkeypatch):
+    """A run ends with the best submission it found: the starter's, when it alone graded; the outcome
+    stays the agent's failure, and the record says whose the submission is."""
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    nothing_grades = FakeExecutor({"def train_model": STARTER}, predictions=noisy_answers(task))
+    record = develop_search(task, DevelopConfig(iterations=3), tmp_path, FakeBank(), nothing_grades)
+    assert record.best_iteration is None and record.outcome == "agent_failure"
+    assert record.submission_from == "starter" and Path(record.submission).is_file()
+    graded = develop_search(task, DevelopConfig(iterations=3), tmp_path / "graded", FakeBank(),
+                            executor(predictions=noisy_answers(task)))
+    assert graded.best_iteration is not None and graded.submission_from == "selected"

@@ -159,6 +159,8 @@ class RunRecord(BaseModel):
     baselines: dict[str, float | None] = {}
     best_solution: str | None = None
     submission: str | None = None
+    # whose predictions the submission is: the selected node's, or the starter's when no node graded
+    submission_from: str = "selected"
     feature_importance: str | None = None
     refit: Refit | None = None
     sandbox: dict[str, object] = {}

@@ -74,8 +74,14 @@ def _shown(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.4g}"
 
 
-def submission_line(refit: Refit | None) -> str:
-    """What the submission learned from, in one line, for the summary and the report."""
+def submission_line(refit: Refit | None, source: str = "selected") -> str:
+    """What the submission learned from, in one line, for the summary and the report; `source` is the
+    record's submission_from."""
+    if source == "starter":
+        return (
+            "the task's starter script, as it ran first (no node graded within the budget); "
+            "it learned from the training rows the selection rows left"
+        )
     if refit is None:
         return "the first fit, which learned from the training rows the selection rows left (--no-refit)"
     if refit.status == "ok":

@@ -94,6 +94,7 @@ class Run:
         self.baseline: float | None = None  # the starter's score, when it ran
         self.prior: float | None = None  # a constant's from the training rows (harness/baseline.py)
         self.starter_seconds: float | None = None
+        self.starter: RunResult | None = None  # its run: the submission when no node grades
         self.reference = reference  # the hand-written reference's, for the report only
         # set when a failure of ours or the budget stopped the run
         self.ended: Outcome | None = None
@@ -184,6 +185,7 @@ class Run:
         self._judge(result)
         self.baseline = result.score if result.ok else None
         self.starter_seconds = result.wall_time
+        self.starter = result
         self.prior = prior_score(self.task, hold_out(self.task))
         return result
 
@@ -307,7 +309,20 @@ class Run:
                 self.task, self.rows, self.best, self.run_dir, self.record.seed
             )
             self.refit_best(refit_other)
+            self.fall_back_to_starter()
         return self.finish(final=True)
+
+    def fall_back_to_starter(self) -> None:
+        """No node graded: the starter's predictions, when it graded, are the run's submission. A run
+        ends with the best submission it found; its record says whose (`submission_from`), and the
+        run is still no success of the agent's (its outcome stays what no graded node makes it)."""
+        starter = self.starter
+        if self.best is not None or starter is None or not starter.ok or not self.task.predictions:
+            return
+        code = self.task.starter.read_text(encoding="utf-8")
+        held = hold_out(self.task) if self.record.selection_rows else None
+        publish_outputs(self.run_dir, self.task, code, Path(starter.workspace), held)
+        self.record.submission_from = "starter"
 
     def refit_best(self, refit_other: Callable[[Row], Refit | None] | None = None) -> None:
         """--refit: the selected script once more, given every labelled row (the selection rows too) and
@@ -444,8 +459,11 @@ class Run:
         record.took = round(self.clock.now(), 1)
         record.model_errors = self.journal.errors()
         record.best_solution = str(self.run_dir / "best_solution.py") if best else None
+        submitted = best or record.submission_from == "starter"
         record.submission = (
-            str(self.run_dir / self.task.predictions) if best and self.task.predictions else None
+            str(self.run_dir / self.task.predictions)
+            if submitted and self.task.predictions
+            else None
         )
         importance = self.run_dir / IMPORTANCE
         record.feature_importance = str(importance) if importance.is_file() else None

@@ -11,6 +11,7 @@ switches to it atomically (places.py), and a damaged store file is reported, nev
 from __future__ import annotations
 
 import json
+import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -69,6 +70,9 @@ class CaseBank(Rebuilding):
         self.lock = BankLock(bank_dir)
         self._slot: str | None = None
         self._store: VectorStore | None = None
+        # seed files still to index before the first search (open(seed_when_searched=True))
+        self._seed_due = False
+        self._seed_lock = threading.Lock()
 
     @property
     def store(self) -> VectorStore:
@@ -77,9 +81,12 @@ class CaseBank(Rebuilding):
         return self._store
 
     # -- opening ---------------------------------------------------------------------------------
-    def open(self, seed: bool = True) -> CaseBank:
+    def open(self, seed: bool = True, *, seed_when_searched: bool = False) -> CaseBank:
         """Finish or roll back an interrupted rebuild, open the store in use (or start one), catch it up
-        with the journal, and index the seed files when they changed."""
+        with the journal, and index the seed files when they changed: now, or with seed_when_searched
+        just before the first search (a new home's first run embeds every seed case, 12 s here, which a
+        short search that never retrieves should not spend)."""
+        self._seed_due = seed and seed_when_searched
         with self.lock():
             self._recover(roll_back=not self.place.shared)
             slot = self.place.current()
@@ -89,7 +96,7 @@ class CaseBank(Rebuilding):
                 self._use(slot)
             self._sync_journal()
             self._check_model()
-            if seed:
+            if seed and not seed_when_searched:
                 self.ensure_seeded()
         return self
 
@@ -271,6 +278,10 @@ class CaseBank(Rebuilding):
         exclude_task: str | None = None,
     ) -> list[Hit]:
         _kind(kind)
+        with self._seed_lock:
+            if self._seed_due:
+                self.ensure_seeded()
+                self._seed_due = False
         vector = self.embedder.embed_query(doctext.query_text(text))
         matches = self._read(
             lambda store: store.query(kind, vector, k, _where(where, exclude_task))
@@ -513,12 +524,14 @@ def open_bank(
     settings: Any,
     *,
     seed: bool = True,
+    seed_when_searched: bool = False,
     cache_path: Path | None = None,
     query_prefix: str | None = None,
     document_prefix: str | None = None,
 ) -> CaseBank:
     """The bank in settings.bank_path with settings.store, seeded from settings.casebank_dir."""
-    return _bank(settings, cache_path, query_prefix, document_prefix).open(seed=seed)
+    bank = _bank(settings, cache_path, query_prefix, document_prefix)
+    return bank.open(seed=seed, seed_when_searched=seed_when_searched)
 
 
 def rebuild_bank(settings: Any, *, cache_path: Path | None = None) -> tuple[CaseBank, AddReport]:

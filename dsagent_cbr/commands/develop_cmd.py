@@ -344,7 +344,8 @@ def run_develop(
     from dsagent_cbr.search.loop import develop_search
     from dsagent_cbr.tracking import live_tracking
 
-    bank = open_bank(settings)
+    # a search may end before it retrieves: the seed files are indexed when it first does
+    bank = open_bank(settings, seed_when_searched=True)
     # retrieval and retain embed with it: it loads while the starter and the first drafts run (under
     # load it took 5-20 s, a large share of a short budget)
     warm_up(bank.embedder.model_name)

@@ -37,7 +37,10 @@ def echo_results(record: RunRecord, width: int, bank: str = "the bank") -> None:
         ("report", str(Path(record.run_dir) / "report.md")),
         ("best solution", record.best_solution),
         ("submission", record.submission),
-        ("learned", submission_line(record.refit) if record.submission else None),
+        (
+            "learned",
+            submission_line(record.refit, record.submission_from) if record.submission else None,
+        ),
     ]
     for label, value in lines:
         if value:

@@ -393,11 +393,11 @@ def _facts(rows: list[dict[str, Any]], summary: dict[str, Any]) -> list[tuple[st
     given = [f"{k} {fmt(v)}" for k, v in baselines.items() if v is not None]
     if given:
         facts.append(("baselines", ", ".join(given)))
-    if best is not None:
+    if summary.get("submission"):
         refit = summary.get("refit")
-        facts.append(
-            ("submission", submission_line(Refit.model_validate(refit) if refit else None))
-        )
+        refit = Refit.model_validate(refit) if refit else None
+        source = summary.get("submission_from", "selected")
+        facts.append(("submission", submission_line(refit, source)))
     facts.append(("stopped", summary.get("stopped", "")))
     if summary.get("tokens"):
         facts.append(

@@ -145,6 +145,11 @@ class Search:
         self.last_ensemble(t + 1)
         self.final_choice()
         self.run.record.stopped = f"{why} after {len(self.run.rows)} node(s)"
+        left = self.clock.left()
+        if (
+            why == self.clock.spent() and left >= 1
+        ):  # it is near: what stopped the search is the end kept
+            self.run.record.stopped += f" ({left:.0f} s left: too few for a node and the run's end)"
 
     def nodes(self, pool: Pool, running: dict[Future[None], Row]) -> tuple[int, str]:
         """Start what the policy chooses while there is room, collect what ends. Returns the last node's

@@ -17,7 +17,8 @@ grades gets less, and none once its nodes no longer fit in what is left. On a ti
 Time: the budget is the command's wall clock. Its end is kept for the refit of the selected node and the
 run's last steps (`reserve`); no node starts with less of the rest left than a node of its arm needs: a
 model's node MIN_MODEL_SECONDS, or the median time the model's nodes took when that is longer (its first
-FIRST_MODEL_NODE); a plain node MIN_PLAIN_SECONDS, or ROOM times the median its kind took (drafts count).
+FIRST_MODEL_NODE); a plain node MIN_PLAIN_SECONDS, or ROOM times the median its kind took (drafts count),
+and only FIRST_GRADE_SECONDS while no node has graded.
 Each node is charged its own time, from its start to its end (loop.py stamps both).
 
 With --parallel 1 a model node is written beside the plain nodes (it waits on the model, not on our
@@ -47,6 +48,10 @@ FIRST_MODEL_NODE = 60.0
 # or ROOM times the median its kind took: scripts of seconds still run in a 30-second budget, and a booster
 # the deadline stops keeps its rounds (untrusted/bootstrap.py)
 MIN_PLAIN_SECONDS = 10.0
+# while no node has graded, a plain node starts with this left: a short run's one graded node is its
+# submission (a 15-second budget on a table of 1,030 rows had 8 s for nodes after the starter and stopped
+# with none)
+FIRST_GRADE_SECONDS = 3.0
 ROOM = 1.5
 PRIOR_SECONDS = 60.0  # each arm's rate starts as if it had spent this long for one typical gain
 TIE = 0.02  # rates this close are a tie: a few milliseconds either way decide nothing
@@ -135,15 +140,21 @@ def reserve(refit_seconds: float | None, left: float = math.inf) -> float:
     return ENDING + (refit if ENDING + refit <= left else 0.0)
 
 
+def plain_needs(view: View) -> float:
+    """What a plain node needs left to start: less while nothing has graded, as any graded node is a
+    submission the run would otherwise end without."""
+    return needs(view.plain) if view.graded else FIRST_GRADE_SECONDS
+
+
 def out_of_time(view: View) -> bool:
     """No node of any arm fits in what is left (the loop then stops with the budget spent)."""
     return view.left < min(
-        needs(view.plain), needs(view.by_model, True) if view.model else math.inf
+        plain_needs(view), needs(view.by_model, True) if view.model else math.inf
     )
 
 
 def choose(view: View, rng: random.Random) -> Move:
-    plain_fits = view.room != "model" and view.left >= needs(view.plain)
+    plain_fits = view.room != "model" and view.left >= plain_needs(view)
     if plain_fits and view.drafts_left:
         return Move(Operator.DRAFT)
     if view.room != "model" and view.can_ensemble and view.fresh >= ENSEMBLE_EVERY:
