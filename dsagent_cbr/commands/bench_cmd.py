@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -168,28 +169,9 @@ def run(
     )
     ran: dict[str, Any] = {}
     if work.jobs:
-        parallel = parallel or os.cpu_count() or 1
-        done = 0
-
-        def show(record: dict[str, Any]) -> None:
-            nonlocal done
-            done += 1
-            test, selection = record.get("test_metric"), record.get("selection_metric")
-            score = (
-                f" test={test:.5g}"
-                if isinstance(test, (int, float))
-                # a user's task may have no test
-                else f" selection={selection:.5g}"
-                if isinstance(selection, (int, float))
-                else ""
-            )
-            click.echo(
-                f"[{done}/{len(work.jobs)}] {record['id']}: {record['outcome']}{score}"
-                + (f" ({record['reason']})" if record.get("reason") else "")
-                + (f" {record['wall_seconds']:.1f}s" if "wall_seconds" in record else "")
-            )
-
-        ran = engine.run_jobs(work.jobs, parallel, address, show)
+        ran = engine.run_jobs(
+            work.jobs, parallel or os.cpu_count() or 1, address, _trial_printer(len(work.jobs))
+        )
     records = grid.load_records(folder, spec)
     _write_report(
         records,
@@ -210,6 +192,31 @@ def run(
             f"{infra} trial(s) failed for reasons of ours (see the report); "
             "the same command runs them again."
         )
+
+
+def _trial_printer(total: int) -> Callable[[dict[str, Any]], None]:
+    """A line per trial as it ends: its outcome, score, reason and seconds."""
+    done = 0
+
+    def show(record: dict[str, Any]) -> None:
+        nonlocal done
+        done += 1
+        test, selection = record.get("test_metric"), record.get("selection_metric")
+        score = (
+            f" test={test:.5g}"
+            if isinstance(test, (int, float))
+            # a user's task may have no test
+            else f" selection={selection:.5g}"
+            if isinstance(selection, (int, float))
+            else ""
+        )
+        click.echo(
+            f"[{done}/{total}] {record['id']}: {record['outcome']}{score}"
+            + (f" ({record['reason']})" if record.get("reason") else "")
+            + (f" {record['wall_seconds']:.1f}s" if "wall_seconds" in record else "")
+        )
+
+    return show
 
 
 @bench.command("report")

@@ -24,7 +24,11 @@ from dsagent_cbr.commands.printing import echo_results, say_score
 from dsagent_cbr.config import load_settings
 
 if TYPE_CHECKING:
+    from dsagent_cbr.agent.deploy import DeployConfig
     from dsagent_cbr.agent.record import RunRecord
+    from dsagent_cbr.bank.facade import CaseBank
+    from dsagent_cbr.config import Settings
+    from dsagent_cbr.tasks.model import Task
 
 
 @click.command()
@@ -82,20 +86,13 @@ def deploy(
     as_json: bool,
 ) -> None:
     """Solve TASK_DIR by adapting the most similar past (task, solution) pair in one shot."""
-    from dsagent_cbr.agent.context import reference_valid
     from dsagent_cbr.agent.deploy import DeployConfig
-    from dsagent_cbr.agent.deploy import deploy as run_deploy
-    from dsagent_cbr.agent.progress import LiveProgress
     from dsagent_cbr.agent.rundir import new_run_dir, save_config
     from dsagent_cbr.bank import open_bank
-    from dsagent_cbr.llm import open_llm
     from dsagent_cbr.llm.models import check_reachable, settings_model
-    from dsagent_cbr.report.observer import ReportWriter
     from dsagent_cbr.sandbox.bubblewrap import require_sandbox
-    from dsagent_cbr.search.drafts import text_table_drafts
     from dsagent_cbr.tasks.finding import find_task
     from dsagent_cbr.tasks.loader import load_task
-    from dsagent_cbr.tracking import live_tracking
 
     settings = load_settings(
         model=model,
@@ -130,10 +127,35 @@ def deploy(
             "settings": {"model": settings.model, "store": settings.store},
         },
     )
+    record = _run_deploy(task, config, run_dir, settings, bank, mlflow_uri)
+    if as_json:
+        click.echo(record.model_dump_json(indent=2))
+    else:
+        _print_result(record)
+    if record.outcome.exit_code:
+        raise SystemExit(record.outcome.exit_code)  # errors.py: nothing graded (1), the budget (4)
+
+
+def _run_deploy(
+    task: Task,
+    config: DeployConfig,
+    run_dir: Path,
+    settings: Settings,
+    bank: CaseBank,
+    mlflow_uri: str | None,
+) -> RunRecord:
+    """The deploy with its bank, model, report and tracking; a Ctrl-C says what it left."""
+    from dsagent_cbr.agent.context import reference_valid
+    from dsagent_cbr.agent.deploy import deploy as run_deploy
+    from dsagent_cbr.agent.progress import LiveProgress
+    from dsagent_cbr.llm import open_llm
+    from dsagent_cbr.report.observer import ReportWriter
+    from dsagent_cbr.search.drafts import text_table_drafts
+    from dsagent_cbr.tracking import live_tracking
+
     reference = reference_valid(task, settings.casebank_dir, settings.tasks_dir)
     # the report first: at the run's end, MLflow's observer logs the report it drew
     observers = (ReportWriter(run_dir), *live_tracking(run_dir, mlflow_uri, task.name))
-    seen = {"reference": reference, "observers": observers}
     try:
         # progress: the starter, the model's call, the script
         with LiveProgress(f"deploying {task.name}") as progress, contextlib.ExitStack() as stack:
@@ -142,7 +164,7 @@ def deploy(
                 if settings.model == "none"
                 else stack.enter_context(open_llm(settings, run_dir=run_dir, seed=config.seed))
             )
-            record = run_deploy(
+            return run_deploy(
                 task,
                 config,
                 run_dir,
@@ -151,7 +173,8 @@ def deploy(
                 settings.tasks_dir,
                 progress=progress,
                 adapt_first=text_table_drafts(task),
-                **seen,
+                reference=reference,
+                observers=observers,
             )
     except KeyboardInterrupt:
         click.echo(
@@ -160,12 +183,6 @@ def deploy(
             err=True,
         )
         raise SystemExit(130) from None
-    if as_json:
-        click.echo(record.model_dump_json(indent=2))
-    else:
-        _print_result(record)
-    if record.outcome.exit_code:
-        raise SystemExit(record.outcome.exit_code)  # errors.py: nothing graded (1), the budget (4)
 
 
 def _print_result(record: RunRecord) -> None:

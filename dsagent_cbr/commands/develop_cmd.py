@@ -141,11 +141,7 @@ def develop(
     """Develop a solution for TASK_DIR with the CBR loop (retrieve, rerank, plan, program, debug, log, retain)."""
     started = process_start()  # the budget is the command's wall clock, from the process's start
     from dsagent_cbr.agent.develop import DevelopConfig
-    from dsagent_cbr.agent.rundir import new_run_dir, save_config
-    from dsagent_cbr.llm.models import check_reachable, settings_model
     from dsagent_cbr.sandbox.bubblewrap import require_sandbox
-    from dsagent_cbr.tasks.finding import find_task
-    from dsagent_cbr.tasks.loader import load_task
 
     flags = {
         "model": model,
@@ -162,20 +158,14 @@ def develop(
         task, config, settings = _resume(resume_dir, flags, policy, address)
         run_dir = resume_dir
     else:
-        if task_dir is None:
-            raise CbrError("Give a task folder, or --resume RUN_DIR.")
-        settings = load_settings(**flags)
-        task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
-        # a missing key or server stops here, before a run folder
-        check_reachable(settings_model(settings))
-        seconds = None if budget is None else budget_seconds(budget)
+        task, settings = _task_and_settings(task_dir, flags)
         if (parallel > 1 or address) and budget is None and settings.model != "none":
             raise CbrError(
                 "--parallel and --address are the search's: give --budget (or --model none)."
             )
         config = DevelopConfig(
             iterations=iterations or (NO_CAP if budget else 5),
-            budget=seconds,
+            budget=None if budget is None else budget_seconds(budget),
             k=k,
             parallel=parallel,
             address=address,
@@ -189,32 +179,9 @@ def develop(
             retain=not no_retain,
             policy=asdict(policy),
         )
-        run_dir = new_run_dir(settings.runs_dir, task.name, settings.home)
-        save_config(
-            run_dir,
-            {
-                "task_dir": str(task.root),
-                "develop": asdict(config),
-                "settings": {
-                    "model": settings.model,
-                    "store": settings.store,
-                    "bank_dir": str(settings.bank_path),
-                    "chroma_url": settings.chroma_url,
-                    "runs_dir": str(settings.runs_dir),
-                },
-            },
-        )
+        run_dir = _new_run_dir(task, config, settings)
     require_sandbox(config.sandbox.isolate)
-    interrupt_once()
-    try:
-        record = run_develop(task, config, run_dir, settings, started, mlflow_uri)
-    except KeyboardInterrupt:
-        click.echo(
-            f"Interrupted: the run is saved in {run_dir}. Resume it with:\n"
-            f"  cbr develop --resume {shlex.quote(str(run_dir))}",
-            err=True,
-        )
-        raise SystemExit(130) from None
+    record = _run_saying_how_to_resume(task, config, run_dir, settings, started, mlflow_uri)
     if as_json:
         click.echo(record.model_dump_json(indent=2))
     else:
@@ -222,6 +189,58 @@ def develop(
     if record.outcome.exit_code:
         # errors.py: no graded solution (1), the budget (4)
         raise SystemExit(record.outcome.exit_code)
+
+
+def _task_and_settings(task_dir: str | None, flags: dict[str, Any]) -> tuple[Task, Settings]:
+    """A new run's task and settings, checked before anything is written: the task's data is there,
+    and the model's key or server answers."""
+    from dsagent_cbr.llm.models import check_reachable, settings_model
+    from dsagent_cbr.tasks.finding import find_task
+    from dsagent_cbr.tasks.loader import load_task
+
+    if task_dir is None:
+        raise CbrError("Give a task folder, or --resume RUN_DIR.")
+    settings = load_settings(**flags)
+    task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
+    check_reachable(settings_model(settings))
+    return task, settings
+
+
+def _new_run_dir(task: Task, config: DevelopConfig, settings: Settings) -> Path:
+    """The run's folder, with the config.json a resume reads back."""
+    from dsagent_cbr.agent.rundir import new_run_dir, save_config
+
+    run_dir = new_run_dir(settings.runs_dir, task.name, settings.home)
+    saved = {
+        "model": settings.model,
+        "store": settings.store,
+        "bank_dir": str(settings.bank_path),
+        "chroma_url": settings.chroma_url,
+        "runs_dir": str(settings.runs_dir),
+    }
+    save_config(run_dir, {"task_dir": str(task.root), "develop": asdict(config), "settings": saved})
+    return run_dir
+
+
+def _run_saying_how_to_resume(
+    task: Task,
+    config: DevelopConfig,
+    run_dir: Path,
+    settings: Settings,
+    started: float,
+    mlflow_uri: str | None,
+) -> RunRecord:
+    """The run; a first Ctrl-C stops it cleanly, saved, with the command that resumes it."""
+    interrupt_once()
+    try:
+        return run_develop(task, config, run_dir, settings, started, mlflow_uri)
+    except KeyboardInterrupt:
+        click.echo(
+            f"Interrupted: the run is saved in {run_dir}. Resume it with:\n"
+            f"  cbr develop --resume {shlex.quote(str(run_dir))}",
+            err=True,
+        )
+        raise SystemExit(130) from None
 
 
 NO_CAP = 10_000  # -T with --budget: the budget ends the search
