@@ -286,8 +286,14 @@ def _hiding(hidden: tuple[Path, ...]) -> list[str]:
 
 
 def bwrap_argv(
-    command: list[str], workspace: Path, policy: SandboxPolicy, hidden: tuple[Path, ...] = ()
+    command: list[str],
+    workspace: Path,
+    policy: SandboxPolicy,
+    hidden: tuple[Path, ...] = (),
+    read_only: tuple[tuple[Path, str], ...] = (),
 ) -> list[str]:
+    """`read_only` shows (host path, name) pairs read-only at /workspace/<name>: a mount point the
+    command can neither write through nor unlink or rename (EBUSY), whatever it owns around it."""
     # tmpfs is memory: it can never hold more than the limit
     size = str(int(policy.memory_mb * 2**20))
     argv = [
@@ -324,6 +330,7 @@ def bwrap_argv(
         "--bind",
         str(workspace),
         WORKSPACE,
+        *(a for src, name in read_only for a in ("--ro-bind", str(src), f"{WORKSPACE}/{name}")),
         "--chdir",
         WORKSPACE,
         "--remount-ro",
@@ -512,15 +519,18 @@ def run_sandboxed(
     max_output_bytes: int = MAX_OUTPUT_BYTES,
     environment: dict[str, str] | None = None,
     cancel: threading.Event | None = None,
+    read_only: tuple[tuple[Path, str], ...] = (),
 ) -> ProcessOutcome:
     """Run `command` (paths relative to the workspace) in `space` and watch it until it ends, breaks a
-    limit, or `cancel` is set. `environment` adds variables of ours (never the caller's own environment)."""
+    limit, or `cancel` is set. `environment` adds variables of ours (never the caller's own environment);
+    `read_only` binds host files into the workspace read-only (bwrap_argv; sandboxed runs only)."""
     require_sandbox(policy.isolate)
     outputs = (stdout_path, stderr_path)
     with _group(policy) as group, _start_marker(policy.isolate) as (marker, started, handed):
         if policy.isolate:
             space.hand_over()
-            argv, cwd = bwrap_argv(_announced(command, marker), space.path, policy, hidden), None
+            argv = bwrap_argv(_announced(command, marker), space.path, policy, hidden, read_only)
+            cwd = None
             env = child_environment(policy.cores, "/tmp")
         else:
             argv = command
