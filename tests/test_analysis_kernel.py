@@ -5,13 +5,17 @@ again under nbclient. The first tests are the pure helpers, in milliseconds."""
 from __future__ import annotations
 
 import builtins
+import contextlib
 import hashlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -211,6 +215,56 @@ def test_cells_cannot_reach_outside_their_workspace(tmp_path, data_file):
     shown = {Path(r).relative_to("/root").parts[0] for r in _python_roots() if r.startswith("/root/")}
     assert root == repr(sorted(shown))
     assert listener.accepted == 0 and _digest(data_file) == before
+
+
+class UnixListener:
+    """A unix socket of the host's, counting the connections it accepts."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="cbr-unix-"))  # short: sun_path is 108 bytes
+        self.path = self.folder / "host.sock"
+        self.sock = socket.socket(socket.AF_UNIX)
+        self.sock.bind(str(self.path))
+        self.sock.listen()
+        self.sock.settimeout(0.1)
+        self.accepted, self._stop = 0, False
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop:
+            with contextlib.suppress(OSError):
+                self.sock.accept()[0].close()
+                self.accepted += 1
+
+    def close(self) -> None:
+        self._stop = True
+        self._thread.join()
+        self.sock.close()
+        shutil.rmtree(self.folder)
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_cbr_never_follows_a_cells_symlinks_to_the_hosts_sockets(data_file):
+    """The kernel's socket files lie in its own folder: a cell swaps them for symlinks to a socket of
+    the host and drops every connection (by exiting). cbr, root here, must not connect again."""
+    listener = UnixListener()
+    cell = textwrap.dedent(f"""
+        import os
+        for n in range(1, 6):
+            os.rename(f'.kernel-{{n}}', f'.old-{{n}}')
+            os.symlink({str(listener.path)!r}, f'.kernel-{{n}}')
+        os._exit(0)
+    """)
+    try:
+        with SandboxedKernel([data_file], policy=POLICY) as kernel:
+            died = kernel.run_cell(cell, timeout=10)
+            time.sleep(1.0)  # zmq reconnects within 0.1 s by default
+    finally:
+        listener.close()
+    assert died.kernel_died and "exited with code 0" in died.error
+    assert listener.accepted == 0
 
 
 @pytest.mark.slow

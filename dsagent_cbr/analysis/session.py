@@ -17,6 +17,7 @@ import contextlib
 import json
 import secrets
 import shutil
+import stat
 import sys
 import threading
 import time
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Empty
 
+import zmq
 from jupyter_client.blocking import BlockingKernelClient
 
 from dsagent_cbr.errors import CbrError, InfrastructureError
@@ -41,6 +43,7 @@ STDERR_TAIL = 2000
 # spends up to 14 s signalling them (ipykernel's _progressively_terminate_all_children), which the pid
 # namespace does at once when the sandbox stops
 CLOSE_GRACE = 2.0
+MAX_MESSAGE_BYTES = 64 * 2**20  # a larger message from the kernel drops its connection
 
 
 class KernelStartError(InfrastructureError):
@@ -169,19 +172,21 @@ def start_kernel(
     logs = folder / "kernel"
     logs.mkdir(parents=True, exist_ok=True)
     stack = contextlib.ExitStack()
+    deadline = time.monotonic() + timeout
     try:
         space = stack.enter_context(scratch(folder, 0.0, policy.disk_mb))
         proc = KernelProcess(space=space, policy=policy, logs=logs, stack=stack)
-        _launch(proc, data)
-        _wait_ready(proc, timeout)
+        info = _launch(proc, data)
+        _connect(proc, info, deadline)
+        _wait_ready(proc, deadline)
         return proc
     except BaseException:
         stack.close()
         raise
 
 
-def _launch(proc: KernelProcess, data: dict[str, Path]) -> None:
-    """Write the connection file, start the sandbox thread and connect the client to its sockets."""
+def _launch(proc: KernelProcess, data: dict[str, Path]) -> dict[str, object]:
+    """Write the connection file and start the sandbox thread; the connection info for cbr's side."""
     space, isolate = proc.space, proc.policy.isolate
     host_ip = str(space.path / SOCKETS)
     if len(host_ip) + 3 > MAX_SOCKET_PATH:
@@ -208,24 +213,62 @@ def _launch(proc: KernelProcess, data: dict[str, Path]) -> None:
     )
     proc.thread.start()
     proc.stack.callback(proc.kill)  # before the scratch folder goes (last in, first out)
-    proc.client = BlockingKernelClient()
-    proc.client.load_connection_info(connection_info(host_ip, key))
+    return connection_info(host_ip, key)
+
+
+def _socket_paths(info: dict[str, object]) -> list[Path]:
+    return [Path(f"{info['ip']}-{info[name]}") for name in info if str(name).endswith("_port")]
+
+
+def _connect(proc: KernelProcess, info: dict[str, object], deadline: float) -> None:
+    """Connect once the kernel has bound its sockets, and never again. The socket files lie in a
+    folder the kernel owns: were cbr to reconnect (zmq's default, whenever a connection drops), a cell
+    could have put there a symlink to any unix socket of the host, and cbr would connect to it."""
+    paths = _socket_paths(info)
+    while not all(_is_socket(path) for path in paths):
+        _check_running(proc)
+        if time.monotonic() > deadline:
+            raise KernelStartError(_late(proc))
+        time.sleep(0.05)
+    context = zmq.Context()
+    proc.stack.callback(context.destroy, linger=0)
+    context.setsockopt(zmq.RECONNECT_IVL, -1)  # the first connection is the only one
+    context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)  # what one message may make cbr hold
+    proc.client = BlockingKernelClient(context=context)
+    proc.client.load_connection_info(info)
     proc.client.start_channels(hb=False)
     proc.stack.callback(proc.client.stop_channels)
 
 
-def _wait_ready(proc: KernelProcess, timeout: float) -> None:
+def _is_socket(path: Path) -> bool:
+    with contextlib.suppress(OSError):
+        return stat.S_ISSOCK(path.lstat().st_mode)
+    return False
+
+
+def _check_running(proc: KernelProcess) -> None:
+    if not proc.running:
+        raise KernelStartError(
+            f"The analysis kernel ended before it was ready ({proc.why_ended()}): "
+            f"{proc.stderr_tail() or 'it printed nothing'}"
+        )
+
+
+def _late(proc: KernelProcess) -> str:
+    return (
+        f"The analysis kernel did not answer within its start time: "
+        f"{proc.stderr_tail() or 'it printed nothing'}"
+    )
+
+
+def _wait_ready(proc: KernelProcess, deadline: float) -> None:
     """Until the kernel answers kernel_info on shell and its iopub reaches us (so no output of the
-    first cell is lost), or the sandbox ends, or `timeout` passes."""
+    first cell is lost), or the sandbox ends, or the `deadline` passes."""
     client = proc.client
     assert client is not None
-    deadline, asked = time.monotonic() + timeout, 0.0
+    asked = 0.0
     while time.monotonic() < deadline:
-        if not proc.running:
-            raise KernelStartError(
-                f"The analysis kernel ended before it was ready ({proc.why_ended()}): "
-                f"{proc.stderr_tail() or 'it printed nothing'}"
-            )
+        _check_running(proc)
         if time.monotonic() - asked > RESEND_SECONDS:
             client.kernel_info()
             asked = time.monotonic()
@@ -237,10 +280,7 @@ def _wait_ready(proc: KernelProcess, timeout: float) -> None:
                 return
         except Empty:
             continue
-    raise KernelStartError(
-        f"The analysis kernel did not answer within {timeout:g} s: "
-        f"{proc.stderr_tail() or 'it printed nothing'}"
-    )
+    raise KernelStartError(_late(proc))
 
 
 def drain(client: BlockingKernelClient) -> None:
