@@ -104,6 +104,19 @@ def test_the_notebook_keeps_replayable_cells_and_tags_errors(tmp_path):
     assert build_notebook([]).cells == []
 
 
+def test_rich_outputs_keep_their_types_and_a_bad_one_falls_back_to_text():
+    c = Collector("m")
+    c.add(_msg("m", "display_data", {"data": {"application/json": {"a": 1}, "text/plain": "{'a': 1}"}}))
+    c.add(_msg("m", "display_data", {"data": {"image/png": ["iVBO", "Rw0K"]}}))
+    good = finished(c, "show()", 0.1)
+    assert good.outputs[0]["data"]["application/json"] == {"a": 1}
+    assert good.outputs[1]["data"]["image/png"] == "iVBORw0K"
+    assert build_notebook([good]).cells[0].outputs[0].data["application/json"] == {"a": 1}
+    bad = CellResult("x", ok=True, outputs=[{"output_type": "display_data", "metadata": {},
+                                            "data": {"image/png": {"not": "text"}, "text/plain": "x"}}])
+    assert build_notebook([bad]).cells[0].outputs[0].data == {"text/plain": "x"}
+
+
 # ---- a real kernel in the real sandbox ----
 
 
@@ -304,6 +317,17 @@ def test_a_memory_hog_is_stopped_and_reported(data_file):
             kernel.restart()
         assert kernel.run_cell("1 + 1").result == "2"
     assert psutil.virtual_memory().available > 256 * 2**20
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_an_output_too_large_for_cbr_costs_the_kernel_and_says_so(data_file):
+    with SandboxedKernel([data_file], policy=POLICY) as kernel:
+        assert len(kernel.run_cell("'x' * 10**7").result) < 21_000  # big, but kept head and tail
+        huge = kernel.run_cell("'y' * 10**8", timeout=30)
+        assert huge.kernel_died and not huge.timed_out and "over 64 MB" in huge.error
+        with pytest.raises(KernelDied, match="lost its connection"):
+            kernel.run_cell("1")
 
 
 @pytest.mark.slow

@@ -83,6 +83,11 @@ def _text(value: object) -> str:
     return value if isinstance(value, str) else str(value)
 
 
+def _value(mimetype: str, value: object) -> object:
+    """A JSON mimetype's value stays an object (nbformat wants one); every other becomes text."""
+    return value if mimetype.endswith("json") and isinstance(value, dict) else _text(value)
+
+
 def _data(content: dict[str, Any]) -> dict[str, Any]:
     data = content.get("data")
     return data if isinstance(data, dict) else {}
@@ -130,13 +135,13 @@ class Collector:
             self.outputs.append({"output_type": "stream", "name": name, "pieces": pieces})
 
     def _display(self, content: dict[str, Any], kind: str) -> None:
-        data = {str(k): _text(v) for k, v in _data(content).items()}
-        if "text/plain" in data:
+        data = {str(k): _value(str(k), v) for k, v in _data(content).items()}
+        if isinstance(data.get("text/plain"), str):
             self.results.add(("\n" if self.results.total else "") + strip_ansi(data["text/plain"]))
         size = len(json.dumps(data))
         if self.rich_chars + size > MAX_RICH_CHARS:
             self.rich_dropped += 1
-            data = {"text/plain": capped(data.get("text/plain", ""))}
+            data = {"text/plain": capped(_text(data.get("text/plain", "")))}
         else:
             self.rich_chars += size
         output: dict[str, Any] = {"output_type": kind, "data": data, "metadata": {}}

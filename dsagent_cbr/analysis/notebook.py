@@ -26,25 +26,38 @@ def replayable(cell: CellResult) -> bool:
     return not cell.timed_out and not cell.kernel_died
 
 
-def _outputs(cell: CellResult, count: int) -> list[Any]:
+def _outputs(cell: CellResult, count: int, plain: bool) -> list[Any]:
+    """The cell's outputs; `plain` keeps of a display only its text/plain."""
     outputs = []
     for out in cell.outputs:
         fields = {k: v for k, v in out.items() if k != "output_type"}
         if out["output_type"] == "execute_result":
             fields["execution_count"] = count
+        if plain and "data" in fields:
+            fields["data"] = {"text/plain": str(fields["data"].get("text/plain", ""))}
         outputs.append(new_output(out["output_type"], **fields))
     return outputs
 
 
 def build_notebook(cells: Sequence[CellResult], title: str | None = None) -> nbformat.NotebookNode:
-    """A notebook of the replayable cells, numbered as they will run, with the outputs they gave."""
+    """A notebook of the replayable cells, numbered as they will run, with the outputs they gave.
+    Outputs come from the kernel, untrusted: should they not make a valid notebook, only the text of
+    each display is kept."""
+    try:
+        return _notebook(cells, title, plain=False)
+    except nbformat.ValidationError:
+        return _notebook(cells, title, plain=True)
+
+
+def _notebook(cells: Sequence[CellResult], title: str | None, plain: bool) -> nbformat.NotebookNode:
     nb_cells = [new_markdown_cell(f"# {title}")] if title else []
     count = 0
     for cell in cells:
         if not replayable(cell):
             continue
         count += 1
-        nb_cell = new_code_cell(cell.code, execution_count=count, outputs=_outputs(cell, count))
+        outputs = _outputs(cell, count, plain)
+        nb_cell = new_code_cell(cell.code, execution_count=count, outputs=outputs)
         if not cell.ok:
             nb_cell.metadata["tags"] = [RAISES]
         nb_cells.append(nb_cell)

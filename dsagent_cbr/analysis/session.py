@@ -100,6 +100,7 @@ class KernelProcess:
     thread: threading.Thread | None = None
     outcome: ProcessOutcome | None = None
     failure: BaseException | None = None
+    monitors: list[zmq.Socket] = field(default_factory=list)
 
     @property
     def running(self) -> bool:
@@ -141,6 +142,23 @@ class KernelProcess:
         return next(
             (why for broke, why in reasons if broke), f"it exited with code {done.exit_code}"
         )
+
+    def watch_connections(self) -> None:
+        """Be told when cbr's connection to iopub or shell drops: cbr never reconnects (see _connect),
+        so a kernel that sent a message over MAX_MESSAGE_BYTES is never heard again."""
+        assert self.client is not None
+        for channel in (self.client.iopub_channel, self.client.shell_channel):
+            monitor = channel.socket.get_monitor_socket(zmq.EVENT_DISCONNECTED)
+            self.monitors.append(monitor)
+            self.stack.callback(_unmonitor, channel.socket, monitor)
+
+    def cut_off(self) -> bool:
+        """Whether a connection dropped (any event the monitors report is a disconnection)."""
+        for monitor in self.monitors:
+            with contextlib.suppress(zmq.Again, zmq.ZMQError):
+                monitor.recv_multipart(zmq.NOBLOCK)
+                return True
+        return False
 
     def stderr_tail(self) -> str:
         path = self.logs / "stderr.txt"
@@ -238,6 +256,13 @@ def _connect(proc: KernelProcess, info: dict[str, object], deadline: float) -> N
     proc.client.load_connection_info(info)
     proc.client.start_channels(hb=False)
     proc.stack.callback(proc.client.stop_channels)
+    proc.watch_connections()
+
+
+def _unmonitor(socket: zmq.Socket, monitor: zmq.Socket) -> None:
+    with contextlib.suppress(zmq.ZMQError):
+        socket.disable_monitor()
+    monitor.close(linger=0)
 
 
 def _is_socket(path: Path) -> bool:
