@@ -23,23 +23,13 @@ from pathlib import Path
 from queue import Empty
 
 from dsagent_cbr.analysis.cells import CellResult, Collector, finished
-from dsagent_cbr.analysis.session import (
-    MAX_MESSAGE_BYTES,
-    KernelProcess,
-    drain,
-    stage_data,
-    start_kernel,
-)
+from dsagent_cbr.analysis.session import KernelProcess, drain, stage_data, start_kernel
 from dsagent_cbr.sandbox import SandboxPolicy, require_sandbox
 
 DEFAULT_POLICY = SandboxPolicy(timeout=3600.0, memory_mb=4096.0)
 START_TIMEOUT = 60.0  # for the kernel to answer: importing ipykernel takes a second or two
 INTERRUPT_GRACE = 5.0  # for an interrupted cell to give the kernel back
 POLL = 0.1
-CUT_OFF = (
-    f"cbr lost its connection to it (a message over {MAX_MESSAGE_BYTES // 2**20} MB, such as an "
-    "output too large, drops it) and stopped it"
-)
 
 
 class KernelDied(Exception):
@@ -151,11 +141,9 @@ class SandboxedKernel:
     def _usable(self) -> KernelProcess:
         if self._proc is None:
             raise KernelDied("The analysis kernel is not started (use it as a context manager).")
-        if self._dead is None and not self._proc.running:
-            self._dead = f"it died between cells: {self._proc.why_ended()}"
-        elif self._dead is None and self._proc.cut_off():
-            self._proc.kill()
-            self._dead = CUT_OFF
+        gone = self._proc.gone() if self._dead is None else None
+        if gone is not None:
+            self._dead = f"it died between cells: {gone}"
         if self._dead is not None:
             raise KernelDied(
                 f"The analysis kernel is gone: {self._dead}. restart() starts a fresh one, "
@@ -181,12 +169,10 @@ class SandboxedKernel:
                     f"the cell did not stop within {INTERRUPT_GRACE:g} s of its interrupt at its "
                     "time limit, so cbr stopped it"
                 )
-            if not proc.running:
+            gone = proc.gone()
+            if gone is not None:
                 _take_rest(client, collector)
-                return interrupted is not None, self._died(proc.why_ended())
-            if proc.cut_off():
-                proc.kill()
-                return interrupted is not None, self._died(CUT_OFF)
+                return interrupted is not None, self._died(gone)
             try:
                 msg = client.get_iopub_msg(timeout=POLL)
             except Empty:

@@ -44,6 +44,11 @@ STDERR_TAIL = 2000
 # namespace does at once when the sandbox stops
 CLOSE_GRACE = 2.0
 MAX_MESSAGE_BYTES = 64 * 2**20  # a larger message from the kernel drops its connection
+SETTLE_SECONDS = 3.0
+CUT_OFF = (
+    f"cbr lost its connection to it (a message over {MAX_MESSAGE_BYTES // 2**20} MB, such as an "
+    "output too large, drops it) and stopped it"
+)
 
 
 class KernelStartError(InfrastructureError):
@@ -159,6 +164,19 @@ class KernelProcess:
                 monitor.recv_multipart(zmq.NOBLOCK)
                 return True
         return False
+
+    def gone(self) -> str | None:
+        """Why cbr can no longer use the kernel, or None while it can. A kernel that dies (the memory
+        limit, say) drops its connections before the sandbox's thread has seen it end: the sandbox is
+        given SETTLE_SECONDS to say what happened before a dropped connection is blamed."""
+        if self.running and not self.cut_off():
+            return None
+        if self.running and self.thread is not None:
+            self.thread.join(SETTLE_SECONDS)
+        if self.running:
+            self.kill()
+            return CUT_OFF
+        return self.why_ended()
 
     def stderr_tail(self) -> str:
         path = self.logs / "stderr.txt"
