@@ -22,6 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from queue import Empty
 
+from jupyter_client.blocking import BlockingKernelClient
+
 from dsagent_cbr.analysis.cells import CellResult, Collector, finished
 from dsagent_cbr.analysis.session import KernelProcess, drain, stage_data, start_kernel
 from dsagent_cbr.sandbox import SandboxPolicy, require_sandbox
@@ -48,6 +50,9 @@ class SandboxedKernel:
         folder: Path | None = None,
         start_timeout: float = START_TIMEOUT,
     ) -> None:
+        """`data`: files (or folders) the cells read by their names; `folder`: where the session
+        keeps its workspace, the data's read-only copies and the kernel's own output (kernel/), by
+        default a temporary folder removed at the end (a given one keeps kernel/)."""
         self.data = [Path(p) for p in data]
         self.policy = policy or DEFAULT_POLICY
         self.start_timeout = start_timeout
@@ -185,17 +190,16 @@ class SandboxedKernel:
         return f"The kernel is gone: {reason}. Its state is lost; restart() starts a fresh kernel."
 
 
-def interrupt(client: object) -> None:
+def interrupt(client: BlockingKernelClient) -> None:
     """ipykernel answers `interrupt_request` on its control channel (handled in a thread of its own
     while a cell runs) by sending SIGINT to itself: KeyboardInterrupt in the cell."""
-    msg = client.session.msg("interrupt_request", {})  # type: ignore[attr-defined]
-    client.control_channel.send(msg)  # type: ignore[attr-defined]
+    client.control_channel.send(client.session.msg("interrupt_request", {}))
 
 
-def _take_rest(client: object, collector: Collector) -> None:
+def _take_rest(client: BlockingKernelClient, collector: Collector) -> None:
     """The messages a kernel sent before it died (its last output, the MemoryError it printed)."""
     with contextlib.suppress(Empty):
-        while not collector.add(client.get_iopub_msg(timeout=0.2)):  # type: ignore[attr-defined]
+        while not collector.add(client.get_iopub_msg(timeout=0.2)):
             pass
 
 
