@@ -339,14 +339,14 @@ def test_the_session_dies_with_cbr(tmp_path, data_file):
         from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
         with SandboxedKernel([Path({str(data_file)!r})], policy=SandboxPolicy(timeout=300)) as k:
             k.run_cell("import os\\nif os.fork() == 0:\\n    os.setsid()\\n    os.execvp('sleep', [{marker!r}, '1000'])")
-            print("ready", flush=True)
+            print(k._folder, flush=True)
             time.sleep(300)
     """)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     cbr = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, env=env)
     try:
-        assert cbr.stdout.readline().strip() == b"ready"
-        assert _sleepers(marker)
+        left = Path(cbr.stdout.readline().decode().strip())
+        assert left.name.startswith(f"cbr-analysis-{cbr.pid}-") and _sleepers(marker)
     finally:
         cbr.send_signal(signal.SIGKILL)
         cbr.wait()
@@ -354,6 +354,10 @@ def test_the_session_dies_with_cbr(tmp_path, data_file):
     while _sleepers(marker) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not _sleepers(marker)
+    # what the killed cbr left (its copy of the data, its workspace) the next session clears
+    with SandboxedKernel([data_file], policy=POLICY) as kernel:
+        assert kernel.run_cell("1").ok
+    assert not left.exists() and str(left) not in Path("/proc/self/mountinfo").read_text()
 
 
 @pytest.mark.slow

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -27,11 +28,14 @@ from jupyter_client.blocking import BlockingKernelClient
 from dsagent_cbr.analysis.cells import CellResult, Collector, finished
 from dsagent_cbr.analysis.session import KernelProcess, drain, stage_data, start_kernel
 from dsagent_cbr.sandbox import SandboxPolicy, require_sandbox
+from dsagent_cbr.sandbox.leftovers import maker_alive
+from dsagent_cbr.sandbox.scratch import unmount_stale
 
 DEFAULT_POLICY = SandboxPolicy(timeout=3600.0, memory_mb=4096.0)
 START_TIMEOUT = 60.0  # for the kernel to answer: importing ipykernel takes a second or two
 INTERRUPT_GRACE = 5.0  # for an interrupted cell to give the kernel back
 POLL = 0.1
+_OWN = re.compile(r"^cbr-analysis-(\d+)-[^/]+$")
 
 
 class KernelDied(Exception):
@@ -88,7 +92,7 @@ class SandboxedKernel:
         """Copy the data out of the user's reach and start the kernel (KernelStartError if it fails)."""
         require_sandbox(self.policy.isolate)
         if self._folder is None:
-            self._folder = self._given or Path(tempfile.mkdtemp(prefix="cbr-analysis-"))
+            self._folder = self._given or _own_folder()
             (self._folder / "data").mkdir(parents=True)
             self._staged = stage_data(self.data, self._folder / "data")
             (self._folder / "data").chmod(0o555)
@@ -201,6 +205,18 @@ def _take_rest(client: BlockingKernelClient, collector: Collector) -> None:
     with contextlib.suppress(Empty):
         while not collector.add(client.get_iopub_msg(timeout=0.2)):
             pass
+
+
+def _own_folder() -> Path:
+    """A temporary folder named after this cbr's pid: what a cbr killed with SIGKILL left (the data's
+    copies, its workspace) the next session clears, as scratch.py does for scratch folders."""
+    parent = Path(tempfile.gettempdir())
+    unmount_stale()
+    for child in parent.glob("cbr-analysis-*-*"):
+        match = _OWN.match(child.name)
+        if match and not maker_alive(int(match.group(1))) and not child.is_symlink():
+            _remove(child)
+    return Path(tempfile.mkdtemp(prefix=f"cbr-analysis-{os.getpid()}-", dir=parent))
 
 
 def _remove(folder: Path) -> None:
