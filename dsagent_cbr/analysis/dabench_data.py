@@ -1,0 +1,133 @@
+"""Reading a folder in InfiAgent-DABench's format: questions.jsonl, labels.jsonl and tables/<file_name>.
+
+Questions and labels are read by two separate functions into two separate types on purpose: a
+`Question` has no field for an answer, so whatever is handed a `Question` (the agent under test) cannot
+see the labels; only the grader (dabench_grade.py, dabench_run.py) ever calls `load_labels`."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from dsagent_cbr.errors import CbrError
+
+QUESTIONS = "questions.jsonl"
+LABELS = "labels.jsonl"
+TABLES = "tables"
+
+# A label is the list of (name, value) pairs the response must give as @name[value].
+Label = list[tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Question:
+    """One closed-form question, without its answer: what the agent under test is given."""
+
+    id: int
+    question: str
+    concepts: tuple[str, ...]
+    constraints: str
+    format: str
+    file_name: str
+    level: str
+
+    def table(self, folder: Path) -> Path:
+        return Path(folder) / TABLES / self.file_name
+
+
+def load_questions(folder: str | Path) -> list[Question]:
+    """The folder's questions in file order; each must have its table under tables/."""
+    folder = Path(folder)
+    path = folder / QUESTIONS
+    questions: list[Question] = []
+    seen: set[int] = set()
+    for number, row in _rows(path):
+        question = _question(row, path, number)
+        if question.id in seen:
+            raise CbrError(f"{path}, line {number}: question {question.id} appears twice.")
+        if not question.table(folder).is_file():
+            raise CbrError(
+                f"{path}, line {number}: question {question.id} names the table "
+                f"{question.file_name!r}, which is not in {folder / TABLES}."
+            )
+        seen.add(question.id)
+        questions.append(question)
+    return questions
+
+
+def load_labels(folder: str | Path) -> dict[int, Label]:
+    """Question id → its labelled (name, value) pairs, as the file gives them (duplicates kept)."""
+    path = Path(folder) / LABELS
+    labels: dict[int, Label] = {}
+    for number, row in _rows(path):
+        qid, pairs = row.get("id"), row.get("common_answers")
+        if not _is_id(qid) or not _is_pairs(pairs):
+            raise CbrError(
+                f"{path}, line {number}: a label needs an integer id and common_answers as a "
+                "list of [name, value] text pairs."
+            )
+        if qid in labels:
+            raise CbrError(f"{path}, line {number}: the label of question {qid} appears twice.")
+        labels[qid] = [(name, value) for name, value in pairs]
+    return labels
+
+
+def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Each non-blank line's JSON object with its line number (from 1)."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise CbrError(f"{path} cannot be read ({exc.strerror or exc}).") from exc
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CbrError(f"{path}, line {number}: not valid JSON ({exc.msg}).") from exc
+        if not isinstance(row, dict):
+            raise CbrError(f"{path}, line {number}: expected a JSON object.")
+        yield number, row
+
+
+def _question(row: dict[str, Any], path: Path, number: int) -> Question:
+    texts = ("question", "constraints", "format", "file_name", "level")
+    concepts = row.get("concepts")
+    if (
+        not _is_id(row.get("id"))
+        or any(not isinstance(row.get(key), str) for key in texts)
+        or not isinstance(concepts, list)
+        or not all(isinstance(c, str) for c in concepts)
+    ):
+        raise CbrError(
+            f"{path}, line {number}: a question needs an integer id, concepts as a list of text, "
+            "and question, constraints, format, file_name and level as text."
+        )
+    # file_name is joined to tables/: a path that climbs out of it is not a DABench table
+    if Path(row["file_name"]).name != row["file_name"]:
+        raise CbrError(
+            f"{path}, line {number}: file_name {row['file_name']!r} is not a plain name."
+        )
+    return Question(
+        id=row["id"],
+        question=row["question"],
+        concepts=tuple(concepts),
+        constraints=row["constraints"],
+        format=row["format"],
+        file_name=row["file_name"],
+        level=row["level"],
+    )
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_pairs(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(pair, list) and len(pair) == 2 and all(isinstance(x, str) for x in pair)
+        for pair in value
+    )
