@@ -264,3 +264,18 @@ def test_answers_from_another_folder_are_refused(tmp_path):
     (tmp_path / "answers.jsonl").write_text('{"id": 999999, "response": ""}\n')
     with pytest.raises(CbrError, match="not in this benchmark folder"):
         run_benchmark(DABENCH, right_answerer, tmp_path)
+
+
+def test_a_last_record_without_its_newline_is_kept(tmp_path):
+    run_benchmark(DABENCH, right_answerer, tmp_path)
+    lines = (tmp_path / "answers.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "answers.jsonl").write_text("".join(lines[:-2]) + lines[-2].rstrip("\n"))
+    asked: list[int] = []
+
+    def answer(question: Question, table: Path) -> str:
+        asked.append(question.id)
+        return formatted(question.id)
+
+    assert run_benchmark(DABENCH, answer, tmp_path)["overall"]["ABQ"] == 1.0
+    assert asked == [QUESTIONS[-1].id]
+    assert len((tmp_path / "answers.jsonl").read_text().splitlines()) == 65

@@ -106,13 +106,12 @@ def _read_records(path: Path, known: set[int]) -> dict[int, dict]:
     question asked again; any other bad line is an error, as is an answer to an unknown question."""
     if not path.is_file():
         return {}
-    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    lines = _whole_lines(path)
     records: dict[int, dict] = {}
     for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
         record = _record(line)
-        if record is None and number == len(lines) and not line.endswith("\n"):
-            path.write_text("".join(lines[:-1]), encoding="utf-8")
-            break
         if record is None:
             raise CbrError(f"{path}, line {number}: not an answer record (id and response).")
         if record["id"] not in known:
@@ -122,6 +121,20 @@ def _read_records(path: Path, known: set[int]) -> dict[int, dict]:
             )
         records[record["id"]] = record
     return records
+
+
+def _whole_lines(path: Path) -> list[str]:
+    """The file's lines, mended so that the next record appended starts a line of its own: a last
+    line without its newline is kept if it is a whole record (only the newline was lost), else
+    dropped (the write was cut)."""
+    lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
+    if lines and not lines[-1].endswith("\n"):
+        if _record(lines[-1]) is None:
+            lines.pop()
+        else:
+            lines[-1] += "\n"
+        path.write_text("".join(lines), encoding="utf-8")
+    return lines
 
 
 def _record(line: str) -> dict | None:
