@@ -15,6 +15,11 @@ from dsagent_cbr.errors import CbrError
 
 # name -> (module, attribute, one-line help shown by `cbr --help` without importing the module)
 COMMANDS: dict[str, tuple[str, str, str]] = {
+    "analyze": (
+        "dsagent_cbr.commands.analyze_cmd",
+        "analyze",
+        "Answer a question about a data file in a sandboxed notebook.",
+    ),
     "tasks": (
         "dsagent_cbr.commands.tasks_cmd",
         "tasks",

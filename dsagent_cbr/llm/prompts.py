@@ -7,7 +7,21 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-ROLES = ("rerank", "plan", "program", "debug", "log", "adapt", "distil")
+ROLES = (
+    "rerank",
+    "plan",
+    "program",
+    "debug",
+    "log",
+    "adapt",
+    "distil",
+    # cbr analyze: a question about a data file, answered in a notebook (analysis/)
+    "analyze_plan",
+    "analyze_replan",
+    "analyze_cell",
+    "analyze_debug",
+    "analyze_answer",
+)
 
 
 class PromptError(KeyError):

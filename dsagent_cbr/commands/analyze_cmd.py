@@ -1,0 +1,283 @@
+"""`cbr analyze DATA QUESTION --model M`: a question about a data file answered by a notebook that
+the model writes cell by cell, in a sandboxed kernel (dsagent_cbr/analysis/)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from dsagent_cbr.clock import process_start
+from dsagent_cbr.commands.options import (
+    budget_seconds,
+    interrupt_once,
+    json_option,
+    model_option,
+    seed_option,
+    trial_seed,
+)
+from dsagent_cbr.config import load_settings
+from dsagent_cbr.errors import CbrError
+
+if TYPE_CHECKING:  # the kernel's and the model's imports stay lazy: `cbr --help` is instant
+    from dsagent_cbr.analysis.agent import Analysis, AnalysisConfig
+    from dsagent_cbr.clock import Clock
+    from dsagent_cbr.config import Settings
+    from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
+
+NEEDS_MODEL = (
+    "Analysis needs a model: give --model (local for the bundled SmolLM2 server, gpt-4o with "
+    "OPENAI_API_KEY set, or any model of a server at CBR_BASE_URL), or set CBR_MODEL."
+)
+KERNEL_SLACK = (
+    120.0  # the kernel's own time limit: the budget and this, for starting and stopping it
+)
+WIDTH = 10
+
+
+def _duration(option: str, text: str) -> float:
+    from dsagent_cbr.clock import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise CbrError(f"{option}: {exc}.") from None
+
+
+@click.command()
+@click.argument("data")
+@click.argument("question")
+@click.option(
+    "--format",
+    "answer_format",
+    default="",
+    help='The answer\'s format, as @name[value] items: e.g. "@mean_price[value], where value is '
+    'rounded to two decimals".',
+)
+@click.option(
+    "--constraints", default="", help="How the question must be answered (methods, rules)."
+)
+@model_option
+@click.option(
+    "--budget",
+    default="5m",
+    show_default=True,
+    metavar="DURATION",
+    help="Wall-clock budget of the whole command, as 5m, 90s or 1h.",
+)
+@click.option(
+    "--cell-timeout",
+    default="60s",
+    show_default=True,
+    metavar="DURATION",
+    help="Time limit of one cell.",
+)
+@click.option(
+    "--n-debug", type=click.IntRange(min=0), default=3, show_default=True, help="Fixes per step."
+)
+@click.option(
+    "--max-steps", type=click.IntRange(min=1), default=6, show_default=True, help="Steps of a plan."
+)
+@click.option("--temperature", type=float, default=0.3, show_default=True)
+@click.option(
+    "--memory",
+    type=float,
+    default=4096.0,
+    show_default=True,
+    help="Memory limit of the kernel (MB; every process a cell starts included).",
+)
+@click.option(
+    "--disk",
+    type=float,
+    default=1024.0,
+    show_default=True,
+    help="Largest file a cell may write, and how much the kernel's workspace may grow (MB).",
+)
+@click.option(
+    "--no-sandbox",
+    is_flag=True,
+    help="Run the kernel without bubblewrap isolation (only where it is unavailable; recorded).",
+)
+@seed_option
+@click.option(
+    "--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run folders go."
+)
+@click.option("--max-cost", type=float, default=None, help="Refuse calls beyond this many dollars.")
+@click.option("--no-cache", is_flag=True, help="Do not answer from the response cache.")
+@json_option
+def analyze(data: str, question: str, **options: Any) -> None:
+    """Answer QUESTION about the data file DATA with a notebook the model writes and runs, cell by
+    cell, in a sandboxed Jupyter kernel."""
+    started = process_start()  # the budget is the command's wall clock, from the process's start
+    path, settings, policy, clock = _checked(data, question, options, started)
+    config = _config(question, options)
+    seed = trial_seed(options["seed"])
+    run_dir = _new_run_dir(settings, path)
+    interrupt_once()
+    result, usage = _run(path, config, settings, policy, clock, run_dir, seed)
+    summary = _save(run_dir, path, config, result, usage, settings, policy, seed, clock)
+    if options["as_json"]:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        _print(summary, run_dir, result.text)
+    if result.outcome.exit_code:
+        raise SystemExit(
+            result.outcome.exit_code
+        )  # errors.py: the model's (1), ours (3), budget (4)
+
+
+def _checked(
+    data: str, question: str, options: dict[str, Any], started: float
+) -> tuple[Path, Settings, SandboxPolicy, Clock]:
+    """Everything the run needs, checked before its folder is made: one sentence and exit 2 for a
+    missing file, an empty question, a bad duration, no model, a server that does not answer."""
+    from dsagent_cbr.clock import Clock
+    from dsagent_cbr.llm.models import check_reachable, settings_model
+    from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy, require_sandbox
+
+    path = Path(data).expanduser()
+    if not path.is_file():
+        raise CbrError(f"No data file at {data}.")
+    if not question.strip():
+        raise CbrError("The question is empty: give it as the second argument, in quotes.")
+    budget = budget_seconds(options["budget"])
+    settings = load_settings(
+        model=options["model"],
+        runs_dir=options["runs_dir"],
+        max_cost=options["max_cost"],
+        use_cache=False if options["no_cache"] else None,
+    )
+    if settings.model == "none":
+        raise CbrError(NEEDS_MODEL)
+    check_reachable(settings_model(settings))
+    policy = SandboxPolicy(
+        timeout=budget + KERNEL_SLACK,
+        memory_mb=options["memory"],
+        disk_mb=options["disk"],
+        isolate=not options["no_sandbox"],
+    )
+    require_sandbox(policy.isolate)
+    return path, settings, policy, Clock(budget, started)
+
+
+def _config(question: str, options: dict[str, Any]) -> AnalysisConfig:
+    from dsagent_cbr.analysis.agent import AnalysisConfig
+
+    return AnalysisConfig(
+        question=question.strip(),
+        answer_format=options["answer_format"].strip(),
+        constraints=options["constraints"].strip(),
+        n_debug=options["n_debug"],
+        cell_timeout=_duration("--cell-timeout", options["cell_timeout"]),
+        max_steps=options["max_steps"],
+        temperature=options["temperature"],
+    )
+
+
+def _new_run_dir(settings: Settings, path: Path) -> Path:
+    """runs_dir/analyze/<the data's name>/<run-id>/ (not in the index of runs: `cbr runs` reads
+    develop's and deploy's records)."""
+    from dsagent_cbr.agent.rundir import new_run_dir
+
+    name = re.sub(r"[^\w.-]+", "-", path.stem).strip("-.")[:60] or "data"
+    return new_run_dir(settings.runs_dir / "analyze", name)
+
+
+def _run(
+    path: Path,
+    config: AnalysisConfig,
+    settings: Settings,
+    policy: SandboxPolicy,
+    clock: Clock,
+    run_dir: Path,
+    seed: int,
+) -> tuple[Analysis, dict[str, Any]]:
+    """The analysis with its model and kernel; a failure of ours before it begins (the local server,
+    the kernel not starting) or an interrupt then still leave a run that says so."""
+    from dsagent_cbr.analysis import SandboxedKernel, write_notebook
+    from dsagent_cbr.analysis.agent import NOTEBOOK, Analysis, analyze
+    from dsagent_cbr.errors import InfrastructureError, outcome_of
+    from dsagent_cbr.llm import open_llm
+
+    def say(line: str) -> None:
+        left = clock.left()
+        click.echo(f"[{left:4.0f} s left] {line}", err=True)
+
+    usage: dict[str, Any] = {"tokens": 0, "cost_usd": 0.0, "calls": 0}
+    client = None
+    try:
+        with contextlib.ExitStack() as stack:
+            client = stack.enter_context(open_llm(settings, run_dir=run_dir, seed=seed))
+            say(f"starting the kernel in the sandbox with {path.name}")
+            kernel = stack.enter_context(SandboxedKernel([path], policy=policy))
+            result = analyze(config, kernel, client, run_dir, clock, say)
+    except (InfrastructureError, KeyboardInterrupt) as exc:
+        outcome = outcome_of(exc)
+        assert outcome is not None
+        result = Analysis(outcome=outcome, stopped=str(outcome), error=str(exc) or None)
+        write_notebook([], run_dir / NOTEBOOK)
+    if client is not None:
+        usage = dict(client.usage())
+    return result, usage
+
+
+def _save(
+    run_dir: Path,
+    path: Path,
+    config: AnalysisConfig,
+    result: Analysis,
+    usage: dict[str, Any],
+    settings: Settings,
+    policy: SandboxPolicy,
+    seed: int,
+    clock: Clock,
+) -> dict[str, Any]:
+    from dsagent_cbr.analysis.summary import save_run, summary_of
+
+    facts = {
+        "data": str(path.resolve()),
+        "model": settings.model,
+        "seed": seed,
+        "budget_s": clock.budget,
+        "seconds": round(clock.now(), 1),
+        "tokens": usage.get("tokens", 0),
+        "cost_usd": usage.get("cost_usd", 0.0),
+        "calls": usage.get("calls", 0),
+        "sandbox": policy.describe(),
+        "run_dir": str(run_dir),
+    }
+    summary = summary_of(config, result, facts)
+    save_run(run_dir, summary, result)
+    return summary
+
+
+def _print(summary: dict[str, Any], run_dir: Path, text: str) -> None:
+    """What the run did, then its answer, then where its notebook and folder are (the last lines)."""
+    from dsagent_cbr.analysis.agent import NOTEBOOK
+    from dsagent_cbr.analysis.answer import say_answers
+    from dsagent_cbr.clock import say_duration
+
+    if summary["error"]:
+        click.echo(f"Error: {summary['error']}", err=True)
+    took = say_duration(summary["seconds"], exact=False)
+    cells = f"{summary['cells_run']} cells run, {summary['cells_failed']} failed"
+    cost = f"{summary['tokens']} tokens, ${summary['cost_usd']:.4f}"
+    rows = [
+        ("outcome", f"{summary['outcome']} ({summary['stopped']})"),
+        ("work", f"{cells}; {summary['calls']} calls, {cost}; {took}"),
+        ("answer", say_answers(summary["answers"]) or _short(text) or "none"),
+        ("notebook", str(run_dir / NOTEBOOK)),
+        ("run", str(run_dir)),
+    ]
+    for label, value in rows:
+        click.echo(f"{label + ':':<{WIDTH}}{value}")
+
+
+def _short(text: str) -> str:
+    """A free answer (no format was given) on its line: its text, up to 400 characters."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= 400 else flat[:400] + " ... (answer.md has it all)"

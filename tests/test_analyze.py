@@ -1,0 +1,477 @@
+"""`cbr analyze`: a question about a data file answered in a notebook the model writes cell by cell.
+
+The first tests take milliseconds: the answer's items, the plan's steps, the notebook as prompts show
+it, the prompts, and the agent's loop with a fake model (support/fakes.py) and a fake kernel. The slow
+ones run the real command: the real kernel in the real sandbox, and the scripted OpenAI-compatible
+server (support/scripted_llm.py) standing in for a model, on a real DABench table."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nbformat
+import pytest
+from conftest import SHARED_REFERENCE
+from support.fakes import FakeModel
+from support.scripted_llm import DROP, ScriptedLLM
+
+from dsagent_cbr.analysis import CellResult
+from dsagent_cbr.analysis.agent import NOTEBOOK, Analysis, AnalysisConfig, analyze
+from dsagent_cbr.analysis.answer import (
+    answers_of,
+    find_items,
+    merged,
+    missing_names,
+    placeholders,
+)
+from dsagent_cbr.analysis.steps import (
+    describe_code,
+    frame_names,
+    notebook_text,
+    parse_steps,
+    say_plan,
+)
+from dsagent_cbr.analysis.summary import save_run, summary_of
+from dsagent_cbr.clock import Clock
+from dsagent_cbr.errors import InfrastructureError, Outcome
+from dsagent_cbr.llm.parsing import ParseError
+from dsagent_cbr.llm.prompts import PromptError, render, variables
+from dsagent_cbr.sandbox.bubblewrap import bwrap_problem
+
+REPO = Path(__file__).resolve().parents[1]
+DABENCH = SHARED_REFERENCE / "dabench"
+FORMAT = ('@mean_close_price[mean_value], where "mean_value" is a float number rounded to two '
+          "decimal places.")
+needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"no sandbox: {bwrap_problem()}")
+
+
+# ---- the answer ----
+
+
+def test_items_are_read_with_their_names_and_values():
+    text = "The mean is shown.\n@mean_close_price[570.68] and @count[ 12 ]"
+    assert find_items(text) == [("mean_close_price", "570.68"), ("count", "12")]
+    assert placeholders(FORMAT) == {"mean_close_price": "mean_value"}
+    assert find_items("no items here, @broken[ never closed\n@ok[1]") == [("ok", "1")]
+
+
+def test_nested_brackets_stay_whole_and_unbalanced_ones_end_at_the_first_close():
+    assert find_items("@pairs[[1, 2], [3, 4]] @list[['a', 'b']]") == [
+        ("pairs", "[1, 2], [3, 4]"), ("list", "['a', 'b']")]
+    # DABench's own reading, `@(\w+)\[(.*?)\]`, where the brackets do not balance on the line
+    assert find_items("@odd[a[b] and more\n") == [("odd", "a[b")]
+
+
+def test_the_last_value_of_a_name_counts_and_the_placeholder_is_no_value():
+    text = "Format: @mean_close_price[mean_value]\nFirst @mean_close_price[570.7], no: @mean_close_price[570.68]"
+    assert answers_of(text, FORMAT) == [("mean_close_price", "570.68")]
+    assert answers_of("@mean_close_price[mean_value]", FORMAT) == []
+    fmt = "@a[x] and @b[y]"
+    got = answers_of("@extra[1] @b[2]", fmt)
+    assert got == [("b", "2"), ("extra", "1")] and missing_names(got, fmt) == ["a"]
+    assert merged([("a", "1"), ("b", "2")], [("b", "3"), ("c", "4")]) == [("a", "1"), ("b", "3"), ("c", "4")]
+    assert missing_names([], "") == []
+
+
+def test_answer_files_hold_the_items_and_the_text(tmp_path):
+    result = Analysis(answers=[("m", "1.5")], text="It is 1.5.\n@m[1.5]")
+    summary = summary_of(AnalysisConfig("q?", answer_format="@m[v]"), result, {"seconds": 1.0})
+    save_run(tmp_path, summary, result)
+    assert json.loads((tmp_path / "answer.json").read_text()) == {"answers": [["m", "1.5"]],
+                                                                  "text": "It is 1.5.\n@m[1.5]"}
+    assert (tmp_path / "answer.md").read_text() == "It is 1.5.\n@m[1.5]\n"
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    assert saved["outcome"] == "ok" and saved["exit_code"] == 0 and saved["format"] == "@m[v]"
+    save_run(tmp_path, summary_of(AnalysisConfig("q?"), Analysis(outcome=Outcome.BUDGET), {}), Analysis())
+    assert json.loads((tmp_path / "answer.json").read_text()) == {"answers": [], "text": ""}
+
+
+# ---- the plan, the first cell, the notebook in a prompt ----
+
+
+def test_plans_are_read_in_their_usual_shapes():
+    assert parse_steps("Plan:\n1. Load the data.\n2) Compute the mean\n   of Close Price.\n3: Print it.") == [
+        "Load the data.", "Compute the mean of Close Price.", "Print it."]
+    assert parse_steps("**Step 1:** group by city\nStep 2. sum sales") == ["group by city", "sum sales"]
+    assert parse_steps("- filter rows\n- count them") == ["filter rows", "count them"]
+    with pytest.raises(ParseError, match="no numbered steps"):
+        parse_steps("I would look at the data first.")
+    assert say_plan(["a", "b"], done=1) == "1. a (done)\n2. b"
+
+
+def test_the_first_cell_loads_and_describes_the_data(tmp_path, monkeypatch, capsys):
+    (tmp_path / "sales.csv").write_text("city,sales\nLyon,3\nNantes,\n")
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(describe_code(["sales.csv"]), scope)
+    out = capsys.readouterr().out
+    assert scope["df"].shape == (2, 2) and "shape (2, 2)" in out and "sales" in out
+    assert "missing values per column" in out and out.rstrip().endswith("1")  # the one missing sale
+    assert frame_names(["a.csv", "b.json"]) == ["df_1", "df_2"]
+    assert "pd.read_json('b.json')" in describe_code(["a.csv", "b.json"])
+    assert "open('notes.bin').read(2000)" in describe_code(["notes.bin"])
+
+
+def test_the_notebook_in_a_prompt_keeps_the_first_cell_and_the_latest_outputs():
+    cells = [CellResult("describe()", ok=True, stdout="columns " * 100)]
+    cells += [CellResult(f"step_{n}()", ok=True, stdout=f"out-{n} " + "x" * 1000) for n in range(20)]
+    text = notebook_text(cells, total=5000)
+    assert "columns" in text and "out-19" in text and "out-0 " not in text
+    assert all(f"step_{n}()" in text for n in range(20))  # every cell's code stays
+    assert "[output left out" in text
+    failed = CellResult("1/0", ok=False, error="ZeroDivisionError: division by zero")
+    assert "ZeroDivisionError" in notebook_text([failed])
+    assert notebook_text([]) == "(no cells yet)"
+
+
+# ---- the prompts ----
+
+
+ANALYZE_ROLES = ["analyze_plan", "analyze_replan", "analyze_cell", "analyze_debug", "analyze_answer"]
+
+
+@pytest.mark.parametrize("role", ANALYZE_ROLES)
+def test_each_analyze_prompt_renders_and_refuses_a_missing_variable(role):
+    values = {name: f"<{name}>" for name in variables(role)}
+    text = render(role, **values)
+    assert "<question>" in text and "{{" not in text
+    first = sorted(values)[0]
+    with pytest.raises(PromptError, match=first):
+        render(role, **{k: v for k, v in values.items() if k != first})
+
+
+def test_optional_parts_show_only_when_given():
+    plan = {name: "" for name in variables("analyze_plan")} | {"question": "q", "max_steps": 4}
+    assert "Past analyses" not in render("analyze_plan", **plan)
+    assert "Past analyses of other data" in render("analyze_plan", **plan | {"examples": "case 1"})
+    answer = {name: "" for name in variables("analyze_answer")} | {"answer_format": "@m[v]"}
+    assert "@name[value]" in render("analyze_answer", **answer)
+    again = render("analyze_answer", **answer | {"missing": "m", "previous": "It is 3."})
+    assert "lacks the item(s) m" in again and "It is 3." in again
+    assert "@name[value]" not in render("analyze_answer", **answer | {"answer_format": ""})
+    cell = render("analyze_cell", **{name: "x" for name in variables("analyze_cell")})
+    assert cell.count("```python") == 1 and "pandas, numpy" in cell and "no\nnetwork" in cell
+
+
+# ---- the loop, with a fake model and a fake kernel ----
+
+
+@dataclass
+class FakeKernel:
+    """Runs nothing: a cell holding a key of `errors` fails with its error; the others print `out`.
+    `clock` (when given) advances `seconds` per cell, as a budget sees it."""
+
+    errors: dict[str, str] = field(default_factory=dict)
+    clock: FakeClock | None = None
+    seconds: float = 0.0
+    data_names: list[str] = field(default_factory=lambda: ["sales.csv"])
+    runs: list[str] = field(default_factory=list)
+    timeouts: list[float] = field(default_factory=list)
+    restarts: int = 0
+
+    def run_cell(self, code: str, timeout: float = 60.0) -> CellResult:
+        self.runs.append(code)
+        self.timeouts.append(timeout)
+        if self.clock is not None:
+            self.clock.spent += self.seconds
+        error = next((e for key, e in self.errors.items() if key in code), None)
+        if error == "die":
+            return CellResult(code, ok=False, error="the kernel died", kernel_died=True)
+        if error:
+            return CellResult(code, ok=False, error=error)
+        return CellResult(code, ok=True, stdout=f"out of {code.splitlines()[0]}\n")
+
+    def restart(self) -> None:
+        self.restarts += 1
+
+
+class FakeClock(Clock):
+    def __init__(self, budget: float) -> None:
+        super().__init__(budget)
+        self.spent = 0.0
+
+    def now(self) -> float:
+        return self.spent
+
+
+def cell(code: str) -> str:
+    return f"Here it is.\n```python\n{code}\n```"
+
+
+def run(tmp_path, replies, kernel=None, clock=None, **config) -> tuple[Analysis, FakeModel, FakeKernel]:
+    model = FakeModel(replies)
+    kernel = kernel or FakeKernel()
+    config = AnalysisConfig("What is the mean of sales?", answer_format="@mean_sales[value]", **config)
+    lines: list[str] = []
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    result = analyze(config, kernel, model, tmp_path, clock, lines.append)
+    result.lines = lines  # type: ignore[attr-defined]
+    return result, model, kernel
+
+
+def test_a_failing_cell_fixed_by_debug_leaves_only_the_fix_in_the_notebook(tmp_path):
+    result, model, kernel = run(tmp_path, {
+        "analyze_plan": ["1. Compute the mean of sales.\n2. Print it."],
+        "analyze_cell": [cell("mean = df['Sales'].mean()  # wrong"), cell("print(mean)")],
+        "analyze_debug": [cell("mean = df['sales'].mean()")],
+        "analyze_answer": ["The mean is 4.\n@mean_sales[4.00]"],
+    }, FakeKernel(errors={"wrong": "KeyError: 'Sales'"}))
+    assert result.outcome == Outcome.OK and result.answers == [("mean_sales", "4.00")]
+    assert model.roles == ["analyze_plan", "analyze_cell", "analyze_debug", "analyze_cell", "analyze_answer"]
+    assert "KeyError: 'Sales'" in model.prompts[2] and "# wrong" in model.prompts[2]
+    assert result.cells_run == 4 and result.cells_failed == 1
+    assert [s["attempts"] for s in result.steps] == [2, 1]
+    notebook = nbformat.read(tmp_path / NOTEBOOK, as_version=4)
+    assert [c.source for c in notebook.cells] == [kernel.runs[0], "mean = df['sales'].mean()", "print(mean)"]
+    journal = [json.loads(line) for line in (tmp_path / "journal.jsonl").read_text().splitlines()]
+    failed = [r for r in journal if r["role"] == "cell" and not r["output"]["ok"]]
+    assert len(failed) == 1 and failed[0]["output"]["error"] == "KeyError: 'Sales'"
+    assert any("step 1/2: the cell failed (KeyError: 'Sales'); fix 1" in line for line in result.lines)
+
+
+def test_a_step_failing_every_attempt_has_the_rest_of_the_plan_written_again(tmp_path):
+    bad = cell("fit_model()  # impossible")
+    result, model, _ = run(tmp_path, {
+        "analyze_plan": ["1. Fit a model.\n2. Print its score."],
+        "analyze_cell": [bad, cell("print(df['sales'].mean())"), bad],
+        "analyze_debug": [bad, bad, bad, bad],
+        "analyze_replan": ["1. Compute the mean instead."],
+        "analyze_answer": ["@mean_sales[4.0]"],
+    }, FakeKernel(errors={"impossible": "ValueError: cannot fit"}), n_debug=2, replans=1)
+    assert model.roles[:5] == ["analyze_plan", "analyze_cell", "analyze_debug", "analyze_debug",
+                               "analyze_replan"]
+    assert "Step 1 kept failing" in model.prompts[4] and "ValueError: cannot fit" in model.prompts[4]
+    assert result.plan == ["Compute the mean instead."] and result.outcome == Outcome.OK
+    assert [(s["ok"], s.get("replanned", False)) for s in result.steps] == [(False, True), (True, False)]
+
+    # a second step that cannot be done, once the re-plan is spent, is left undone
+    again, model, _ = run(tmp_path / "again", {
+        "analyze_plan": ["1. Fit a model.\n2. Fit another."],
+        "analyze_cell": [bad, bad],
+        "analyze_debug": [],
+        "analyze_answer": ["@mean_sales[unknown]"],
+    }, FakeKernel(errors={"impossible": "ValueError: cannot fit"}), n_debug=0, replans=0)
+    assert [s["ok"] for s in again.steps] == [False, False] and again.outcome == Outcome.OK
+
+
+def test_a_reply_without_code_is_a_failed_attempt(tmp_path):
+    result, model, _ = run(tmp_path, {
+        "analyze_plan": ["1. Compute the mean."],
+        "analyze_cell": ["I would compute the mean."],
+        "analyze_debug": [cell("print(4)")],
+        "analyze_answer": ["@mean_sales[4]"],
+    })
+    assert "(no code)" in model.prompts[2] and "no ```python block" in model.prompts[2]
+    assert result.outcome == Outcome.OK and result.cells_run == 2
+
+
+def test_a_plan_that_cannot_be_read_becomes_one_step(tmp_path):
+    result, _, _ = run(tmp_path, {
+        "analyze_plan": ["Let me think about it."],
+        "analyze_cell": [cell("print(4)")],
+        "analyze_answer": ["@mean_sales[4]"],
+    })
+    assert len(result.plan) == 1 and result.outcome == Outcome.OK
+
+
+def test_when_the_budget_runs_out_the_answer_comes_from_the_cells_so_far(tmp_path):
+    clock = FakeClock(100.0)  # 20 s kept for the answer; each cell costs 30 s
+    result, model, kernel = run(tmp_path, {
+        "analyze_plan": ["1. a\n2. b\n3. c\n4. d"],
+        "analyze_cell": [cell("print('a')"), cell("print('b')")],
+        "analyze_answer": ["@mean_sales[4]"],
+    }, FakeKernel(clock=clock, seconds=30.0), clock=clock)
+    assert model.roles == ["analyze_plan", "analyze_cell", "analyze_cell", "analyze_answer"]
+    assert "cut short" in model.prompts[-1] and result.outcome == Outcome.OK
+    assert "time budget ended" in result.stopped and len(result.kept) == 3
+    assert kernel.timeouts[0] == 60.0 and kernel.timeouts[2] == pytest.approx(20.0)
+    assert model.timeouts[-1] == pytest.approx(10.0)  # the answer may use the reserve too
+
+
+def test_no_time_left_for_an_answer_ends_with_the_budget_outcome(tmp_path):
+    clock = FakeClock(100.0)
+    result, model, _ = run(tmp_path, {
+        "analyze_plan": ["1. a"],
+        "analyze_cell": [cell("print('a')")],
+    }, FakeKernel(clock=clock, seconds=49.0), clock=clock)
+    assert model.roles == ["analyze_plan", "analyze_cell"]
+    assert result.outcome == Outcome.BUDGET and result.answers == [] and "before an answer" in result.stopped
+    assert (tmp_path / NOTEBOOK).is_file()
+
+
+def test_an_answer_lacking_a_name_is_asked_for_once_more(tmp_path):
+    replies = {"analyze_plan": ["1. a"], "analyze_cell": [cell("print(4)")],
+               "analyze_answer": ["The mean is 4.", "@mean_sales[4.00]"]}
+    result, model, _ = run(tmp_path, replies)
+    assert "lacks the item(s) mean_sales" in model.prompts[-1] and "The mean is 4." in model.prompts[-1]
+    assert result.outcome == Outcome.OK and result.answers == [("mean_sales", "4.00")]
+    replies = {"analyze_plan": ["1. a"], "analyze_cell": [cell("print(4)")],
+               "analyze_answer": ["The mean is 4.", "Still 4."]}
+    failed, _, _ = run(tmp_path / "b", replies)
+    assert failed.outcome == Outcome.AGENT_FAILURE and failed.missing == ["mean_sales"]
+    assert failed.text == "Still 4." and failed.outcome.exit_code == 1
+
+
+def test_a_dead_model_server_is_ours_and_the_notebook_is_still_written(tmp_path):
+    dead = InfrastructureError("Cannot reach the model server at http://x (is it running?).")
+    result, _, _ = run(tmp_path, {"analyze_plan": ["1. a\n2. b"], "analyze_cell": [cell("print(1)"), dead]})
+    assert result.outcome == Outcome.INFRASTRUCTURE and result.outcome.exit_code == 3
+    assert "Cannot reach" in result.error and len(result.kept) == 2
+    assert len(nbformat.read(tmp_path / NOTEBOOK, as_version=4).cells) == 2
+
+
+def test_a_cell_that_kills_the_kernel_has_the_kept_cells_run_again(tmp_path):
+    kernel = FakeKernel(errors={"hog": "die"})
+    result, _, _ = run(tmp_path, {
+        "analyze_plan": ["1. a\n2. b"],
+        "analyze_cell": [cell("x = 1"), cell("hog()")],
+        "analyze_debug": [cell("y = 2")],
+        "analyze_answer": ["@mean_sales[1]"],
+    }, kernel)
+    assert kernel.restarts == 1 and result.outcome == Outcome.OK
+    assert kernel.runs[3:5] == [kernel.runs[0], "x = 1"]  # the kept cells, again
+    assert [c.code for c in result.kept][1:] == ["x = 1", "y = 2"]
+
+
+def test_prompts_see_the_question_format_and_data_and_examples_only_the_plan(tmp_path):
+    _, model, _ = run(tmp_path, {
+        "analyze_plan": ["1. a"], "analyze_cell": [cell("print(4)")], "analyze_answer": ["@mean_sales[4]"],
+    }, examples="A past analysis: the median of prices.")
+    assert all("What is the mean of sales?" in p and "sales.csv" in p for p in model.prompts[:2])
+    assert "median of prices" in model.prompts[0] and "median of prices" not in model.prompts[1]
+    assert "out of import pandas as pd" in model.prompts[0]  # the first cell's output
+
+
+# ---- the real command: the real kernel in the sandbox, a scripted model ----
+
+
+def cbr(args: list[str], env: dict[str, str], cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "analyze", *args], env=env, cwd=cwd,
+                          capture_output=True, text=True, timeout=600)
+
+
+def environment(tmp_path: Path, url: str = "http://127.0.0.1:9/v1") -> dict[str, str]:
+    return {**os.environ, "CBR_HOME": str(tmp_path / "home"), "CBR_BASE_URL": url, "CBR_API_KEY": "test",
+            "PYTHONPATH": str(REPO)}
+
+
+def dabench(question_id: int) -> tuple[dict, dict]:
+    def by_id(name: str) -> dict:
+        rows = (json.loads(line) for line in (DABENCH / name).read_text().splitlines() if line.strip())
+        return next(row for row in rows if row["id"] == question_id)
+
+    return by_id("questions.jsonl"), by_id("labels.jsonl")
+
+
+MEAN_CELL = ("mean_close = df['Close Price'].mean()\n"
+             "print('mean close price:', mean_close)\nprint('rounded:', round(mean_close, 2))")
+
+
+def analyze_godrej(tmp_path, replies) -> tuple[subprocess.CompletedProcess, Path, ScriptedLLM]:
+    question, _ = dabench(9)
+    with ScriptedLLM(replies) as server:
+        proc = cbr([str(DABENCH / "tables" / question["file_name"]), question["question"], "--format",
+                    question["format"], "--constraints", question["constraints"], "--model", "scripted",
+                    "--runs-dir", str(tmp_path / "runs"), "--budget", "3m"], environment(tmp_path, server.url))
+    found = list((tmp_path / "runs" / "analyze" / "GODREJIND").glob("*"))
+    return proc, (found[0] if found else tmp_path / "none"), server
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_the_command_answers_a_dabench_question_and_its_notebook_runs_again(tmp_path):
+    from nbclient import NotebookClient
+
+    question, label = dabench(9)
+    proc, run_dir, server = analyze_godrej(tmp_path, [
+        "1. Compute the mean of the \"Close Price\" column and print it.",
+        f"```python\n{MEAN_CELL}\n```",
+        "The notebook computed the column's mean.\n@mean_close_price[570.68]",
+    ])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert lines[-3:] == ["answer:   @mean_close_price[570.68]", f"notebook: {run_dir / NOTEBOOK}",
+                          f"run:      {run_dir}"]
+    assert "Traceback" not in proc.stderr and "step 1/1: ok (mean close price: 570.68" in proc.stderr
+    answer = json.loads((run_dir / "answer.json").read_text())
+    assert answer["answers"] == label["common_answers"] == [["mean_close_price", "570.68"]]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["outcome"] == "ok" and summary["exit_code"] == 0 and summary["cells_run"] == 2
+    assert summary["tokens"] > 0 and summary["question"] == question["question"]
+    assert {"journal.jsonl", "ledger.jsonl", "answer.md"} <= {p.name for p in run_dir.iterdir()}
+    # no label reaches a prompt: the only answer the model sees is the one it wrote
+    prompts = [m["content"] for r in server.requests for m in r["messages"]]
+    assert "570.68" not in prompts[0] and question["constraints"] in prompts[0]
+    # the notebook runs again, top to bottom, with the data beside it
+    replay = tmp_path / "replay"
+    replay.mkdir()
+    shutil.copy(DABENCH / "tables" / "GODREJIND.csv", replay)
+    notebook = nbformat.read(run_dir / NOTEBOOK, as_version=4)
+    NotebookClient(notebook, timeout=60, resources={"metadata": {"path": str(replay)}}).execute()
+    assert notebook.cells[-1].outputs[0].text.splitlines()[-1] == "rounded: 570.68"
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_failing_cell_and_its_fix_in_the_real_kernel(tmp_path):
+    proc, run_dir, _ = analyze_godrej(tmp_path, [
+        "1. Compute the mean of the \"Close Price\" column.",
+        "```python\nmean_close = df['Close'].mean()\nprint(mean_close)\n```",
+        f"The column is named 'Close Price'.\n```python\n{MEAN_CELL}\n```",
+        "@mean_close_price[570.68]",
+    ])
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "step 1/1: the cell failed (KeyError: 'Close'); fix 1" in proc.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert (summary["cells_run"], summary["cells_failed"], summary["steps"][0]["attempts"]) == (3, 1, 2)
+    sources = [c.source for c in nbformat.read(run_dir / NOTEBOOK, as_version=4).cells]
+    assert len(sources) == 2 and sources[1] == MEAN_CELL and "df['Close']" not in "".join(sources)
+    journal = [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines()]
+    failed = [r["output"] for r in journal if r["role"] == "cell" and not r["output"]["ok"]]
+    assert len(failed) == 1 and "KeyError: 'Close'" in failed[0]["error"]
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_model_server_that_dies_is_ours(tmp_path):
+    question, _ = dabench(9)
+    with ScriptedLLM(lambda messages: DROP) as server:
+        env = {**environment(tmp_path, server.url), "CBR_MAX_RETRIES": "0"}
+        proc = cbr([str(DABENCH / "tables" / "GODREJIND.csv"), question["question"], "--model", "scripted",
+                    "--runs-dir", str(tmp_path / "runs")], env)
+    assert proc.returncode == 3 and "Cannot reach the model server" in proc.stderr, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    run_dir = next((tmp_path / "runs" / "analyze" / "GODREJIND").iterdir())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["outcome"] == "infrastructure" and summary["answers"] == []
+    assert (run_dir / NOTEBOOK).is_file()
+
+
+@pytest.mark.integration
+def test_without_a_model_the_command_says_how_to_give_one(tmp_path):
+    env = {**os.environ, "CBR_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
+    env.pop("CBR_MODEL", None)
+    for extra in ([], ["--model", "none"]):
+        proc = cbr([str(DABENCH / "tables" / "GODREJIND.csv"), "What is the mean?", *extra,
+                    "--runs-dir", str(tmp_path / "runs")], env, cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stderr.startswith("Error: Analysis needs a model"), proc.stderr
+        assert "--model" in proc.stderr and "local" in proc.stderr and len(proc.stderr.splitlines()) == 1
+    assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.integration
+def test_bad_input_is_one_sentence_and_no_run_folder(tmp_path):
+    env = environment(tmp_path)
+    missing = cbr([str(tmp_path / "absent.csv"), "What is the mean?", "--model", "scripted",
+                   "--runs-dir", str(tmp_path / "runs")], env)
+    assert missing.returncode == 2 and missing.stderr == f"Error: No data file at {tmp_path / 'absent.csv'}.\n"
+    empty = cbr([str(DABENCH / "tables" / "GODREJIND.csv"), "  ", "--model", "scripted",
+                 "--runs-dir", str(tmp_path / "runs")], env)
+    assert empty.returncode == 2 and "The question is empty" in empty.stderr
+    assert not (tmp_path / "runs").exists()
