@@ -269,6 +269,15 @@ def test_a_reply_without_code_is_a_failed_attempt(tmp_path):
     })
     assert "(no code)" in model.prompts[2] and "no ```python block" in model.prompts[2]
     assert result.outcome == Outcome.OK and result.cells_run == 2
+    # a fix without code leaves the failing cell, its code and its error, to the next fix
+    _, model, _ = run(tmp_path / "b", {
+        "analyze_plan": ["1. Compute the mean."],
+        "analyze_cell": [cell("mean = df['Sales'].mean()")],
+        "analyze_debug": ["It is the column's name.", cell("print(4)")],
+        "analyze_answer": ["@mean_sales[4]"],
+    }, FakeKernel(errors={"Sales": "KeyError: 'Sales'"}))
+    assert "df['Sales']" in model.prompts[3] and "no ```python block" in model.prompts[3]
+    assert "KeyError: 'Sales'" in model.prompts[3]
 
 
 def test_a_plan_that_cannot_be_read_becomes_one_step(tmp_path):
@@ -475,3 +484,24 @@ def test_bad_input_is_one_sentence_and_no_run_folder(tmp_path):
                  "--runs-dir", str(tmp_path / "runs")], env)
     assert empty.returncode == 2 and "The question is empty" in empty.stderr
     assert not (tmp_path / "runs").exists()
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_the_real_local_model_runs_to_a_clean_end(tmp_path):
+    """SmolLM2-135M rarely writes a cell that runs: only the run's end is checked, never its answer.
+    It ends as the model's failure or success, or with the budget when its answer takes too long."""
+    from support.local_model import LOCAL_BOUNDS
+
+    question, _ = dabench(9)
+    env = {**environment(tmp_path), **LOCAL_BOUNDS}
+    env.pop("CBR_BASE_URL")
+    proc = cbr([str(DABENCH / "tables" / "GODREJIND.csv"), question["question"], "--format", question["format"],
+                "--model", "local", "--budget", "2m", "--runs-dir", str(tmp_path / "runs")], env)
+    assert proc.returncode in (0, 1, 4), proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    run_dir = next((tmp_path / "runs" / "analyze" / "GODREJIND").iterdir())
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["exit_code"] == proc.returncode and summary["calls"] >= 2
+    assert nbformat.read(run_dir / NOTEBOOK, as_version=4).cells  # at least the data's description
+    assert proc.stdout.strip().splitlines()[-1] == f"run:      {run_dir}"

@@ -43,6 +43,7 @@ from dsagent_cbr.llm.prompts import render
 NOTEBOOK = "analysis.ipynb"
 MIN_CALL_SECONDS = 3.0  # less than this left for a step's call or cell: the steps end
 MIN_ANSWER_SECONDS = 5.0  # less than this left: no answer is asked for
+NO_CODE = "The reply held no ```python block."
 ERROR_CHARS = 4000  # of a failed cell's output and traceback, in a prompt (its head and its tail)
 REPLY_TOKENS = {
     "analyze_plan": 400,
@@ -266,13 +267,21 @@ class _Run:
             error=capped(printed(failed), ERROR_CHARS),
             cell_timeout=f"{self.config.cell_timeout:g}",
         )
-        return self._try_code("analyze_debug", prompt, attempt)
+        return self._try_code("analyze_debug", prompt, attempt, failed)
 
-    def _try_code(self, role: str, prompt: str, attempt: int) -> CellResult:
-        """The reply's cell, run; a reply with no code is a failed attempt of its own."""
+    def _try_code(
+        self, role: str, prompt: str, attempt: int, failed: CellResult | None = None
+    ) -> CellResult:
+        """The reply's cell, run. A reply with no code is a failed attempt of its own, which leaves
+        the cell that `failed` before it to be fixed (the next fix still sees its code and error)."""
         code = self._ask(role, prompt, attempt=attempt, validate=lambda r: extract_code(r, role))
         if code is None:
-            return CellResult(code="", ok=False, error="The reply held no ```python block.")
+            before = f"\nThe cell before it failed with:\n{failed.error}" if failed else ""
+            return CellResult(
+                code=failed.code if failed else "",
+                ok=False,
+                error=f"{NO_CODE}{before}",
+            )
         return self._run_cell(code.rstrip(), "cell", attempt)
 
     def _replan(self, number: int, failed: CellResult) -> list[str]:
