@@ -39,7 +39,7 @@ from dsagent_cbr.analysis.steps import (
 )
 from dsagent_cbr.analysis.summary import save_run, summary_of
 from dsagent_cbr.clock import Clock
-from dsagent_cbr.errors import InfrastructureError, Outcome
+from dsagent_cbr.errors import BudgetExceeded, InfrastructureError, Outcome
 from dsagent_cbr.llm.parsing import ParseError
 from dsagent_cbr.llm.prompts import PromptError, render, variables
 from dsagent_cbr.sandbox.bubblewrap import bwrap_problem
@@ -333,6 +333,12 @@ def test_a_dead_model_server_is_ours_and_the_notebook_is_still_written(tmp_path)
     assert result.outcome == Outcome.INFRASTRUCTURE and result.outcome.exit_code == 3
     assert "Cannot reach" in result.error and len(result.kept) == 2
     assert len(nbformat.read(tmp_path / NOTEBOOK, as_version=4).cells) == 2
+    spent = BudgetExceeded("The run's cost budget of $0.0100 is spent.")
+    result, _, _ = run(tmp_path / "b", {"analyze_plan": ["1. a"], "analyze_cell": [cell("print(1)")],
+                                        "analyze_answer": [spent]})
+    assert result.outcome == Outcome.BUDGET and result.outcome.exit_code == 4 and result.answers == []
+    stopped, _, _ = run(tmp_path / "c", {"analyze_plan": [KeyboardInterrupt()]})
+    assert stopped.outcome == Outcome.INTERRUPTED and len(stopped.kept) == 1
 
 
 def test_a_cell_that_kills_the_kernel_has_the_kept_cells_run_again(tmp_path):

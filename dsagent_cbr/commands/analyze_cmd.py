@@ -218,7 +218,10 @@ def _run(
     except (InfrastructureError, KeyboardInterrupt) as exc:
         outcome = outcome_of(exc)
         assert outcome is not None
-        result = Analysis(outcome=outcome, stopped=str(outcome), error=str(exc) or None)
+        stopped = (
+            "interrupted" if isinstance(exc, KeyboardInterrupt) else f"a failure of ours: {exc}"
+        )
+        result = Analysis(outcome=outcome, stopped=stopped, error=str(exc) or None)
         write_notebook([], run_dir / NOTEBOOK)
     if client is not None:
         usage = dict(client.usage())
