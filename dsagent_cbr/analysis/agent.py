@@ -217,7 +217,7 @@ class _Run:
         if not steps:
             steps = ["Compute what the question asks and print every value the answer needs."]
         steps = steps[: self.config.max_steps]
-        self.say(f"plan: {len(steps)} step(s)")
+        self.say(f"plan: {_listed(steps)}")
         return steps
 
     def _step(self, done: int) -> int:
@@ -240,7 +240,7 @@ class _Run:
         if self.config.replans > sum(1 for s in self.result.steps if s.get("replanned")):
             self.result.steps[-1]["replanned"] = True
             self.result.plan = plan[:done] + self._replan(number, cell)
-            self.say(f"re-plan: {len(self.result.plan) - done} step(s) left")
+            self.say(f"re-plan: {_listed(self.result.plan[done:], done)}")
             return done
         return number
 
@@ -428,6 +428,11 @@ class _Run:
         )
         attempt = 1 if missing else 0
         return str(self._ask("analyze_answer", prompt, attempt=attempt, reserve=False) or "")
+
+
+def _listed(steps: list[str], before: int = 0) -> str:
+    """Steps in a progress line: each numbered and cut to its first 80 characters."""
+    return " ".join(f"{n}. {step[:80]}" for n, step in enumerate(steps, start=before + 1))
 
 
 def _first_line(cell: CellResult, show: Callable[[CellResult], str] | None = None) -> str:
