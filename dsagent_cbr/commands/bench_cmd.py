@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from dsagent_cbr.commands.bench_dabench import dabench
 from dsagent_cbr.commands.options import budget_seconds
 from dsagent_cbr.config import EXPERIMENTS_DIR, load_settings
 from dsagent_cbr.errors import CbrError
@@ -22,6 +23,9 @@ OUT_DIR = "bench"  # the tables' default folder, under the current folder: where
 @click.group()
 def bench() -> None:
     """Run experiment grids on Ray and tabulate them the paper's way."""
+
+
+bench.add_command(dabench)
 
 
 @bench.command("run")

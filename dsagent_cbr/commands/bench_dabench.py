@@ -1,0 +1,115 @@
+"""`cbr bench dabench FOLDER`: `cbr analyze` over every question of a DABench-format folder, graded apart.
+
+Each question is a trial of its own: a `cbr analyze` process with its own seed, budget and run folder,
+handed the question, its format and constraints, and a copy of its table (analysis/dabench_run.py keeps
+the labels from it). Its answer.md is the response the benchmark grades. A trial that ends by a failure
+of ours (exit 3) or by a bad setting (exit 2) stops the bench, which the same command resumes; any other
+end is the agent's answer, an empty one when it wrote none."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from dsagent_cbr.commands.options import budget_seconds, model_option
+from dsagent_cbr.config import load_settings
+from dsagent_cbr.errors import CbrError, InfrastructureError
+
+if TYPE_CHECKING:
+    from dsagent_cbr.analysis.dabench import Answerer, Graded, Question
+
+OURS, BAD_INPUT = (
+    3,
+    2,
+)  # errors.py's exit codes a trial may end with that are not the agent's answer
+ANSWER = "answer.md"
+
+
+@click.command("dabench")
+@click.argument("folder", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@model_option
+@click.option(
+    "--budget",
+    default="3m",
+    show_default=True,
+    metavar="DURATION",
+    help="Each question's wall-clock budget (its `cbr analyze` command's).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Question i runs with seed+i.")
+@click.option(
+    "--out",
+    "out_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where answers, figures and the table go (default: RUNS_DIR/bench/dabench-MODEL); "
+    "the same folder again resumes.",
+)
+def dabench(folder: Path, model: str | None, budget: str, seed: int, out_dir: Path | None) -> None:
+    """Answer every question of a DABench-format FOLDER (questions.jsonl, labels.jsonl, tables/) with
+    `cbr analyze`, and grade the answers by the benchmark's rule: accuracy by question, and
+    proportional and uniform accuracy by sub-question, by level and concept."""
+    from dsagent_cbr.analysis.dabench import run_benchmark
+
+    settings = load_settings(model=model)
+    if settings.model == "none":
+        raise CbrError("The DABench bench runs cbr analyze, which needs a model: give --model.")
+    seconds = budget_seconds(budget)
+    out = out_dir or settings.runs_dir / "bench" / f"dabench-{settings.model}"
+    answer = analyze_answerer(settings.model, seconds, seed, out / "runs")
+    result = run_benchmark(folder, answer, out, _progress, label=f"cbr analyze ({settings.model})")
+    overall = result["overall"]
+    click.echo(
+        f"{overall['questions']} questions: accuracy by question {overall['ABQ']:.2%}, by sub-question "
+        f"{overall['PASQ']:.2%} (proportional), {overall['UASQ']:.2%} (uniform)"
+    )
+    click.echo(f"table:   {out / 'table.md'}")
+    click.echo(f"answers: {out / 'answers.jsonl'}")
+
+
+def analyze_answerer(model: str, budget: float, seed: int, runs: Path) -> Answerer:
+    """An answerer that runs `cbr analyze` on the question's table, as a process of its own."""
+
+    def answer(question: Question, table: Path) -> str:
+        command = [
+            sys.executable,
+            "-m",
+            "dsagent_cbr.cli",
+            "analyze",
+            str(table),
+            question.question,
+        ]
+        command += ["--format", question.format, "--constraints", question.constraints]
+        command += ["--model", model, "--budget", f"{budget:g}s", "--seed", str(seed + question.id)]
+        command += ["--runs-dir", str(runs / f"q{question.id}")]
+        try:  # the trial's own budget, and a minute for its start and its record
+            done = subprocess.run(command, capture_output=True, text=True, timeout=budget + 60)
+        except subprocess.TimeoutExpired:
+            raise InfrastructureError(
+                f"question {question.id}: cbr analyze ran a minute past its budget of {budget:g} s"
+            ) from None
+        if done.returncode in (OURS, BAD_INPUT):
+            raise InfrastructureError(
+                f"question {question.id}: cbr analyze ended with exit {done.returncode}: "
+                f"{_last_line(done.stderr)}"
+            )
+        found = sorted((runs / f"q{question.id}").glob(f"analyze/*/*/{ANSWER}"))
+        return found[-1].read_text(encoding="utf-8") if found else ""
+
+    return answer
+
+
+def _last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else "it printed nothing"
+
+
+def _progress(graded: Graded, done: int, total: int) -> None:
+    right = sum(graded.right)
+    click.echo(
+        f"[{done}/{total}] question {graded.id} ({graded.level}): {right}/{len(graded.right)} right",
+        err=True,
+    )
