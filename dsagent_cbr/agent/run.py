@@ -41,6 +41,7 @@ from dsagent_cbr.harness.plan import hold_out
 from dsagent_cbr.harness.readers import read_refit_rounds
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.harness.run import REFIT_VARIABLE
+from dsagent_cbr.harness.upload import write_submission
 from dsagent_cbr.llm.parsing import ParseError
 from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.tasks.model import Task
@@ -315,13 +316,13 @@ class Run:
     def fall_back_to_starter(self) -> None:
         """No node graded: the starter's predictions, when it graded, are the run's submission. A run
         ends with the best submission it found; its record says whose (`submission_from`), and the
-        run is still no success of the agent's (its outcome stays what no graded node makes it)."""
+        run is still no success of the agent's (its outcome stays what no graded node makes it, and no
+        best_solution.py is written: no solution of the run's own was found)."""
         starter = self.starter
         if self.best is not None or starter is None or not starter.ok or not self.task.predictions:
             return
-        code = self.task.starter.read_text(encoding="utf-8")
         held = hold_out(self.task) if self.record.selection_rows else None
-        publish_outputs(self.run_dir, self.task, code, Path(starter.workspace), held)
+        write_submission(self.task, held, Path(starter.workspace), self.run_dir)
         self.record.submission_from = "starter"
 
     def refit_best(self, refit_other: Callable[[Row], Refit | None] | None = None) -> None:
