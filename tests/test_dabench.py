@@ -203,17 +203,21 @@ def test_infrastructure_stops_and_the_next_run_resumes(tmp_path):
     assert result["overall"]["ABQ"] == 1.0 and result["overall"]["questions"] == 65
 
 
+def recording(asked: list[int]):
+    """A right answerer that notes the questions it is asked."""
+    def answer(question: Question, table: Path) -> str:
+        asked.append(question.id)
+        return formatted(question.id)
+
+    return answer
+
+
 def test_a_torn_last_line_is_asked_again(tmp_path):
     run_benchmark(DABENCH, right_answerer, tmp_path)
     lines = (tmp_path / "answers.jsonl").read_text().splitlines(keepends=True)
     (tmp_path / "answers.jsonl").write_text("".join(lines[:-1]) + lines[-1][:15])
     asked: list[int] = []
-
-    def answer(question: Question, table: Path) -> str:
-        asked.append(question.id)
-        return formatted(question.id)
-
-    assert run_benchmark(DABENCH, answer, tmp_path)["overall"]["ABQ"] == 1.0
+    assert run_benchmark(DABENCH, recording(asked), tmp_path)["overall"]["ABQ"] == 1.0
     assert asked == [QUESTIONS[-1].id]
     assert len((tmp_path / "answers.jsonl").read_text().splitlines()) == 65
 
@@ -271,11 +275,6 @@ def test_a_last_record_without_its_newline_is_kept(tmp_path):
     lines = (tmp_path / "answers.jsonl").read_text().splitlines(keepends=True)
     (tmp_path / "answers.jsonl").write_text("".join(lines[:-2]) + lines[-2].rstrip("\n"))
     asked: list[int] = []
-
-    def answer(question: Question, table: Path) -> str:
-        asked.append(question.id)
-        return formatted(question.id)
-
-    assert run_benchmark(DABENCH, answer, tmp_path)["overall"]["ABQ"] == 1.0
+    assert run_benchmark(DABENCH, recording(asked), tmp_path)["overall"]["ABQ"] == 1.0
     assert asked == [QUESTIONS[-1].id]
     assert len((tmp_path / "answers.jsonl").read_text().splitlines()) == 65

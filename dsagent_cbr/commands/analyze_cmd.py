@@ -17,6 +17,8 @@ from dsagent_cbr.commands.options import (
     interrupt_once,
     json_option,
     model_option,
+    no_cache_option,
+    runs_dir_option,
     seed_option,
     trial_seed,
 )
@@ -103,11 +105,9 @@ def _duration(option: str, text: str) -> float:
     help="Run the kernel without bubblewrap isolation (only where it is unavailable; recorded).",
 )
 @seed_option
-@click.option(
-    "--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run folders go."
-)
+@runs_dir_option
 @click.option("--max-cost", type=float, default=None, help="Refuse calls beyond this many dollars.")
-@click.option("--no-cache", is_flag=True, help="Do not answer from the response cache.")
+@no_cache_option
 @json_option
 def analyze(data: str, question: str, **options: Any) -> None:
     """Answer QUESTION about the data file DATA with a notebook the model writes and runs, cell by

@@ -14,8 +14,10 @@ from dsagent_cbr.commands.options import (
     json_option,
     mlflow_option,
     model_option,
+    no_cache_option,
     policy_from,
     refit_option,
+    runs_dir_option,
     sandbox_options,
     seed_option,
     trial_seed,
@@ -54,11 +56,9 @@ if TYPE_CHECKING:
 @sandbox_options
 @seed_option
 @bank_options
-@click.option(
-    "--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run folders go."
-)
+@runs_dir_option
 @click.option("--max-cost", type=float, default=None, help="Refuse calls beyond this many dollars.")
-@click.option("--no-cache", is_flag=True, help="Do not answer from the response cache.")
+@no_cache_option
 @refit_option
 @mlflow_option
 @json_option

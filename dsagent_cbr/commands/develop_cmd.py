@@ -18,9 +18,11 @@ from dsagent_cbr.commands.options import (
     json_option,
     mlflow_option,
     model_option,
+    no_cache_option,
     policy_change,
     policy_from,
     refit_option,
+    runs_dir_option,
     sandbox_options,
     seed_option,
     trial_seed,
@@ -88,16 +90,14 @@ if TYPE_CHECKING:  # the agent's imports stay lazy: `cbr --help` is instant
     help="Continue an interrupted run after its last completed step.",
 )
 @bank_options
-@click.option(
-    "--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run folders go."
-)
+@runs_dir_option
 @click.option(
     "--max-cost", type=float, default=None, help="Stop cleanly when this many dollars are spent."
 )
 @click.option(
     "--max-tokens", type=int, default=None, help="Stop cleanly when this many tokens are used."
 )
-@click.option("--no-cache", is_flag=True, help="Do not answer from the response cache.")
+@no_cache_option
 @refit_option
 @click.option(
     "--no-retain",

@@ -78,6 +78,12 @@ model_option = click.option(
     "--model", default=None, help="Model alias or name (gpt-4o, mixtral, local, gguf:PATH, none)."
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+runs_dir_option = click.option(
+    "--runs-dir", type=click.Path(path_type=Path), default=None, help="Where run folders go."
+)
+no_cache_option = click.option(
+    "--no-cache", is_flag=True, help="Do not answer from the response cache."
+)
 seed_option = click.option(
     "--seed",
     type=int,
