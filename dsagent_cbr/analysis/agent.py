@@ -92,9 +92,8 @@ class AnalysisConfig:
     temperature: float = 0.3
     # similar past analyses for the plan prompt: the seam for the bank's retrieval (empty until then)
     examples: str = ""
-    answer_reserve: float = (
-        45.0  # seconds of the budget kept for the answer (at most a fifth of it)
-    )
+    # seconds of the budget kept for the answer (at most a fifth of it)
+    answer_reserve: float = 45.0
 
 
 @dataclass
@@ -143,13 +142,11 @@ class _Run:
         clock: Clock,
         say: Callable[[str], None],
     ) -> None:
-        self.config, self.kernel, self.model, self.clock, self.say = (
-            config,
-            kernel,
-            model,
-            clock,
-            say,
-        )
+        self.config = config
+        self.kernel = kernel
+        self.model = model
+        self.clock = clock
+        self.say = say
         self.run_dir = run_dir
         self.journal = RunJournal(run_dir)
         self.result = Analysis()

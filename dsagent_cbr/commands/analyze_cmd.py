@@ -35,9 +35,8 @@ NEEDS_MODEL = (
     "Analysis needs a model: give --model (local for the bundled SmolLM2 server, gpt-4o with "
     "OPENAI_API_KEY set, or any model of a server at CBR_BASE_URL), or set CBR_MODEL."
 )
-KERNEL_SLACK = (
-    120.0  # the kernel's own time limit: the budget and this, for starting and stopping it
-)
+# the kernel's own time limit: the budget and this, for starting and stopping it
+KERNEL_SLACK = 120.0
 WIDTH = 10
 
 
@@ -125,9 +124,8 @@ def analyze(data: str, question: str, **options: Any) -> None:
     else:
         _print(summary, run_dir, result.text)
     if result.outcome.exit_code:
-        raise SystemExit(
-            result.outcome.exit_code
-        )  # errors.py: the model's (1), ours (3), budget (4)
+        # errors.py: the model's (1), ours (3), budget (4)
+        raise SystemExit(result.outcome.exit_code)
 
 
 def _checked(

@@ -22,10 +22,9 @@ from dsagent_cbr.errors import CbrError, InfrastructureError
 if TYPE_CHECKING:
     from dsagent_cbr.analysis.dabench import Answerer, Graded, Question
 
-OURS, BAD_INPUT = (
-    3,
-    2,
-)  # errors.py's exit codes a trial may end with that are not the agent's answer
+# errors.py's exit codes a trial may end with that are not the agent's answer
+OURS = 3
+BAD_INPUT = 2
 ANSWER = "answer.md"
 
 

@@ -231,9 +231,8 @@ class Search:
         """The search ends with a blend of what it found, when nodes graded since the last one: it costs
         seconds on the host, so it comes after the budget and the node cap."""
         if self.operators.held is not None and len(self.tree.singles()) >= 2 and self.tree.fresh():
-            move = self.run.journal.step(
-                t, "choose", lambda: asdict(Move(Operator.ENSEMBLE))
-            )  # replayed as node t
+            # replayed as node t
+            move = self.run.journal.step(t, "choose", lambda: asdict(Move(Operator.ENSEMBLE)))
             row = self.run.begin(t, **move)
             self.node(row)
             self.run.end(row)
