@@ -146,9 +146,8 @@ class Search:
         self.final_choice()
         self.run.record.stopped = f"{why} after {len(self.run.rows)} node(s)"
         left = self.clock.left()
-        if (
-            why == self.clock.spent() and left >= 1
-        ):  # it is near: what stopped the search is the end kept
+        # the budget stopped it with seconds left: the end kept for the refit and the record did
+        if why == self.clock.spent() and left >= 1:
             self.run.record.stopped += f" ({left:.0f} s left: too few for a node and the run's end)"
 
     def nodes(self, pool: Pool, running: dict[Future[None], Row]) -> tuple[int, str]:
@@ -281,6 +280,6 @@ class Search:
             broken=tree.broken(self.config.n_debug),
             plain=plain,
             by_model=by_model,
-            left=self.clock.left(tree.reserve(self.clock.left())),
+            left=self.clock.left(tree.reserve(self.clock)),
             room=room,
         )

@@ -40,7 +40,7 @@ T = TypeVar("T")
 class Deadlined:
     """The model, each call given as its time limit what is left of the search's budget."""
 
-    def __init__(self, inner: Model, clock: Clock, reserve: Callable[[float], float]) -> None:
+    def __init__(self, inner: Model, clock: Clock, reserve: Callable[[Clock], float]) -> None:
         self.inner = inner
         self.clock = clock
         self.reserve = reserve
@@ -49,7 +49,7 @@ class Deadlined:
     def complete(
         self, role: str, messages: Messages, *, validate: Callable[[str], T], **options: object
     ) -> Reply[T]:
-        left = self.clock.left(self.reserve(self.clock.left()))
+        left = self.clock.left(self.reserve(self.clock))
         if left < MIN_CALL_SECONDS:
             raise OutOfTime(
                 f"{max(left, 0):.0f} s of the budget left: too little for a call of {self.model}"
@@ -150,7 +150,7 @@ class ModelMoves:
         self.run_node(row, fixed)
 
     def run_node(self, row: Row, code: str) -> None:
-        left = self.clock.left(self.tree.reserve(self.clock.left()))
+        left = self.clock.left(self.tree.reserve(self.clock))
         if left < MIN_NODE_SECONDS:  # the model's calls took the time its script needed
             raise OutOfTime(
                 f"{max(left, 0):.0f} s of the budget left after the model's calls: too "

@@ -63,7 +63,7 @@ class Operators:
         """Node t's script, run within what is left of the budget; killed if the run stops meanwhile."""
         with self.cores:  # the limit is worked out once the script has the cores
             self.run.open_for(t, halted=True)
-            limit = self.clock.limit(self.tree.reserve(self.clock.left()))
+            limit = self.clock.limit(self.tree.reserve(self.clock))
             result = self.run.execute(t, 0, code, timeout=limit, cancel=self.run.halt)
             self.tree.results[t] = result
         return result

@@ -11,6 +11,7 @@ from pathlib import Path
 from dsagent_cbr.agent.record import MODEL_OPERATORS, Operator, Row, asks_model
 from dsagent_cbr.agent.run import Run
 from dsagent_cbr.agent.rundir import row_workspace
+from dsagent_cbr.clock import Clock
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.search import tuning
 from dsagent_cbr.search.policy import Arm, Family, reserve
@@ -113,12 +114,12 @@ class Tree:
             and chain(r) < depth
         ]
 
-    def reserve(self, left: float) -> float:
-        """Seconds of the `left` kept for the run's end (policy.reserve): the refit of the best single
-        node, when the run refits and it fits. A selected blend's members are refit only if the time is
-        left then."""
+    def reserve(self, clock: Clock) -> float:
+        """Seconds of what the `clock` has left kept for the run's end (policy.reserve): the refit of
+        the best single node, when the run refits and it fits. A selected blend's members are refit only
+        if the time is left then."""
         best = self.best_single()
-        return reserve(best.wall_time if self.run.wants_refit and best else None, left)
+        return reserve(best.wall_time if self.run.wants_refit and best else None, clock.left())
 
     def arms(self, now: float) -> tuple[Arm, Arm]:
         """(the plain moves' arm, the model's), for the policy: each node's own time (so far, while it
