@@ -22,10 +22,8 @@ from dsagent_cbr.errors import CbrError, InfrastructureError
 if TYPE_CHECKING:
     from dsagent_cbr.analysis.dabench import Answerer, Graded, Question
 
-# errors.py's exit codes a trial may end with that are not the agent's answer
-OURS = 3
-BAD_INPUT = 2
-ANSWER = "answer.md"
+# the exit codes a trial may end with that are not the agent's answer: ours, and a bad setting
+NOT_THE_AGENTS = (InfrastructureError.exit_code, CbrError.exit_code)
 
 
 @click.command("dabench")
@@ -72,6 +70,8 @@ def dabench(folder: Path, model: str | None, budget: str, seed: int, out_dir: Pa
 def analyze_answerer(model: str, budget: float, seed: int, runs: Path) -> Answerer:
     """An answerer that runs `cbr analyze` on the question's table, as a process of its own."""
 
+    from dsagent_cbr.analysis.answer import ANSWER_MD
+
     def answer(question: Question, table: Path) -> str:
         command = [
             sys.executable,
@@ -90,12 +90,12 @@ def analyze_answerer(model: str, budget: float, seed: int, runs: Path) -> Answer
             raise InfrastructureError(
                 f"question {question.id}: cbr analyze ran a minute past its budget of {budget:g} s"
             ) from None
-        if done.returncode in (OURS, BAD_INPUT):
+        if done.returncode in NOT_THE_AGENTS:
             raise InfrastructureError(
                 f"question {question.id}: cbr analyze ended with exit {done.returncode}: "
                 f"{_last_line(done.stderr)}"
             )
-        found = sorted((runs / f"q{question.id}").glob(f"analyze/*/*/{ANSWER}"))
+        found = sorted((runs / f"q{question.id}").glob(f"analyze/*/*/{ANSWER_MD}"))
         return found[-1].read_text(encoding="utf-8") if found else ""
 
     return answer
