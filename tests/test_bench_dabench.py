@@ -83,3 +83,16 @@ def test_right_answers_score_and_a_wrong_format_scores_nothing_and_a_second_run_
         calls = len(asked)
         again = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
         assert again.returncode == 0 and len(asked) == calls  # every question answered: none asked again
+        # the analyses graded right entered the bank once, when the bench ended
+        assert "bank:    2 analyses graded right added as cases (0 were there already)" in proc.stdout
+        assert "bank:    0 analyses graded right added as cases (2 were there already)" in again.stdout
+        # and a new analysis of question 9 is shown question 24's, never its own
+        questions = {json.loads(line)["id"]: json.loads(line) for line in (folder / "questions.jsonl").read_text().splitlines()}
+        nine = questions[9]
+        analyze = [sys.executable, "-m", "dsagent_cbr.cli", "analyze", str(folder / "tables" / nine["file_name"]),
+                   nine["question"], "--format", nine["format"], "--model", "scripted", "--budget", "2m",
+                   "--runs-dir", str(tmp_path / "later")]
+        later = subprocess.run(analyze, env=env, capture_output=True, text=True, timeout=300)
+        assert later.returncode == 0, later.stderr[-3000:]
+        plan = next(prompt for prompt in asked[calls:] if "Write the plan" in prompt)
+        assert f"Question: {questions[24]['question']}" in plan and plan.count(nine["question"]) == 1

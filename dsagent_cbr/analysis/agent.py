@@ -223,12 +223,18 @@ class _Run:
         plan, number = self.result.plan, done + 1
         step = plan[done]
         head = f"step {number}/{len(plan)}"
-        cell, attempt = self._write_cell(number, step), 0
+        cell, attempt, errors = self._write_cell(number, step), 0, []
         while not cell.ok and attempt < self.config.n_debug:
             attempt += 1
-            self.say(f"{head}: the cell failed ({_first_line(cell)}); fix {attempt}")
+            errors.append(_first_line(cell))
+            self.say(f"{head}: the cell failed ({errors[-1]}); fix {attempt}")
             cell = self._fix(number, step, cell, attempt)
-        self.result.steps.append({"step": step, "ok": cell.ok, "attempts": attempt + 1})
+        if not cell.ok:
+            errors.append(_first_line(cell))
+        # the errors are what a case of this analysis says went wrong (analysis/cases.py)
+        self.result.steps.append(
+            {"step": step, "ok": cell.ok, "attempts": attempt + 1, "errors": errors}
+        )
         if cell.ok:
             self.say(f"{head}: ok ({_first_line(cell, printed)})")
             self._keep(cell)

@@ -20,10 +20,11 @@ from dsagent_cbr.analysis.dabench_grade import (
     grade_response,
     is_right,
 )
-from dsagent_cbr.analysis.dabench_run import Answerer, run_benchmark
+from dsagent_cbr.analysis.dabench_run import ANSWERS, Answerer, run_benchmark
 from dsagent_cbr.analysis.dabench_table import SEED_PAPERS, SeedFigure, markdown_table
 
 __all__ = [
+    "ANSWERS",
     "SEED_PAPERS",
     "Answerer",
     "Graded",

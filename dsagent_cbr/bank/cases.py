@@ -1,5 +1,6 @@
-"""The two kinds of case the banks hold: human insights (for planning) and (task, solution) pairs
-(for deployment). A case's id is the hash of its content, so the same text is never stored twice."""
+"""The kinds of case the banks hold: human insights (for planning), (task, solution) pairs (for
+deployment) and analyses (a question about a data file, the notebook code that answered it and the
+answer, for `cbr analyze`: analysis/cases.py). A case's id is the hash of its content, so the same text is never stored twice."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import hashlib
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-CaseKind = Literal["insight", "solution"]
+CaseKind = Literal["insight", "solution", "analysis"]
 # Imported insights often only say "time series" (DS-Agent's tsa_cases mix forecasting and classification),
 # so matching and filtering can work on the family instead of the exact modality.
 FAMILIES = {
@@ -31,16 +32,16 @@ def content_id(*parts: str) -> str:
 @dataclass
 class Case:
     kind: CaseKind
-    text: str  # what is embedded: the insight text, or a solution's task description
+    text: str  # what is embedded: the insight text, a solution's task description, an analysis's question
     id: str = ""
     title: str = ""
     competition: str = ""
     source_url: str = ""
-    # insights: writeup | notebook | retained; solutions: reference | retained
+    # insights: writeup | notebook | retained; solutions: reference | retained; analyses: graded | kept
     source_kind: str = ""
     modality: str = ""
     task_type: str = ""
-    # solution cases only
+    # solution and analysis cases (an analysis's task_name is its question's key, its script its cells)
     task_name: str = ""
     script: str = ""
     metric: str = ""

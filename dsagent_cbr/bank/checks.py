@@ -8,13 +8,15 @@ import re
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.tasks.model import MODALITIES, TASK_TYPES
 
-KINDS = ("insight", "solution")
+KINDS = ("insight", "solution", "analysis")
 # "time-series": imported insights that only say time series (DS-Agent's tsa_cases); "": not known
 CASE_MODALITIES = ("", *MODALITIES, "time-series")
 CASE_TASK_TYPES = ("", *TASK_TYPES)
 SOURCE_KINDS = {
     "insight": ("", "writeup", "notebook", "retained"),
     "solution": ("", "reference", "retained"),
+    # graded: answered right in a bench; kept: a user's `cbr bank keep`
+    "analysis": ("graded", "kept"),
 }
 FILE_SOURCE_KINDS = ("writeup", "notebook")  # what a user's file may claim: only runs retain
 
@@ -44,7 +46,7 @@ def _named(value: str) -> str:
 def problem_with(case: Case) -> str | None:
     """Why the bank refuses `case`, in one phrase, or None."""
     if case.kind not in KINDS:
-        return f"kind must be insight or solution, not {_named(str(case.kind))}"
+        return f"kind must be one of {', '.join(KINDS)}, not {_named(str(case.kind))}"
     for name in METADATA_FIELDS:
         value = getattr(case, name)
         if not isinstance(value, str):
@@ -58,7 +60,7 @@ def problem_with(case: Case) -> str | None:
     if case.source_kind not in SOURCE_KINDS[case.kind]:
         allowed = ", ".join(s for s in SOURCE_KINDS[case.kind] if s)
         return (
-            f"source kind of a{'n' if case.kind == 'insight' else ''} {case.kind} must be one of {allowed}, "
+            f"source kind of a{'n' if case.kind != 'solution' else ''} {case.kind} must be one of {allowed}, "
             f"not {_named(case.source_kind)}"
         )
     if not case.text.strip():
@@ -72,8 +74,8 @@ def problem_with(case: Case) -> str | None:
         )
     if len(case.script) > MAX_SCRIPT_CHARS:
         return f"script of {len(case.script):,} characters is over the cap of {MAX_SCRIPT_CHARS:,} per case"
-    if case.kind == "solution" and not case.script.strip():
-        return "a solution case needs a script"
+    if case.kind != "insight" and not case.script.strip():
+        return f"a{'n' if case.kind == 'analysis' else ''} {case.kind} case needs a script"
     return None
 
 

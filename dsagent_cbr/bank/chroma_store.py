@@ -62,7 +62,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 class ChromaStore:
-    """Collections `<prefix>-insight` and `<prefix>-solution`, and a meta collection, in one client.
+    """Collections `<prefix>-<kind>` (insight, solution, analysis) and a meta collection, in one client.
 
     In the embedded mode every call that fails inside Chroma is reported as a damaged index file with
     the fix, not as Chroma's own traceback; a server's failures are the server's and say so."""

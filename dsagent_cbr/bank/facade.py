@@ -1,4 +1,4 @@
-"""The case bank the agent uses: two collections (insights, solutions) over one vector store.
+"""The case bank the agent uses: a collection per kind of case (checks.KINDS) over one vector store.
 
 open_bank(settings) -> CaseBank; search / add / remove / get / list / stats / export; rebuild_bank(settings).
 
@@ -52,9 +52,14 @@ def _where(where: dict[str, Any] | None, exclude_task: str | None) -> dict[str, 
     return out or None
 
 
+def _present(store: VectorStore) -> set[str]:
+    """Every case id the store holds, of any kind."""
+    return set().union(*(store.ids(kind) for kind in KINDS))
+
+
 def _all_ids(store: VectorStore) -> set[str]:
     store.refresh()
-    return store.ids("insight") | store.ids("solution")
+    return _present(store)
 
 
 class CaseBank(Rebuilding):
@@ -168,7 +173,7 @@ class CaseBank(Rebuilding):
             reseed = reseed or op.get("op") == "reseed"
         present = {kind: self.store.ids(kind) for kind in KINDS}
         missing = [c for c in state.cases.values() if c.id not in present[c.kind]]
-        gone = sorted(state.removed & (present["insight"] | present["solution"]))
+        gone = sorted(state.removed & set().union(*present.values()))
         if missing:
             fresh = by_kind(missing)
             self._index(fresh, {k: self._embed_cases(v) for k, v in fresh.items() if v})
@@ -227,7 +232,7 @@ class CaseBank(Rebuilding):
         if seed_now and meta.get("seed_fingerprint") == casefiles.fingerprint(
             self.casebank_dir or Path()
         ):
-            present = self.store.ids("insight") | self.store.ids("solution")
+            present = _present(self.store)
             # seed cases the user removed stay removed
             removed = sorted({c.id for c in seed_now} - present)
             if removed:
@@ -295,6 +300,11 @@ class CaseBank(Rebuilding):
                 return Case.from_dict(json.loads(found[0].payload))
         return None
 
+    def count(self, kind: str) -> int:
+        """How many cases of `kind` the bank holds (no embedding model loaded)."""
+        _kind(kind)
+        return len(self._read(lambda store: store.ids(kind)))
+
     def list(self, kind: str = "insight", where: dict[str, Any] | None = None) -> list[Case]:
         _kind(kind)
         records = self._read(lambda store: store.records(kind, _where(where, None)))
@@ -361,7 +371,7 @@ class CaseBank(Rebuilding):
         vectors = {k: self._embed_cases(v) for k, v in batches.items() if v}
         with self.lock():
             self._fresh()
-            present = self.store.ids("insight") | self.store.ids("solution")
+            present = _present(self.store)
             fresh: dict[str, list[Case]] = {k: [] for k in KINDS}
             keep: dict[str, list[int]] = {k: [] for k in KINDS}
             for kind, batch in batches.items():
@@ -426,7 +436,7 @@ class CaseBank(Rebuilding):
     def remove(self, ids: list[str]) -> list[str]:
         with self.lock():
             self._fresh()
-            present = (self.store.ids("insight") | self.store.ids("solution")) & set(ids)
+            present = _present(self.store) & set(ids)
             if not present:
                 return []
             size = self.journal.append([{"op": "remove", "ids": sorted(present)}])
@@ -460,7 +470,7 @@ class CaseBank(Rebuilding):
             meta = self.store.get_meta()
             current = casefiles.fingerprint(self.casebank_dir)
             before = set(json.loads(meta.get("seed_ids", "[]")))
-            present = self.store.ids("insight") | self.store.ids("solution")
+            present = _present(self.store)
             if not force and meta.get("seed_fingerprint") == current and before <= present:
                 return report
             if force and record:
@@ -495,7 +505,7 @@ class CaseBank(Rebuilding):
 
 def _kind(kind: str) -> None:
     if kind not in KINDS:
-        raise CbrError(f"Case kind must be insight or solution, not {kind!r}.")
+        raise CbrError(f"Case kind must be one of {', '.join(KINDS)}, not {kind!r}.")
 
 
 def _bank(

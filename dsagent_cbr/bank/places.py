@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
+from dsagent_cbr.bank.checks import KINDS
 from dsagent_cbr.bank.integrity import damaged, sqlite_problem
 from dsagent_cbr.bank.store import VectorStore
 from dsagent_cbr.files import fsync_dir, write_bytes_atomic
@@ -143,7 +144,7 @@ class FolderPlace:
 
 
 class ServerPlace:
-    """Collections on a Chroma server: `cbr-g<N>-<tail>-insight`, `-solution` and `-meta`; the
+    """Collections on a Chroma server: `cbr-g<N>-<tail>-<kind>` for each kind and `-meta`; the
     metadata of the collection `cbr-bank-current` names the generation in use, for everyone who shares
     the server."""
 
@@ -156,7 +157,7 @@ class ServerPlace:
         self.label = f"the Chroma server at {url}"
         self.shared = True
         self.client = connect(url)
-        self._pattern = re.compile(r"^(cbr(?:-g(\d+)-[0-9a-f]+)?)-(?:insight|solution|meta)$")
+        self._pattern = re.compile(rf"^(cbr(?:-g(\d+)-[0-9a-f]+)?)-(?:{'|'.join(KINDS)}|meta)$")
 
     def where(self, slot: str) -> str:
         return f"{self.url} (collections {slot}-*)"
@@ -223,7 +224,7 @@ class ServerPlace:
 
     def discard(self, slot: str) -> None:
         meta = "cbr-bank-meta" if slot == "cbr" else f"{slot}-meta"
-        for name in (f"{slot}-insight", f"{slot}-solution", meta):
+        for name in (*(f"{slot}-{kind}" for kind in KINDS), meta):
             with contextlib.suppress(Exception):  # not there: nothing to delete
                 self.client.delete_collection(name)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,7 +14,9 @@ import click
 
 from dsagent_cbr.clock import process_start
 from dsagent_cbr.commands.options import (
+    bank_options,
     budget_seconds,
+    examples_option,
     interrupt_once,
     json_option,
     model_option,
@@ -27,6 +30,7 @@ from dsagent_cbr.errors import CbrError
 
 if TYPE_CHECKING:  # the kernel's and the model's imports stay lazy: `cbr --help` is instant
     from dsagent_cbr.analysis.agent import Analysis, AnalysisConfig
+    from dsagent_cbr.analysis.cases import Example
     from dsagent_cbr.clock import Clock
     from dsagent_cbr.config import Settings
     from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
@@ -107,6 +111,8 @@ def _duration(option: str, text: str) -> float:
     is_flag=True,
     help="Run the kernel without bubblewrap isolation (only where it is unavailable; recorded).",
 )
+@examples_option
+@bank_options
 @seed_option
 @runs_dir_option
 @click.option("--max-cost", type=float, default=None, help="Refuse calls beyond this many dollars.")
@@ -121,9 +127,11 @@ def analyze(data: str, question: str, **options: Any) -> None:
     seed = trial_seed(options["seed"])
     run_dir = _new_run_dir(settings, path)
     interrupt_once()
+    examples = _retrieve(settings, config, options["k"], clock)
     result, usage = _run(path, config, settings, policy, clock, run_dir, seed)
     budget = budget_seconds(options["budget"])
-    summary = _save(run_dir, path, config, result, usage, settings, policy, seed, clock, budget)
+    facts = {"budget_s": budget, "examples": [asdict(e) for e in examples]}
+    summary = _save(run_dir, path, config, result, usage, settings, policy, seed, clock, facts)
     if options["as_json"]:
         click.echo(json.dumps(summary, indent=2))
     else:
@@ -151,6 +159,9 @@ def _checked(
     settings = load_settings(
         model=options["model"],
         runs_dir=options["runs_dir"],
+        store=options["store"],
+        bank_dir=options["bank_dir"],
+        chroma_url=options["chroma_url"],
         max_cost=options["max_cost"],
         use_cache=False if options["no_cache"] else None,
     )
@@ -179,6 +190,31 @@ def _config(question: str, options: dict[str, Any]) -> AnalysisConfig:
         max_steps=options["max_steps"],
         temperature=options["temperature"],
     )
+
+
+def _retrieve(settings: Settings, config: AnalysisConfig, k: int, clock: Clock) -> list[Example]:
+    """Past analyses of other questions into config.examples. The bank is an aid: when it cannot be
+    read the analysis goes on without it, and says so."""
+    from dsagent_cbr.analysis.cases import examples_text, retrieve
+    from dsagent_cbr.bank import open_bank
+
+    if k == 0:
+        return []
+    try:
+        bank = open_bank(settings, seed=False)  # the seed files hold insights, never analyses
+        try:
+            cases, examples = retrieve(bank, config.question, config.constraints, k)
+        finally:
+            bank.close()
+    except CbrError as exc:
+        click.echo(
+            f"[{clock.left():4.0f} s left] no past analyses: the bank failed ({exc})", err=True
+        )
+        return []
+    config.examples = examples_text(cases)
+    said = "; ".join(f"{e.score:.2f} {e.question[:60]}" for e in examples) or "none in the bank"
+    click.echo(f"[{clock.left():4.0f} s left] past analyses: {said}", err=True)
+    return examples
 
 
 def _new_run_dir(settings: Settings, path: Path) -> Path:
@@ -241,16 +277,17 @@ def _save(
     policy: SandboxPolicy,
     seed: int,
     clock: Clock,
-    budget: float,
+    given: dict[str, Any],
 ) -> dict[str, Any]:
-    """summary.json; its budget is the user's (the clock's is that less ENDING_SECONDS)."""
+    """summary.json; `given` holds the user's budget (the clock's is that less ENDING_SECONDS) and
+    the past analyses retrieved."""
     from dsagent_cbr.analysis.summary import save_run, summary_of
 
     facts = {
         "data": str(path.resolve()),
         "model": settings.model,
         "seed": seed,
-        "budget_s": budget,
+        **given,
         "seconds": round(clock.now(), 1),
         "tokens": usage.get("tokens", 0),
         "cost_usd": usage.get("cost_usd", 0.0),
@@ -281,6 +318,10 @@ def _print(summary: dict[str, Any], run_dir: Path, text: str) -> None:
         ("notebook", str(run_dir / NOTEBOOK)),
         ("run", str(run_dir)),
     ]
+    if summary["exit_code"] == 0:
+        click.echo(
+            f"To keep it as an example for other questions: cbr bank keep {run_dir}", err=True
+        )
     for label, value in rows:
         click.echo(f"{label + ':':<{WIDTH}}{value}")
 

@@ -1,4 +1,4 @@
-"""`cbr bank build|rebuild|search|add|import|list|show|stats|export|remove|recheck`."""
+"""`cbr bank build|rebuild|search|add|keep|import|list|show|stats|export|remove|recheck`."""
 
 from __future__ import annotations
 
@@ -10,13 +10,13 @@ from typing import Any
 
 import click
 
-from dsagent_cbr.bank.checks import CASE_MODALITIES, CASE_TASK_TYPES, FILE_SOURCE_KINDS
+from dsagent_cbr.bank.checks import CASE_MODALITIES, CASE_TASK_TYPES, FILE_SOURCE_KINDS, KINDS
 from dsagent_cbr.commands.options import bank_options, json_option
 from dsagent_cbr.errors import CbrError
 
 _KIND = click.option(
     "--kind",
-    type=click.Choice(["insight", "solution"]),
+    type=click.Choice(KINDS),
     default="insight",
     show_default=True,
     help="Which collection.",
@@ -250,6 +250,21 @@ def add(
     click.echo(f"{'added' if report.added else 'already present'}: {case.id}")
 
 
+@bank.command("keep")
+@click.argument("run", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@store_options
+def keep(run: Path, **opts: Any) -> None:
+    """Keep the answered analysis of a `cbr analyze` run folder RUN as a case: later analyses of other
+    questions see it as an example; one of the same question never does."""
+    from dsagent_cbr.analysis.cases import analysis_case
+
+    case = analysis_case(run.resolve(), "kept")
+    report = _open(opts, seed=False).add([case])
+    if report.failed:
+        raise CbrError(f"{run}: {report.failed[0][1]}; nothing was kept.")
+    click.echo(f"{'kept' if report.added else 'already kept'}: analysis {case.id} ({case.title})")
+
+
 @bank.command("import")
 @click.argument("folder", type=click.Path(exists=True, path_type=Path))
 @click.option(
@@ -448,7 +463,7 @@ def _loaded(path: Path) -> Any:
 
 
 def _print_counts(data: dict[str, Any]) -> None:
-    for kind in ("insight", "solution"):
+    for kind in KINDS:
         part = data[kind]
         mods = ", ".join(f"{k} {v}" for k, v in sorted(part["by_modality"].items()))
         click.echo(f"{kind}s: {part['count']}" + (f" ({mods})" if mods else ""))

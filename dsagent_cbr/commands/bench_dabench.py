@@ -4,23 +4,29 @@ Each question is a trial of its own: a `cbr analyze` process with its own seed, 
 handed the question, its format and constraints, and a copy of its table (analysis/dabench_run.py keeps
 the labels from it). Its answer.md is the response the benchmark grades. A trial that ends by a failure
 of ours (exit 3) or by a bad setting (exit 2) stops the bench, which the same command resumes; any other
-end is the agent's answer, an empty one when it wrote none."""
+end is the agent's answer, an empty one when it wrote none.
+
+Every trial reads the bank as it was when the bench began: the analyses graded right become cases
+(analysis/cases.py) only once every question is answered, so no trial learns from another of its bench."""
 
 from __future__ import annotations
 
+import contextlib
+import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from dsagent_cbr.commands.options import budget_seconds, model_option
+from dsagent_cbr.commands.options import budget_seconds, examples_option, model_option
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError, InfrastructureError
 
 if TYPE_CHECKING:
     from dsagent_cbr.analysis.dabench import Answerer, Graded, Question
+    from dsagent_cbr.config import Settings
 
 # the exit codes a trial may end with that are not the agent's answer: ours, and a bad setting
 NOT_THE_AGENTS = (InfrastructureError.exit_code, CbrError.exit_code)
@@ -45,10 +51,25 @@ NOT_THE_AGENTS = (InfrastructureError.exit_code, CbrError.exit_code)
     help="Where answers, figures and the table go (default: RUNS_DIR/bench/dabench-MODEL); "
     "the same folder again resumes.",
 )
-def dabench(folder: Path, model: str | None, budget: str, seed: int, out_dir: Path | None) -> None:
+@examples_option
+@click.option(
+    "--no-retain",
+    is_flag=True,
+    help="Do not add the analyses graded right to the bank when the bench ends.",
+)
+def dabench(
+    folder: Path,
+    model: str | None,
+    budget: str,
+    seed: int,
+    out_dir: Path | None,
+    k: int,
+    no_retain: bool,
+) -> None:
     """Answer every question of a DABench-format FOLDER (questions.jsonl, labels.jsonl, tables/) with
     `cbr analyze`, and grade the answers by the benchmark's rule: accuracy by question, and
-    proportional and uniform accuracy by sub-question, by level and concept."""
+    proportional and uniform accuracy by sub-question, by level and concept. The analyses graded
+    right then enter the bank as cases."""
     from dsagent_cbr.analysis.dabench import run_benchmark
 
     settings = load_settings(model=model)
@@ -56,18 +77,74 @@ def dabench(folder: Path, model: str | None, budget: str, seed: int, out_dir: Pa
         raise CbrError("The DABench bench runs cbr analyze, which needs a model: give --model.")
     seconds = budget_seconds(budget)
     out = out_dir or settings.runs_dir / "bench" / f"dabench-{settings.model}"
-    answer = analyze_answerer(settings.model, seconds, seed, out / "runs")
-    result = run_benchmark(folder, answer, out, _progress, label=f"cbr analyze ({settings.model})")
+    runs = out / "runs"
+    answer = analyze_answerer(settings.model, seconds, seed, runs, k)
+    label = f"cbr analyze ({settings.model}, k={k}, {_bank_analyses(settings, k)} past analyses)"
+    result = run_benchmark(folder, answer, out, _progress, label=label)
     overall = result["overall"]
     click.echo(
         f"{overall['questions']} questions: accuracy by question {overall['ABQ']:.2%}, by sub-question "
         f"{overall['PASQ']:.2%} (proportional), {overall['UASQ']:.2%} (uniform)"
     )
+    if not no_retain:
+        _retain(settings, out, runs, folder.name)
     click.echo(f"table:   {out / 'table.md'}")
     click.echo(f"answers: {out / 'answers.jsonl'}")
 
 
-def analyze_answerer(model: str, budget: float, seed: int, runs: Path) -> Answerer:
+def _bank_analyses(settings: Settings, k: int) -> int:
+    """How many analyses the bank holds as the bench begins (what its trials may be shown)."""
+    from dsagent_cbr.bank import open_bank
+
+    if k == 0:
+        return 0
+    bank = open_bank(settings, seed=False)
+    try:
+        return bank.count("analysis")
+    finally:
+        bank.close()
+
+
+def _retain(settings: Settings, out: Path, runs: Path, bench: str) -> None:
+    """The analyses graded right, as cases of the bank (duplicates of an earlier end are skipped)."""
+    from dsagent_cbr.analysis.cases import analysis_case
+    from dsagent_cbr.analysis.dabench import ANSWERS
+    from dsagent_cbr.bank import open_bank
+
+    cases = []
+    for record in _records(out / ANSWERS):
+        run = run_folder(runs, record["id"])
+        if record.get("right") and all(record["right"]) and run is not None:
+            with contextlib.suppress(CbrError):  # a run folder damaged since: not kept
+                cases.append(analysis_case(run, "graded", bench=bench, question_id=record["id"]))
+    if not cases:
+        return
+    bank = open_bank(settings, seed=False)
+    try:
+        report = bank.add(cases)
+    finally:
+        bank.close()
+    click.echo(
+        f"bank:    {len(report.added)} analyses graded right added as cases "
+        f"({len(report.duplicates)} were there already)"
+    )
+
+
+def _records(path: Path) -> list[dict[str, Any]]:
+    return [
+        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+    ]
+
+
+def run_folder(runs: Path, question_id: int) -> Path | None:
+    """The folder of the question's last `cbr analyze` run (a resumed bench may have run it twice)."""
+    from dsagent_cbr.analysis.answer import ANSWER_MD
+
+    found = sorted((runs / f"q{question_id}").glob(f"analyze/*/*/{ANSWER_MD}"))
+    return found[-1].parent if found else None
+
+
+def analyze_answerer(model: str, budget: float, seed: int, runs: Path, k: int = 2) -> Answerer:
     """An answerer that runs `cbr analyze` on the question's table, as a process of its own."""
 
     from dsagent_cbr.analysis.answer import ANSWER_MD
@@ -83,7 +160,7 @@ def analyze_answerer(model: str, budget: float, seed: int, runs: Path) -> Answer
         ]
         command += ["--format", question.format, "--constraints", question.constraints]
         command += ["--model", model, "--budget", f"{budget:g}s", "--seed", str(seed + question.id)]
-        command += ["--runs-dir", str(runs / f"q{question.id}")]
+        command += ["--runs-dir", str(runs / f"q{question.id}"), "-k", str(k)]
         try:  # the trial's own budget, and a minute for its start and its record
             done = subprocess.run(command, capture_output=True, text=True, timeout=budget + 60)
         except subprocess.TimeoutExpired:
@@ -95,8 +172,8 @@ def analyze_answerer(model: str, budget: float, seed: int, runs: Path) -> Answer
                 f"question {question.id}: cbr analyze ended with exit {done.returncode}: "
                 f"{_last_line(done.stderr)}"
             )
-        found = sorted((runs / f"q{question.id}").glob(f"analyze/*/*/{ANSWER_MD}"))
-        return found[-1].read_text(encoding="utf-8") if found else ""
+        run = run_folder(runs, question.id)
+        return (run / ANSWER_MD).read_text(encoding="utf-8") if run else ""
 
     return answer
 

@@ -74,6 +74,16 @@ bank_options = _stack(
     click.option("--chroma-url", default=None, help="Chroma server URL (default: embedded)."),
 )
 
+# cbr analyze's, and the DABench bench's for each of its questions
+examples_option = click.option(
+    "-k",
+    "--k",
+    "k",
+    type=click.IntRange(min=0),
+    default=2,
+    show_default=True,
+    help="Past analyses of other questions shown to the plan, from the bank (0: none).",
+)
 model_option = click.option(
     "--model", default=None, help="Model alias or name (gpt-4o, mixtral, local, gguf:PATH, none)."
 )
