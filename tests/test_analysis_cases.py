@@ -79,6 +79,7 @@ def test_an_answered_run_becomes_a_case_with_its_code_answer_and_what_went_wrong
     assert question_key("What is the median of sales?") != case.task_name
     assert "mean = df['sales'].mean()" in case.script and "print(round(mean, 2))" in case.script
     assert "# wrong" not in case.script  # the failed cell is not what answered
+    assert "read_csv" not in case.script and case.script.startswith("# In[1]:\nmean = ")  # nor cbr's own
     assert case.extra["answer"] == "The mean is 4.\n@mean_sales[4.00]" and case.extra["data"] == "sales.csv"
     assert case.extra["went_wrong"] == ["step 1 (Compute the mean of sales.): KeyError: 'Sales'; then it worked"]
 
@@ -121,7 +122,7 @@ def test_the_plan_prompt_shows_the_examples_and_the_step_prompts_do_not(tmp_path
         "analyze_cell": [cell("print(df['sales'].mean())")],
         "analyze_answer": ["@mean_sales[4.0]"],
     }, examples=shown)
-    assert "Past analyses of other data" in model.prompts[0] and shown in model.prompts[0]
+    assert "Past analyses of other questions" in model.prompts[0] and shown in model.prompts[0]
     assert all("Past analyses" not in prompt for prompt in model.prompts[1:])
 
 

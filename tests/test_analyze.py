@@ -149,7 +149,7 @@ def test_each_analyze_prompt_renders_and_refuses_a_missing_variable(role):
 def test_optional_parts_show_only_when_given():
     plan = {name: "" for name in variables("analyze_plan")} | {"question": "q", "max_steps": 4}
     assert "Past analyses" not in render("analyze_plan", **plan)
-    assert "Past analyses of other data" in render("analyze_plan", **plan | {"examples": "case 1"})
+    assert "Past analyses of other questions" in render("analyze_plan", **plan | {"examples": "case 1"})
     answer = {name: "" for name in variables("analyze_answer")} | {"answer_format": "@m[v]"}
     assert "@name[value]" in render("analyze_answer", **answer)
     again = render("analyze_answer", **answer | {"missing": "m", "previous": "It is 3."})

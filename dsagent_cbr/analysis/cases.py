@@ -18,6 +18,7 @@ import nbformat
 from dsagent_cbr.analysis.agent import NOTEBOOK
 from dsagent_cbr.analysis.answer import ANSWER_MD
 from dsagent_cbr.analysis.notebook import RAISES
+from dsagent_cbr.analysis.steps import describe_code
 from dsagent_cbr.analysis.summary import SUMMARY
 from dsagent_cbr.bank.cases import Case, content_id
 from dsagent_cbr.errors import CbrError
@@ -69,7 +70,9 @@ def analysis_case(run_dir: Path, source_kind: str, **extra: Any) -> Case:
             f"The analysis in {run_dir} did not answer ({summary.get('stopped') or 'no outcome'}): "
             "only an answered analysis becomes a case."
         )
-    code = _cells_code(run_dir / NOTEBOOK)
+    data = Path(str(summary.get("data") or "")).name
+    # cbr's own first cell is the same in every analysis: the case keeps the model's cells
+    code = _cells_code(run_dir / NOTEBOOK, leave_out=describe_code([data]))
     if not code.strip():
         raise CbrError(f"The analysis in {run_dir} has no cell that ran: there is nothing to keep.")
     question, constraints = str(summary["question"]), str(summary.get("constraints") or "")
@@ -84,7 +87,7 @@ def analysis_case(run_dir: Path, source_kind: str, **extra: Any) -> Case:
             "question": question,
             "constraints": constraints,
             "format": str(summary.get("format") or ""),
-            "data": Path(str(summary.get("data") or "")).name,
+            "data": data,
             "answer": _answer_text(run_dir)[:ANSWER_CHARS],
             "went_wrong": went_wrong(summary.get("steps") or []),
             "run": run_dir.name,
@@ -107,8 +110,9 @@ def _summary(run_dir: Path) -> dict[str, Any]:
     return summary
 
 
-def _cells_code(notebook: Path) -> str:
-    """The code of the notebook's cells that ran without error, each headed by its number."""
+def _cells_code(notebook: Path, leave_out: str) -> str:
+    """The code of the notebook's cells that ran without error, each headed by its number, but for
+    cells whose code is `leave_out`."""
     try:
         cells = nbformat.read(notebook, as_version=4).cells
     except (OSError, ValueError) as exc:  # nbformat's read errors are ValueErrors
@@ -116,7 +120,9 @@ def _cells_code(notebook: Path) -> str:
     code = [
         c.source
         for c in cells
-        if c.cell_type == "code" and RAISES not in c.get("metadata", {}).get("tags", [])
+        if c.cell_type == "code"
+        and RAISES not in c.get("metadata", {}).get("tags", [])
+        and c.source.strip() != leave_out.strip()
     ]
     return "\n\n".join(f"# In[{n}]:\n{source.rstrip()}" for n, source in enumerate(code, start=1))
 
@@ -162,7 +168,12 @@ def _example(number: int, case: Case) -> str:
     lines.append(f"Question: {extra.get('question') or case.text}")
     if extra.get("constraints"):
         lines.append(f"Constraints: {extra['constraints']}")
-    lines += ["The cells that ran:", "```python", _cut(case.script, EXAMPLE_CODE_CHARS), "```"]
+    lines += [
+        "Its cells that ran, after the one that loaded and described the data:",
+        "```python",
+        _cut(case.script, EXAMPLE_CODE_CHARS),
+        "```",
+    ]
     if extra.get("answer"):
         lines.append(f"Its answer: {' '.join(str(extra['answer']).split())[:600]}")
     wrong = extra.get("went_wrong") or []
