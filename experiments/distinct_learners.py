@@ -107,12 +107,21 @@ def forest(X, y, X_sel, classifier: bool) -> tuple[np.ndarray, float]:
     """ExtraTrees over the boosters' table with every category as integer codes (it takes no categories)."""
     started = time.time()
     spec = g.learn(X)
-    table = lambda frame: g.design(frame, spec).apply(  # noqa: E731
-        lambda c: c.cat.codes.replace(-1, np.nan) if isinstance(c.dtype, pd.CategoricalDtype) else c)
     kind = ExtraTreesClassifier if classifier else ExtraTreesRegressor
     model = kind(n_estimators=300, min_samples_leaf=2, max_features=0.7, n_jobs=2, random_state=0)
-    model.fit(table(X).fillna(-999.0), y)
-    return predict(model, table(X_sel).fillna(-999.0), classifier), time.time() - started
+    model.fit(forest_table(X, spec), y)
+    return predict(model, forest_table(X_sel, spec), classifier), time.time() - started
+
+
+def forest_table(X, spec):
+    """The boosters' table, categories as integer codes and missing values as -999 (a table with free
+    text is already a sparse matrix of codes and TF-IDF)."""
+    table = g.design(X, spec)
+    if not isinstance(table, pd.DataFrame):
+        return table
+    codes = table.apply(
+        lambda c: c.cat.codes.replace(-1, np.nan) if isinstance(c.dtype, pd.CategoricalDtype) else c)
+    return codes.fillna(-999.0)
 
 
 def linear(X, y, X_sel, classifier: bool) -> tuple[np.ndarray, float]:
@@ -144,8 +153,9 @@ def mix(members, weights, rows) -> np.ndarray:
 def one_task(folder: str, seeds: list[int]) -> list[dict]:
     task = load_task(folder)
     data = pd.read_csv(_train_file(task))
-    X = data.drop(columns=[c for c in (task.id_column, task.target) if c in data])
-    y = data[task.target]
+    (target,) = task.target  # one target column: the drafts fit one model per column otherwise
+    X = data.drop(columns=[c for c in (task.id_column, target) if c in data])
+    y = data[target]
     classifier = task.task_type != "regression"
     classes = sorted(y.unique()) if classifier else None
     rows = []

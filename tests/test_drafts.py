@@ -3,6 +3,7 @@ by the structural adapter, with every column handed over as the task has it."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,9 +19,9 @@ from dsagent_cbr.tasks.create import NewTaskRequest, create_task
 from dsagent_cbr.tasks.loader import load_task
 
 
-def test_a_table_gets_lightgbm_then_xgboost_with_the_task_s_loss_and_outputs():
+def test_a_table_gets_lightgbm_then_xgboost_then_a_forest_with_the_task_s_loss_and_outputs():
     hotel = general_cases(prepared("hotel-rates"))  # regression graded by mean absolute error
-    assert [c.task_name for c in hotel] == ["general", "general-xgboost"]
+    assert [c.task_name for c in hotel] == ["general", "general-xgboost", "general-forest"]
     # both keep the squared loss and stop early on the absolute error
     assert 'metric="l1"' in hotel[0].script and "lgb.LGBMRegressor(" in hotel[0].script
     assert "objective" not in hotel[0].script
@@ -29,6 +30,10 @@ def test_a_table_gets_lightgbm_then_xgboost_with_the_task_s_loss_and_outputs():
     smoke = general_cases(prepared("smoke-ban"))
     assert "lgb.LGBMClassifier(" in smoke[0].script and "xgb.XGBClassifier(" in smoke[1].script
     assert "metric=None" in smoke[0].script and "eval_metric=None" in smoke[1].script
+    # the forest: every category as codes, trees added until the harness's deadline, no booster
+    forest = smoke[2].script
+    assert "ExtraTreesClassifier(" in forest and "CODES_ABOVE = -1" in forest and "CBR_DEADLINE" in forest
+    assert "lightgbm" not in forest and "xgboost" not in forest and "ExtraTreesRegressor" in hotel[2].script
 
 
 def test_text_gets_a_linear_model_then_trees_and_trees_learn_one_target_at_a_time():
@@ -57,6 +62,24 @@ def test_the_general_draft_is_handed_dates_categories_and_numbers_as_they_are():
     kinds = model.jobs[0]["inner"]["spec"]["kinds"]
     assert kinds["arrival_date"] == "date" and kinds["meal"] == "category" and kinds["lead_time"] == "number"
     assert len(scope["predict"](model, X[500:])) == 100
+
+
+def test_the_forest_stops_adding_trees_at_the_deadline_and_still_predicts(monkeypatch):
+    task = prepared("titanic-survival")
+    forest = general_cases(task)[-1]
+    scope: dict = {"__name__": "adapted"}
+    exec(compile(adapt_case(forest, task)["code"], "adapted.py", "exec"), scope)  # our own draft
+    data = pd.read_csv(task.public_dir / "train.csv")
+    X, y = data.drop(columns=["id", *task.target]), data[task.target[0]]
+
+    def trees(deadline: float) -> int:
+        monkeypatch.setenv("CBR_DEADLINE", str(deadline))
+        model = scope["train_model"](X[:700], y[:700], X[700:], y[700:])
+        assert set(scope["predict"](model, X[700:])) <= set(y)
+        return model.jobs[0]["inner"]["model"].n_estimators
+
+    assert trees(time.time() - 1) == 25  # past its deadline: the first 25 trees, kept
+    assert trees(time.time() + 600) == 300
 
 
 @pytest.mark.slow

@@ -78,6 +78,7 @@ def noisy_answers(task):
 
 def test_the_search_drafts_transplants_tunes_ensembles_and_retains_its_best_single_once(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    monkeypatch.setattr(search_module, "general_cases", lambda task: general_cases(task)[:2])  # the flow: two drafts
     bank = FakeBank(solutions=[solution("first"), solution("unadaptable"), solution("good")])
     runs = executor(noisy_answers(task))
     record = develop_search(task, DevelopConfig(iterations=8), tmp_path, bank, runs)
@@ -159,6 +160,7 @@ def test_the_budget_ends_the_search_and_shrinks_the_last_nodes_time_limit(task, 
 
 def test_a_resumed_search_replays_its_tree_and_grows_it(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    monkeypatch.setattr(search_module, "general_cases", lambda task: general_cases(task)[:2])  # the flow: two drafts
     bank = FakeBank(solutions=[solution("first"), solution("good")])
     first = develop_search(task, DevelopConfig(iterations=3), tmp_path, bank, executor(noisy_answers(task)))
     assert [r.operator for r in first.rows] == ["draft", "draft", "transplant", "ensemble"]  # the leg's last blend
@@ -384,6 +386,7 @@ class Stopping(FakeExecutor):
 
 def test_a_stop_cancels_the_nodes_in_flight_and_nothing_changes_after_the_record(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    monkeypatch.setattr(search_module, "general_cases", lambda task: general_cases(task)[:2])  # the flow: two drafts
     runs = Stopping(task)
     record = develop_search(task, DevelopConfig(iterations=9, parallel=2), tmp_path,
                             FakeBank(solutions=[solution("first")]), runs)
