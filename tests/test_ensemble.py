@@ -136,7 +136,7 @@ def test_adapted_nodes_write_probabilities_that_the_blend_and_its_script_average
     held = hold_out(titanic)
     ids = ensemble.row_ids(titanic, held)
     found = []
-    for k, case in enumerate(general_cases(titanic), start=1):
+    for k, case in enumerate(general_cases(titanic)[:2], start=1):  # the two boosters
         code = adapt_case(case, titanic)["code"]
         result = run_script(titanic, code, run_dir=tmp_path / f"node-{k}", timeout=300)
         assert result.ok, result.stderr[-2000:]

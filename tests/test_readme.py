@@ -35,6 +35,7 @@ PARSE_ONLY = {
     "--model local": "runs the local model (tests/test_develop.py runs it)",
     "cbr serve-local": "serves until stopped (tests/test_llm_client.py starts the server)",
     "cbr bench ": "runs grids of many trials (tests/test_bench.py and tests/test_bench_ray.py run small ones)",
+    "cbr bank keep ": "keeps an analysis, which needs a model (tests/test_analysis_cases.py keeps one)",
 }
 EXTERNAL = ("vllm ", "apt-get ", "pip ", "ray ", "python -m pytest", "bash setup.sh")  # not ours to run (set-up, other programs)
 SLOW_SCRIPTS = ("experiments/deploy_suite.py", "experiments/bench_retrieval.py", "experiments/retrieval_quality.py",

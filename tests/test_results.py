@@ -106,7 +106,7 @@ def test_ctrl_c_is_recorded_as_interrupted_and_resume_finishes(tmp_path):
     summary = json.loads(resumed.stdout)
     # the interrupted draft is redone, then the tree grows to its cap and ends with a blend
     assert summary["stopped"] == "the cap of 3 nodes reached after 4 node(s)" and summary["iterations"] == 4
-    assert [r["operator"] for r in summary["rows"]] == ["draft", "draft", "transplant", "ensemble"]
+    assert [r["operator"] for r in summary["rows"]] == ["draft", "draft", "draft", "ensemble"]
     assert summary["best_iteration"] is not None and summary["outcome"] == "ok"
 
 

@@ -251,13 +251,15 @@ def add(
 
 
 @bank.command("keep")
-@click.argument("run", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.argument("run", type=click.Path(path_type=Path))
 @store_options
 def keep(run: Path, **opts: Any) -> None:
     """Keep the answered analysis of a `cbr analyze` run folder RUN as a case: later analyses of other
     questions see it as an example; one of the same question never does."""
     from dsagent_cbr.analysis.cases import analysis_case
 
+    if not run.is_dir():
+        raise CbrError(f"No run folder at {run}.")
     case = analysis_case(run.resolve(), "kept")
     report = _open(opts, seed=False).add([case])
     if report.failed:
