@@ -138,7 +138,7 @@ _LINEAR = '''    model = Ridge(alpha=1.0)
 # A forest of extremely randomised trees (Geurts et al., 2006) errs unlike the boosters, which makes it a
 # blend's member: on two seeded splits of the training rows of eleven tables without free text, adding it
 # to their cross-fitted blend made it better on 6 (hotel-rates' MAE by 0.051, pbc-status' log loss by 0.014),
-# worse on 3 (deliveries-time's MedAE by 0.015) and left 2 as they were, where the linear model made 4
+# worse on 3 (deliveries-time's MedAE by 0.015) and left 2 as they were, where the linear model made 3
 # better and 3 worse (experiments/distinct_learners.py). It takes numbers only, and stops adding trees at
 # the deadline the harness gives for training, as the boosters stop adding rounds.
 _FOREST = '''    # trees are added 25 at a time, up to 300, and none once the harness's deadline for training has
