@@ -20,7 +20,7 @@ from dsagent_cbr.analysis.dabench_grade import (
     grade_response,
     is_right,
 )
-from dsagent_cbr.analysis.dabench_run import ANSWERS, Answerer, run_benchmark
+from dsagent_cbr.analysis.dabench_run import ANSWERS, Answerer, read_records, run_benchmark
 from dsagent_cbr.analysis.dabench_table import SEED_PAPERS, SeedFigure, markdown_table
 
 __all__ = [
@@ -39,5 +39,6 @@ __all__ = [
     "load_labels",
     "load_questions",
     "markdown_table",
+    "read_records",
     "run_benchmark",
 ]

@@ -45,7 +45,7 @@ def run_benchmark(
     labels = _labels_for(folder, questions)
     out_dir.mkdir(parents=True, exist_ok=True)
     answers_path = out_dir / ANSWERS
-    records = _read_records(answers_path, {q.id for q in questions})
+    records = read_records(answers_path, {q.id for q in questions})
     todo = [q for q in questions if q.id not in records]
     for done, question in enumerate(todo, start=len(records) + 1):
         record = _ask(question, answer, _staged_table(folder, question, out_dir))
@@ -101,7 +101,7 @@ def _append(path: Path, record: dict) -> None:
         os.fsync(fh.fileno())
 
 
-def _read_records(path: Path, known: set[int]) -> dict[int, dict]:
+def read_records(path: Path, known: set[int]) -> dict[int, dict]:
     """The answers of an earlier run. A torn last line (the run killed mid-write) is dropped, and its
     question asked again; any other bad line is an error, as is an answer to an unknown question."""
     if not path.is_file():

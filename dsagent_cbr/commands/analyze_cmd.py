@@ -4,6 +4,7 @@ the model writes cell by cell, in a sandboxed kernel (dsagent_cbr/analysis/)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import re
 from dataclasses import asdict
@@ -207,14 +208,17 @@ def _retrieve(settings: Settings, config: AnalysisConfig, k: int, clock: Clock) 
         finally:
             bank.close()
     except CbrError as exc:
-        click.echo(
-            f"[{clock.left():4.0f} s left] no past analyses: the bank failed ({exc})", err=True
-        )
+        _say(clock, f"no past analyses: the bank failed ({exc})")
         return []
     config.examples = examples_text(cases)
     said = "; ".join(f"{e.score:.2f} {e.question[:60]}" for e in examples) or "none in the bank"
-    click.echo(f"[{clock.left():4.0f} s left] past analyses: {said}", err=True)
+    _say(clock, f"past analyses: {said}")
     return examples
+
+
+def _say(clock: Clock, line: str) -> None:
+    """A progress line on stderr, after the seconds the budget has left."""
+    click.echo(f"[{clock.left():4.0f} s left] {line}", err=True)
 
 
 def _new_run_dir(settings: Settings, path: Path) -> Path:
@@ -242,10 +246,7 @@ def _run(
     from dsagent_cbr.errors import InfrastructureError, outcome_of
     from dsagent_cbr.llm import open_llm
 
-    def say(line: str) -> None:
-        left = clock.left()
-        click.echo(f"[{left:4.0f} s left] {line}", err=True)
-
+    say = functools.partial(_say, clock)
     usage: dict[str, Any] = {"tokens": 0, "cost_usd": 0.0, "calls": 0}
     client = None
     try:

@@ -12,11 +12,10 @@ Every trial reads the bank as it was when the bench began: the analyses graded r
 from __future__ import annotations
 
 import contextlib
-import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -87,7 +86,7 @@ def dabench(
         f"{overall['PASQ']:.2%} (proportional), {overall['UASQ']:.2%} (uniform)"
     )
     if not no_retain:
-        _retain(settings, out, runs, folder.name)
+        _retain(settings, out, runs, folder)
     click.echo(f"table:   {out / 'table.md'}")
     click.echo(f"answers: {out / 'answers.jsonl'}")
 
@@ -105,18 +104,21 @@ def _bank_analyses(settings: Settings, k: int) -> int:
         bank.close()
 
 
-def _retain(settings: Settings, out: Path, runs: Path, bench: str) -> None:
+def _retain(settings: Settings, out: Path, runs: Path, folder: Path) -> None:
     """The analyses graded right, as cases of the bank (duplicates of an earlier end are skipped)."""
     from dsagent_cbr.analysis.cases import analysis_case
-    from dsagent_cbr.analysis.dabench import ANSWERS
+    from dsagent_cbr.analysis.dabench import ANSWERS, load_questions, read_records
     from dsagent_cbr.bank import open_bank
 
+    known = {q.id for q in load_questions(folder)}
     cases = []
-    for record in _records(out / ANSWERS):
+    for record in read_records(out / ANSWERS, known).values():
         run = run_folder(runs, record["id"])
         if record.get("right") and all(record["right"]) and run is not None:
             with contextlib.suppress(CbrError):  # a run folder damaged since: not kept
-                cases.append(analysis_case(run, "graded", bench=bench, question_id=record["id"]))
+                cases.append(
+                    analysis_case(run, "graded", bench=folder.name, question_id=record["id"])
+                )
     if not cases:
         return
     bank = open_bank(settings, seed=False)
@@ -128,12 +130,6 @@ def _retain(settings: Settings, out: Path, runs: Path, bench: str) -> None:
         f"bank:    {len(report.added)} analyses graded right added as cases "
         f"({len(report.duplicates)} were there already)"
     )
-
-
-def _records(path: Path) -> list[dict[str, Any]]:
-    return [
-        json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
-    ]
 
 
 def run_folder(runs: Path, question_id: int) -> Path | None:
