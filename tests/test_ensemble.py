@@ -140,12 +140,12 @@ def test_adapted_nodes_write_probabilities_that_the_blend_and_its_script_average
         code = adapt_case(case, titanic)["code"]
         result = run_script(titanic, code, run_dir=tmp_path / f"node-{k}", timeout=300)
         assert result.ok, result.stderr[-2000:]
-        found.append(ensemble.load(titanic, ids, held.test_rows + held.rows, k, tmp_path / f"node-{k}" / "workspace",
-                                   code))
+        found.append(ensemble.load(titanic, held, ids, k, tmp_path / f"node-{k}" / "workspace", code))
     assert all(m is not None and m.scores is not None and m.scores.shape == (len(ids), 2) for m in found)
     made = ensemble.make(titanic, held, ids, found, seed=0, workspace=tmp_path / "blend")
     weights = {1: 0.5, 2: 0.5}
-    ensemble.refit(titanic, held, ids, found, weights, tmp_path / "host")
+    view = held.for_refit()  # the members' test rows alone, blended as a refit's are
+    ensemble.refit(titanic, view, ensemble.row_ids(titanic, view), found, weights, tmp_path / "host")
     host = pd.read_csv(tmp_path / "host" / titanic.predictions)
     rerun = run_script(titanic, ensemble.script(titanic, found, weights), run_dir=tmp_path / "script", timeout=600)
     assert rerun.ok, rerun.stderr[-2000:]

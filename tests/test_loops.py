@@ -10,6 +10,7 @@ import json
 import pytest
 from conftest import prepared
 from support.fakes import FakeBank, FakeExecutor, FakeModel, Graded
+from support.workspace_rows import noisy_answers
 
 from dsagent_cbr.agent import deploy as deploy_module
 from dsagent_cbr.agent.deploy import DeployConfig, deploy
@@ -115,7 +116,7 @@ def test_a_budget_stop_keeps_the_best_and_still_refits(task, tmp_path):
     refittable = "```python\nimport os  # v1\nos.environ.get('CBR_REFIT')\n```"
     model = FakeModel({"plan": [PLAN.format("v1"), BudgetExceeded("token budget 100 spent (120)")],
                        "program": [refittable], "log": ["entry"]})
-    executor = FakeExecutor(grades(v1=Graded(selection=6.0, test=5.0)))
+    executor = FakeExecutor(grades(v1=Graded(selection=6.0, test=5.0)), predictions=noisy_answers(task))
     record = develop_with_model(task, DevelopConfig(iterations=3, cbr=False, refit=True), tmp_path, FakeBank(), model,
                                 executor)
     assert record.outcome is Outcome.BUDGET and record.outcome.exit_code == 4 and record.outcome.ours

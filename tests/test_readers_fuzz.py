@@ -279,7 +279,7 @@ def test_csv_predictions_of_any_bytes_are_graded_or_refused(tasks, space, name):
         (space / task.predictions).write_bytes(raw)
         grades = _total(lambda: grade(task, space, held if with_held else None))
         assert grades is None or grades.test is None or isinstance(grades.test, float)
-        member = ensemble.load(task, ids, 0, 1, space, "")
+        member = ensemble.load(task, held, ids, 1, space, "")
         assert member is None or len(member.values) == len(ids)
         upload_ = _total(lambda: upload.test_rows_only(task, held, raw))
         assert upload_ is not None or grades is None or not with_held  # what was graded can be uploaded
@@ -299,7 +299,7 @@ def test_npy_predictions_of_any_bytes_are_graded_or_refused(tasks, space, name):
     def check(raw, with_held):
         (space / task.predictions).write_bytes(raw)
         _total(lambda: grade(task, space, held if with_held else None))
-        member = ensemble.load(task, [], rows, 1, space, "")
+        member = ensemble.load(task, held, [], 1, space, "")
         assert member is None or len(member.values) == rows
         _total(lambda: upload.test_rows_only(task, held, raw))
         rundir.publish_outputs(space / "run", task, "print(1)\n", space, held)
@@ -333,7 +333,7 @@ def test_a_submission_written_with_bare_cr_line_ends_is_the_script_s_failure(tas
     frame.to_csv(tmp_path / task.predictions, index=False, lineterminator="\r")
     with pytest.raises(ArtefactError, match=r"bare \\r"):
         grade(task, tmp_path, held)
-    assert ensemble.load(task, ids, 0, 1, tmp_path, "") is None
+    assert ensemble.load(task, held, ids, 1, tmp_path, "") is None
     with pytest.raises(ArtefactError):
         csv_columns(b"id,price\rfoo\n1,2\n", "submission.csv")
 
@@ -343,7 +343,7 @@ def test_class_scores_with_a_bare_cr_in_their_header_are_ignored(tasks, tmp_path
     ids = ensemble.row_ids(task, held)
     pd.DataFrame({"id": ids, "kind": "short"}).to_csv(tmp_path / task.predictions, index=False)
     (tmp_path / CBR_CLASS_SCORES).write_bytes(b"short,tall\r" + b"0.9,0.1\r" * len(ids))
-    member = ensemble.load(task, ids, 0, 1, tmp_path, "")
+    member = ensemble.load(task, held, ids, 1, tmp_path, "")
     assert member is not None and member.scores is None and member.classes == ()
     (tmp_path / CBR_CLASS_SCORES).write_bytes(b"short\r,tall\n" + b"0.9,0.1\n" * len(ids))
     labels = pd.DataFrame({"kind": ["short"] * len(ids)})
@@ -377,7 +377,7 @@ def test_a_column_of_ints_no_float_holds_is_the_script_s_failure(tasks, tmp_path
     (tmp_path / task.predictions).write_text("id,churned\n" + rows)
     with pytest.raises(ArtefactError, match="not numeric"):
         grade(task, tmp_path, held)
-    assert ensemble.load(task, ids, 0, 1, tmp_path, "") is None
+    assert ensemble.load(task, held, ids, 1, tmp_path, "") is None
     (tmp_path / CBR_CLASS_SCORES).write_text("short,tall\n-1,1\n" + "9" * 400 + ",2\n")
     assert ensemble.class_scores(tmp_path, pd.DataFrame({"kind": ["short", "tall"]}), ["kind"]) == (None, ())
 

@@ -3,6 +3,7 @@ statuses that tell the truth, the shipped files at the run folder's root, --refi
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import signal
@@ -111,8 +112,13 @@ def test_ctrl_c_is_recorded_as_interrupted_and_resume_finishes(tmp_path):
 
 
 @pytest.mark.slow
-def test_refit_and_mlflow(tmp_path):
+def test_refit_and_mlflow(tmp_path, monkeypatch):
     from mlflow.tracking import MlflowClient
+
+    from dsagent_cbr.harness import upload
+    from dsagent_cbr.harness.plan import hold_out
+
+    monkeypatch.setenv("CBR_HOME", str(tmp_path / "home"))  # the run's home: its key places the held rows
 
     task = prepared("concrete-strength")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -123,9 +129,10 @@ def test_refit_and_mlflow(tmp_path):
     folder = Path(summary["run_dir"])
     assert summary["refit"]["status"] == "ok"
     refit = pd.read_csv(folder / "submission.csv")
-    unrefit = pd.read_csv(folder / "step-01" / "exec" / "workspace" / "submission.csv")  # selection rows too
-    assert list(refit["id"]) == list(unrefit["id"])[:len(refit)] == list(pd.read_csv(task.public_dir / "test.csv")["id"])
-    assert not refit.equals(unrefit.iloc[:len(refit)])
+    first_fit = (folder / "step-01" / "exec" / "workspace" / "submission.csv").read_bytes()  # selection rows too
+    unrefit = pd.read_csv(io.BytesIO(upload.test_rows_only(task, hold_out(task), first_fit)))
+    assert list(refit["id"]) == list(unrefit["id"]) == list(pd.read_csv(task.public_dir / "test.csv")["id"])
+    assert not refit.equals(unrefit) and "from the first fit's test predictions" in summary["refit"]["agreement"]
     assert "stop being a fair judge" in summary["refit"]["why"]
     # node 1 is cbr's general solution, which stops early: the refit kept its stopping point
     assert summary["rows"][0]["operator"] == "draft" and "kept the first fit's stopping points" in summary["refit"]["why"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
@@ -17,6 +18,8 @@ import psutil
 import pytest
 
 from dsagent_cbr.cores import machine_cores
+from dsagent_cbr.harness import upload
+from dsagent_cbr.harness.plan import hold_out
 from dsagent_cbr.harness.result import RunResult, parse_validation_metric
 from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.sandbox.bubblewrap import child_environment
@@ -28,7 +31,8 @@ def test_starter_runs_and_is_graded_against_the_answers(concrete, tmp_path):
     result = run_script(concrete, concrete.starter, run_dir=tmp_path / "run")
     assert result.ok, result.error
     assert result.valid_metric is not None and result.valid_metric > 0
-    sub = pd.read_csv(Path(result.workspace) / "submission.csv")
+    raw = (Path(result.workspace) / "submission.csv").read_bytes()  # by the workspace's ids
+    sub = pd.read_csv(io.BytesIO(upload.test_rows_only(concrete, hold_out(concrete), raw)))  # by the test rows' own
     answers = pd.read_csv(concrete.private_dir / "answers.csv").merge(sub, on="id", suffixes=("", "_p"))
     expected = rmse(answers["compressive_strength"], answers["compressive_strength_p"])
     assert result.test_metric == expected
@@ -146,13 +150,13 @@ def test_validation_metric_parsing_reads_only_the_documented_line():
 
 @pytest.mark.integration
 def test_grading_rejects_nan_and_missing_ids(concrete, tmp_path):
-    test = pd.read_csv(concrete.public_dir / "test.csv")
-    preds = np.full(len(test), np.nan)
-    script = f"import pandas as pd\npd.DataFrame({{'id': {test['id'].tolist()[:-1]!r}}}).assign(compressive_strength=1.0).to_csv('submission.csv', index=False)\n"
+    script = ("import pandas as pd\ntest = pd.read_csv('test.csv')\n"
+              "test[['id']].iloc[:-1].assign(compressive_strength=1.0).to_csv('submission.csv', index=False)\n")
     result = run_script(concrete, script, run_dir=tmp_path / "a")
     assert result.status == "grading_error" and "no prediction" in (result.error or "")
-    script = f"import pandas as pd\npd.DataFrame({{'id': {test['id'].tolist()!r}, 'compressive_strength': {preds.tolist()!r}}}).to_csv('submission.csv', index=False)\n"
-    result = run_script(concrete, script.replace("nan", "float('nan')"), run_dir=tmp_path / "b")
+    script = ("import pandas as pd\ntest = pd.read_csv('test.csv')\n"
+              "test[['id']].assign(compressive_strength=float('nan')).to_csv('submission.csv', index=False)\n")
+    result = run_script(concrete, script, run_dir=tmp_path / "b")
     assert result.status == "grading_error" and "NaN" in (result.error or "")
     assert os.path.isdir(result.workspace)
 

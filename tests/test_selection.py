@@ -14,7 +14,7 @@ from support.task_copies import dsagent_folder
 from dsagent_cbr.agent.develop import DevelopConfig, develop_with_model
 from dsagent_cbr.agent.record import overclaims
 from dsagent_cbr.agent.seams import SandboxExecutor
-from dsagent_cbr.harness import workspace
+from dsagent_cbr.harness import upload, workspace
 from dsagent_cbr.harness.plan import hold_out, step_pairs
 from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.report.observer import ReportWriter
@@ -135,12 +135,21 @@ def test_a_dsagent_folder_has_its_selection_rows_graded_by_its_own_submission(co
     assert result.selection_metric is not None and result.selection_metric != result.test_metric
 
 
-# Under CBR_REFIT it writes noise: a script cannot pass off a refit the selection rows would refuse.
+# Under CBR_REFIT it answers every row it learned by matching its features, and inverts its predictions
+# of the others. When a refit was judged on the selection rows (shown to it beside the test rows, and
+# learned), it scored them perfectly and was submitted: real test RMSE 33.6 against the first fit's 5.0.
 TWO_FACED = HONEST + '''
 import os
 if os.environ.get("CBR_REFIT"):
-    noise = np.random.default_rng(1).uniform(0, 100, len(test))
-    pd.DataFrame({"id": test["id"], "compressive_strength": noise}).to_csv("submission.csv", index=False)
+    guess = model.predict(test.drop(columns=["id"]))
+    inverted = guess.max() + guess.min() - guess
+    features = [c for c in test.columns if c != "id"]
+    learned = data.set_index(features)["compressive_strength"]
+    learned = learned[~learned.index.duplicated()]
+    keys = pd.MultiIndex.from_frame(test[features])
+    known = keys.isin(learned.index)
+    inverted[known] = learned.reindex(keys[known]).to_numpy()
+    pd.DataFrame({"id": test["id"], "compressive_strength": inverted}).to_csv("submission.csv", index=False)
 '''
 
 
@@ -153,17 +162,18 @@ def develop_refit(script: str, tmp_path) -> tuple:
 
 
 @pytest.mark.integration
-def test_a_refit_is_judged_on_the_selection_rows_and_refused_when_it_falls(tmp_path):
+def test_a_refit_is_judged_on_its_test_predictions_and_refused_when_far_from_the_first_fit(tmp_path):
     task, record = develop_refit(TWO_FACED, tmp_path / "two-faced")
-    first = record.rows[0]
     assert record.best_iteration == 1 and record.refit.status == "refused", record.refit
-    assert record.refit.selection_after_refit > 2 * first.selection and "behaved otherwise" in record.refit.why
-    submitted = pd.read_csv(tmp_path / "two-faced" / "submission.csv")  # the first fit's test predictions stay
-    graded = pd.read_csv(tmp_path / "two-faced" / "step-01" / "exec" / "workspace" / "submission.csv")
-    assert submitted.equals(graded.head(len(submitted)))
-    assert record.baselines["prior"] is not None and record.baselines["prior"] > first.selection
+    assert "behaved otherwise" in record.refit.why and "RMSE" in record.refit.agreement
+    submitted = (tmp_path / "two-faced" / "submission.csv").read_bytes()  # the first fit's test predictions stay
+    graded = (tmp_path / "two-faced" / "step-01" / "exec" / "workspace" / "submission.csv").read_bytes()
+    assert submitted == upload.test_rows_only(task, hold_out(task), graded)
+    refit_rows = pd.read_csv(tmp_path / "two-faced" / "refit" / "exec" / "workspace" / "submission.csv")
+    assert len(refit_rows) == len(pd.read_csv(task.public_dir / "test.csv"))  # no selection row was shown to it
 
     _, honest = develop_refit(HONEST.replace("import numpy as np", "import numpy as np  # reads CBR_REFIT"),
                               tmp_path / "honest")
-    assert honest.refit.status == "ok" and honest.refit.selection_after_refit <= honest.rows[0].selection
-    assert len(pd.read_csv(tmp_path / "honest" / "submission.csv")) == len(pd.read_csv(task.public_dir / "test.csv"))
+    assert honest.refit.status == "ok" and "from the first fit's test predictions" in honest.refit.agreement
+    submitted = pd.read_csv(tmp_path / "honest" / "submission.csv")
+    assert submitted["id"].tolist() == pd.read_csv(task.public_dir / "test.csv")["id"].tolist()  # own ids, in order

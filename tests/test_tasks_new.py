@@ -121,9 +121,14 @@ def test_holdout_is_seeded_stratified_and_labelled(kaggle, tmp_path):
     for n in (1, 2):
         new_task(tmp_path / f"d{n}" / "debates", "--from-kaggle-folder", kaggle["debates"], "--holdout", "0.2")
         runs.append(tmp_path / f"d{n}" / "debates")
-    same = [(p.relative_to(runs[0]), p.read_bytes() == (runs[1] / p.relative_to(runs[0])).read_bytes())
-            for p in runs[0].rglob("*") if p.is_file()]
-    assert same and all(ok for _, ok in same), same
+    seeded = [p.relative_to(runs[0]) for p in runs[0].rglob("*") if p.is_file() and p.parent.name != "private"
+              and p.name not in ("test.csv", "sample_submission.csv")]
+    differ = [p for p in seeded if (runs[0] / p).read_bytes() != (runs[1] / p).read_bytes()]
+    assert seeded and not differ, differ
+    # the same rows held out, each with the same label; their order and ids are drawn anew (tasks/create.py)
+    labelled = [pd.read_csv(r / "data" / "test.csv").merge(pd.read_csv(r / "private" / "answers.csv"), on="id")
+                .drop(columns="id").sort_values(["statement", "debate"]).reset_index(drop=True) for r in runs]
+    assert labelled[0].equals(labelled[1])
     task = load_task(runs[0], require_data=True)
     assert task.has_answers
     full = pd.read_csv(kaggle["debates"] / "train.csv")

@@ -4,8 +4,8 @@ real task's test and selection rows, read back and bootstrapped."""
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
 from conftest import prepared
+from support.workspace_rows import workspace_answers
 
 from dsagent_cbr.harness.grading import grade
 from dsagent_cbr.harness.plan import hold_out
@@ -13,10 +13,8 @@ from dsagent_cbr.harness.uncertainty import Sample, selection_values
 
 
 def written(task, held, workspace, noise: float, seed: int):
-    """A script's predictions file: the test rows, then the held rows as the workspace's test file has them."""
-    test = pd.read_csv(task.private_dir / task.answers)
-    answers = held.answers.astype({"compressive_strength": float}).assign(id=list(held.shown_ids))
-    rows = pd.concat([test, answers], ignore_index=True)
+    """A script's predictions file: the test rows, then the held rows, by the ids the workspace gives them."""
+    rows = workspace_answers(task, held)
     rng = np.random.default_rng(seed)
     workspace.mkdir(parents=True)
     rows.assign(compressive_strength=rows["compressive_strength"] + rng.normal(0, noise, len(rows))).to_csv(

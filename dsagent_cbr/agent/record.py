@@ -94,12 +94,14 @@ class Row(BaseModel):
 
 
 class Refit(BaseModel):
-    status: str  # ok, skipped, refused (judged on the selection rows: agent/refit.py), or the run's failure
+    # ok, skipped, refused (its test predictions too far from the first fit's: agent/refit.py), or the
+    # run's failure
+    status: str
     why: str | None = None
     error: str | None = None
     test_after_refit: float | None = None
-    # on rows it learned: a check of the refit, never a judge
-    selection_after_refit: float | None = None
+    # how its test predictions agreed with the first fit's, in words: what judged it
+    agreement: str | None = None
     # per early-stopped model: [first fit's rounds, the refit's own]
     rounds: list[list[int]] | None = None
 

@@ -1,11 +1,20 @@
 """The refit: the selected script once more on every labelled row, so that the submission learns from
-all of them. It still predicts the selection rows, and is judged on them: rows it learned, so the score
-is no fair estimate (the record keeps the first fit's for that), but a model that learned rows rarely
-predicts them worse. A refit that does, by more than a tenth of what the first fit gained over the prior
-baseline (harness/baseline.py), is not submitted: the script behaved otherwise under CBR_REFIT, or the
-refit broke, and the first fit's predictions stay the submission."""
+all of them. It learns the selection rows too, so no labelled row is left to judge it: its test file holds
+the test rows alone (harness/plan.py's for_refit), and it is judged on what it cannot have learned, its
+test predictions against the first fit's. Two honest fits of one script predict alike; one that behaved
+otherwise under CBR_REFIT (or broke) does not, and the first fit's predictions stay the submission:
+
+- where the metric is a distance (accuracy's share of rows wrong, RMSE, MAE, RMSLE, MCRMSE), a refit as
+  good as the first fit lies within the first fit's selection error of the truth, so within twice that
+  of the first fit's predictions (the triangle inequality); one further is worse than the first fit;
+- where it is not (AUROC, log loss, the median error), the refit's predictions must rank the test rows
+  as the first fit's do (Spearman's correlation, column by column).
+A script that predicts its learned rows by their features and inverts every test row scored 1.0 on the
+selection rows when the refit was judged there, and was submitted (real AUROC 0.153)."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from dsagent_cbr.agent.record import Refit
 from dsagent_cbr.tasks.metrics import Metric
@@ -15,6 +24,12 @@ REFIT_NOTE = (
     "selection score judged the script before the refit"
 )
 FALL = 0.1  # of a score's lead over the prior baseline: how much worse it may come out again
+DISTANCES = ("accuracy", "rmse", "mse", "mae", "rmsle", "mcrmse")
+# the first fit's selection error is a sample's: twice it, and this much more, before a refit is refused
+SLACK = 0.1
+RANK_FLOOR = (
+    0.5  # Spearman's correlation of the two fits' test predictions, below which they differ
+)
 
 
 def stopping_note(rounds: list[list[int]] | None) -> str:
@@ -29,37 +44,81 @@ def stopping_note(rounds: list[list[int]] | None) -> str:
     return f"; its early-stopped models kept the first fit's stopping points: {kept}"
 
 
-def refitted(
-    test: float | None, rounds: list[list[int]] | None, selection: float | None = None
-) -> Refit:
-    """A refit that ran and was submitted: its test score (only reported), its score on the selection rows
-    it learned (a check), and what its early stopping kept."""
+def refitted(test: float | None, rounds: list[list[int]] | None, agreement: str) -> Refit:
+    """A refit that ran and was submitted: its test score (only reported), how it agreed with the first
+    fit, and what its early stopping kept."""
     return Refit(
         status="ok",
         test_after_refit=test,
-        selection_after_refit=selection,
+        agreement=agreement,
         rounds=rounds,
         why=REFIT_NOTE + stopping_note(rounds),
     )
 
 
-def fall(
-    metric: Metric, first: float | None, refit: float | None, prior: float | None
-) -> str | None:
-    """Why the refit is not submitted, or None. `first` is the first fit's selection score, `refit` the
-    refit's on the same rows, `prior` the prior baseline's there."""
-    if first is None:
-        return None  # no selection rows: nothing to check the refit on
-    if refit is None:
-        return "the refit's predictions of the selection rows could not be graded"
-    if not fell(metric.direction, first, refit, prior):
-        return None
+def judge(
+    metric: Metric,
+    first_selection: float | None,
+    first: np.ndarray | None,
+    refit: np.ndarray | None,
+) -> tuple[str | None, str]:
+    """(why the refit is not submitted or None, how its test predictions `refit` agreed with the first
+    fit's `first`, in words); `first_selection` is the first fit's selection score."""
+    if first is None or refit is None or first.shape != refit.shape:
+        return "its test predictions could not be read back beside the first fit's", ""
+    if metric.name in DISTANCES and first_selection is not None:
+        return _distance(metric, first_selection, first, refit)
+    return _ranks(first, refit)
+
+
+def _distance(
+    metric: Metric, error: float, first: np.ndarray, refit: np.ndarray
+) -> tuple[str | None, str]:
+    if metric.name == "accuracy":
+        apart, error = 1 - metric.fn(first, refit), 1 - error
+    else:
+        apart = metric.fn(*(_one(a.astype(float)) for a in (first, refit)))
+    if metric.name == "mse":  # a squared distance: the inequality holds for its root
+        apart, error = apart**0.5, error**0.5
+    said = f"{_what(metric)} {apart:.4g} from the first fit's test predictions (its selection error {error:.4g})"
+    if apart <= (2 + SLACK) * error:
+        return None, said
     return (
-        f"on the selection rows, which it learned, the refit scored {metric.name} {refit:.4g} against "
-        f"the first fit's {first:.4g} (the prior baseline: {_shown(prior)}): a model rarely predicts rows "
-        "it learned worse, so the script behaved otherwise when refit; the first fit's predictions are "
-        "submitted"
-    )
+        f"the refit's test predictions lie {_what(metric)} {apart:.4g} from the first fit's, more than twice "
+        f"the first fit's own error ({error:.4g}): a refit that far is worse than the first fit, so the "
+        "script behaved otherwise when refit; the first fit's predictions are submitted"
+    ), said
+
+
+def _what(metric: Metric) -> str:
+    return "a share of rows" if metric.name == "accuracy" else metric.name.upper()
+
+
+def _ranks(first: np.ndarray, refit: np.ndarray) -> tuple[str | None, str]:
+    from scipy.stats import spearmanr
+
+    columns = [
+        spearmanr(first[:, j].astype(float), refit[:, j].astype(float)).statistic
+        for j in range(first.shape[1])
+        if np.ptp(first[:, j].astype(float)) > 0 and np.ptp(refit[:, j].astype(float)) > 0
+    ]
+    if not columns:
+        return (
+            "its test predictions or the first fit's are one constant: they cannot be compared",
+            "",
+        )
+    low = float(np.min(columns))
+    said = f"Spearman's correlation {low:.3f} with the first fit's test predictions"
+    if low >= RANK_FLOOR:
+        return None, said
+    return (
+        f"the refit ranks the test rows unlike the first fit (Spearman's correlation {low:.3f}, below "
+        f"{RANK_FLOOR}): the script behaved otherwise when refit; the first fit's predictions are submitted"
+    ), said
+
+
+def _one(a: np.ndarray) -> np.ndarray:
+    return a[:, 0] if a.ndim == 2 and a.shape[1] == 1 else a
 
 
 def fell(direction: str, before: float, now: float, prior: float | None) -> bool:

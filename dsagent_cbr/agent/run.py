@@ -30,18 +30,18 @@ from dsagent_cbr.agent.estimate import estimate
 from dsagent_cbr.agent.journal import RunJournal
 from dsagent_cbr.agent.progress import heartbeat
 from dsagent_cbr.agent.record import Kind, Refit, Row, RunRecord, Status
-from dsagent_cbr.agent.rundir import IMPORTANCE, publish_outputs, step_dir
+from dsagent_cbr.agent.rundir import IMPORTANCE, publish_outputs, row_workspace, step_dir
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Observer, Progress, Quiet
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.errors import BudgetExceeded, Cancelled, InfrastructureError, Outcome, outcome_of
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.harness.baseline import prior_score
-from dsagent_cbr.harness.plan import hold_out
+from dsagent_cbr.harness.plan import Held, hold_out
 from dsagent_cbr.harness.readers import read_refit_rounds
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.harness.run import REFIT_VARIABLE
-from dsagent_cbr.harness.upload import write_submission
+from dsagent_cbr.harness.upload import test_values, write_submission
 from dsagent_cbr.llm.parsing import ParseError
 from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.tasks.model import Task
@@ -352,12 +352,13 @@ class Run:
             )
             return
         rounds = read_refit_rounds(Path(result.workspace))
+        first = row_workspace(self.run_dir, self.best.script)
         self.record.refit = self.judged_refit(
-            self.best.selection, result.selection_metric, result.test_metric, rounds
+            first, Path(result.workspace), result.test_metric, rounds
         )
         if self.record.refit.status == "ok":
             publish_outputs(
-                self.run_dir, self.task, code, Path(result.workspace), hold_out(self.task)
+                self.run_dir, self.task, code, Path(result.workspace), self.refit_view()
             )
 
     def too_late_to_refit(self, took: float, what: str) -> Refit | None:
@@ -369,20 +370,34 @@ class Run:
         why = f"{max(left, 0):.0f} s of the budget left, and {what} took {took:.0f} s"
         return Refit(status="skipped", why=why)
 
+    def refit_view(self) -> Held | None:
+        """The held rows as a refit sees them (none among its test rows), where the task has them."""
+        held = hold_out(self.task) if self.record.selection_rows else None
+        return held.for_refit() if held is not None else None
+
     def judged_refit(
         self,
-        first: float | None,
-        selection: float | None,
+        first: Path,
+        refit_workspace: Path,
         test: float | None,
         rounds: list[list[int]] | None,
     ) -> Refit:
-        """The refit's record: submitted, or refused when it fell on the selection rows it learned."""
-        why = refit.fall(self.task.metric, first, selection, self.prior)
+        """The refit's record: submitted, or refused when its test predictions (in `refit_workspace`) lie
+        too far from the first fit's (in `first`) to be as good (agent/refit.py)."""
+        view = self.refit_view()
+        if view is None:  # no selection rows: no score to hold the refit to
+            return refit.refitted(test, rounds, "not compared: the task has no selection rows")
+        held = hold_out(self.task)
+        assert held is not None and self.best is not None
+        why, agreement = refit.judge(
+            self.task.metric,
+            self.best.selection,
+            test_values(self.task, held, first),
+            test_values(self.task, view, refit_workspace),
+        )
         if why:
-            return Refit(
-                status="refused", why=why, selection_after_refit=selection, test_after_refit=test
-            )
-        return refit.refitted(test, rounds, selection)
+            return Refit(status="refused", why=why, agreement=agreement, test_after_refit=test)
+        return refit.refitted(test, rounds, agreement)
 
     # -- how a run ends ----------------------------------------------------------------------------
     @contextlib.contextmanager

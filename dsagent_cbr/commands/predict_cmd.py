@@ -103,7 +103,9 @@ def predict_rows(
     """Write the run's predictions for NEW.csv; returns (output path, notes)."""
     import pandas as pd
 
+    from dsagent_cbr.harness.plan import hold_out
     from dsagent_cbr.harness.run import run_script
+    from dsagent_cbr.harness.upload import test_rows_only
     from dsagent_cbr.harness.workspace import copy_entry
     from dsagent_cbr.tasks.loader import load_task
 
@@ -140,24 +142,26 @@ def predict_rows(
                 "the solution learns from every labelled row, as the run's submission did (its refit)"
             )
         result = run_script(copy, script, run_dir=folder, policy=policy, refit=refit)
+        held = hold_out(copy)  # where the run hid its held rows, and the ids it gave the new rows
     if not result.ok:
         raise CbrError(f"The solution failed on {new_csv.name} ({result.status}): {result.error}")
     produced = Path(task.predictions or "submission.csv")
     idc = task.id_column
     wanted = list(dict.fromkeys([idc, *columns]))
     try:
+        raw = read_bytes(Path(result.workspace), produced.name)
+        # the selection rows' predictions stay out, and the new rows get their own ids back
+        raw = test_rows_only(copy, held, raw) if held is not None else raw
         sub = read_csv(
-            read_bytes(Path(result.workspace), produced.name),
+            raw,
             produced.name,
             wanted=wanted,
-            max_rows=len(new) + result.selection_rows,
+            max_rows=len(new),
             max_columns=len(wanted) + EXTRA_COLUMNS,
         )
     except ArtefactError as exc:
         raise CbrError(f"The solution's predictions cannot be used: {exc}.") from exc
     sub = sub[wanted]
-    # the selection rows' predictions stay out
-    sub = sub[sub[idc].astype(str).isin(set(new[idc].astype(str)))]
     if sub[idc].duplicated().any() or set(sub[idc].astype(str)) != set(new[idc].astype(str)):
         raise CbrError(
             f"The solution's {produced.name} does not have one row per row of {new_csv.name}."

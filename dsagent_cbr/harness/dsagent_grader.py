@@ -41,19 +41,30 @@ def grade_dsagent(
             f"{PREDICTIONS} has {len(saved)} predictions, expected "
             f"{held.test_rows + held.rows} (one per row of {task.test_file})"
         )
+    if held is not None:  # the source order the folder's submission.py grades in
+        saved = held.unmix(saved)
+        predictions = _npy_bytes(saved)
     grading_files = size_mb([p for p in task.public_dir.iterdir() if p.is_file()])
     with scratch(
         run_dir, grading_files * 2 + len(predictions) / 2**20, GRADER_POLICY.disk_mb
     ) as space:
         printed = _run_grader(task, space, predictions, run_dir, policy, held)
     test_part, _, selection_part = printed.partition(SELECTION_MARK)
-    if held is None:
+    if held is None or not held.rows:
         return Grades(_printed_score(task, test_part), None)
     # X_test.npy's selection windows: our metric, as for npy tasks
     if isinstance(held.answers, np.ndarray):
         selection = score_npy(task, held.answers, saved[held.test_rows :], "selection")
         return Grades(_printed_score(task, test_part), selection)
     return Grades(_printed_score(task, test_part), _printed_score(task, selection_part))
+
+
+def _npy_bytes(values: np.ndarray) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    np.save(buffer, values, allow_pickle=False)
+    return buffer.getvalue()
 
 
 def _fill(task: Task, folder: Path, predictions: bytes, held: Held | None) -> None:
@@ -68,8 +79,8 @@ def _fill(task: Task, folder: Path, predictions: bytes, held: Held | None) -> No
         "label_columns": list(task.dsagent.label_columns),
         "test_rows": held.test_rows if held else None,
     }
-    # arrays are scored on the host
-    if held is not None and not isinstance(held.answers, np.ndarray):
+    # arrays are scored on the host; a refit has no held rows to grade
+    if held is not None and held.rows and not isinstance(held.answers, np.ndarray):
         held.answers.to_csv(folder / SELECTION_FILE, index=False)
     (folder / GRADING_CONFIG).write_text(json.dumps(config), encoding="utf-8")
     grader = (

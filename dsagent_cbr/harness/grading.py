@@ -61,7 +61,7 @@ def _check_finite(values: np.ndarray, what: str) -> None:
 
 
 def _grade_npy(task: Task, raw: bytes, held: Held | None) -> Grades:
-    """Positional: the test rows' predictions first, then the selection rows' (X_test.npy's order)."""
+    """Positional: the rows of X_test.npy in its order, put back as the test rows then the held rows."""
     assert task.predictions
     truth = np.load(task.private_dir / task.answers, allow_pickle=False) if task.answers else None
     example = truth if truth is not None else held.answers if held else None
@@ -76,8 +76,11 @@ def _grade_npy(task: Task, raw: bytes, held: Held | None) -> Grades:
             f"{task.predictions} has {len(pred)} rows, expected {expected} (one per row of X_test.npy)"
         )
     tested = len(pred) if tested is None else tested
+    pred = held.unmix(pred) if held else pred
     test = score_npy(task, truth, pred[:tested], "test")
-    selection = score_npy(task, held.answers, pred[tested:], "selection") if held else None
+    selection = (
+        score_npy(task, held.answers, pred[tested:], "selection") if held and held.rows else None
+    )
     return Grades(test, selection)
 
 
@@ -125,9 +128,13 @@ def _grade_csv(task: Task, raw: bytes, held: Held | None) -> Grades:
     if sub[KEY].duplicated().any():
         raise GradingError(f"{task.predictions} repeats ids")
     chosen = sub[KEY].isin(set(held.ids)) if held else pd.Series(False, index=sub.index)
-    test = _score_csv(task, truth, sub[~chosen], "test" if task.answers else None)
+    tested = sub[~chosen]
+    if held:  # the test rows by their own ids
+        own = {k: id_key(v) for k, v in held.own_test_ids().items()}
+        tested = tested.assign(**{KEY: tested[KEY].map(lambda k: own.get(k, "\0" + k))})
+    test = _score_csv(task, truth, tested, "test" if task.answers else None)
     selection = None
-    if held:
+    if held and held.rows:
         # typed as an answers file is
         answers = pd.read_csv(io.StringIO(held.answers.to_csv(index=False)))
         selection = _score_csv(task, answers, sub[chosen], "selection")

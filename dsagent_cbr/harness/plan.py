@@ -9,19 +9,22 @@ own, so that time order holds). Forecasting windows overlap: a selection window 
 of its targets appears in what the script sees (the test inputs, the other selection inputs), and a
 training window that shares a target with one is dropped.
 
-`hold_out(task)` plans it: an immutable `Held`, the same rows for every run of a task. What the plan
-does to the files a script sees is workspace.py's alone."""
+Where the held rows then sit among the test rows, and which ids they carry, is mixing.py's: nothing in
+a file's order or ids tells them apart. Every draw is keyed (selection_key.py), so a script cannot redo
+it. `hold_out(task)` plans it: an immutable `Held`, the same rows for every run of a task in one cbr
+home. What the plan does to the files a script sees is workspace.py's alone."""
 
 from __future__ import annotations
 
-import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from dsagent_cbr.harness import mixing
+from dsagent_cbr.harness.selection_key import task_seed
 from dsagent_cbr.tasks.dsagent_layout import training_csv
 from dsagent_cbr.tasks.model import Task
 
@@ -55,13 +58,42 @@ class Held:
     positions: tuple[int, ...]  # the held rows' positions in `source`, ascending
     # forecasting: training windows the script loses too (they share a target)
     dropped: tuple[int, ...] = ()
-    # csv: each held row's id in the workspace (its own, or fresh if a test row has it)
+    # csv: each held row's id in the workspace (mixing.py's pool)
     shown_ids: tuple[str, ...] = ()
     # the same as id_key gives them: how the grader finds their predictions
     ids: tuple[str, ...] = ()
+    # the workspace's rows of the test file, as source rows (mixing.py); empty: the source order
+    order: tuple[int, ...] = ()
+    # csv: the test rows' own ids as the test file writes them, and the id each carries in the workspace
+    test_ids: tuple[str, ...] = ()
+    test_shown: tuple[str, ...] = ()
     # csv: the id and target columns (as text); npy: the y rows; dsagent: the rows, labelled, in the
     # test's columns
     answers: Any = field(default=None, repr=False, compare=False)
+
+    def mix(self, values: np.ndarray) -> np.ndarray:
+        return mixing.mix(values, self.order)
+
+    def unmix(self, values: np.ndarray) -> np.ndarray:
+        return mixing.unmix(values, self.order)
+
+    def own_test_ids(self) -> dict[str, str]:
+        """csv: each test row's workspace id (as id_key gives it) to its own id, as the test file writes it."""
+        return dict(zip(map(id_key, self.test_shown), self.test_ids, strict=True))
+
+    def for_refit(self) -> Held:
+        """What a refit sees: every labelled row to learn, and the test rows where the first fit saw them,
+        with no held row among them (it learned them: predicting them would judge nothing)."""
+        return replace(
+            self,
+            rows=0,
+            positions=(),
+            dropped=(),
+            shown_ids=(),
+            ids=(),
+            order=mixing.without_held(self.order, self.test_rows),
+            answers=None,
+        )
 
     def worth(self, metric: str) -> str:
         """What one row moves the score by, where that is a fixed amount."""
@@ -89,16 +121,27 @@ def describe(task: Task, held: Held | None) -> str:
             "runs are judged by the validation line the script prints."
         )
     where = task.test_file or "X_test.npy"
+    among = (
+        f"their features follow the {held.test_rows} test rows of {where}"
+        if in_time(task)
+        else f"their features are among the {held.test_rows} test rows of {where}, in an order and with "
+        "ids that say nothing of which rows they are"
+    )
     return (
         f"Selection rows: cbr holds back {held.rows} of the {held.labelled} labelled rows ({held.how}); the "
         f"counts above are of the files before it does. In the workspace the training file lacks them and "
-        f"their features follow the {held.test_rows} test rows of {where}: predict every row. cbr grades "
+        f"{among}: predict every row. cbr grades "
         f"their predictions; that selection score is what a run is judged by ({held.worth(task.metric_name)})."
     )
 
 
-def _seed(task: Task) -> int:
-    return zlib.crc32(task.name.encode("utf-8"))
+def in_time(task: Task) -> bool:
+    """Whether the task's rows have a time order the held rows must keep: they are then its latest."""
+    return bool(task.time_column) or task.task_type == "forecasting"
+
+
+def _rng(task: Task, stream: int = 0) -> np.random.Generator:
+    return np.random.default_rng(task_seed(task.name, stream))
 
 
 def _stamp(task: Task) -> tuple[tuple[str, int, int], ...]:
@@ -111,11 +154,11 @@ def hold_out(task: Task) -> Held | None:
     rows, or a layout whose rows it cannot tell apart: the run is then chosen on printed validation)."""
     if not task.is_prepared():
         return None
-    return _hold_out(task, _stamp(task))
+    return _hold_out(task, _stamp(task), task_seed(task.name))
 
 
 @cache
-def _hold_out(task: Task, _stamp: object) -> Held | None:
+def _hold_out(task: Task, _stamp: object, _seed: int) -> Held | None:
     if task.data_format in ("npy", "dsagent") and all(n in task.public_files for n in NPY):
         return _npy(task)
     if task.data_format == "csv" and task.train_file and task.test_file and task.id_column:
@@ -148,8 +191,8 @@ def _chosen(task: Task, train: pd.DataFrame, labels: list[str]) -> tuple[np.ndar
     size = selection_size(len(train))
     if size == 0:
         return None
-    rng = np.random.default_rng(_seed(task))
-    if task.time_column or task.task_type == "forecasting":
+    rng = _rng(task)
+    if in_time(task):
         order = np.arange(len(train))
         if task.time_column in train.columns:
             import pandas as pd
@@ -203,8 +246,10 @@ def _whole_groups(groups: np.ndarray, size: int, rng: np.random.Generator) -> np
 
 
 def _fresh_ids(selected: pd.Series, taken: set[str]) -> list[str]:
-    """Selection ids that no test row has: their own where they are free, numbers past every id if not."""
-    if not {id_key(i) for i in taken} & {id_key(i) for i in selected}:
+    """Selection ids that no test row has and none repeats: their own where they are free, numbers past
+    every id if not."""
+    keys = [id_key(i) for i in selected]
+    if not {id_key(i) for i in taken} & set(keys) and len(set(keys)) == len(keys):
         return list(selected)
     numeric = [int(i) for i in (*taken, *selected) if i.lstrip("-").isdigit()]
     start = max(numeric, default=0) + 1
@@ -222,7 +267,10 @@ def _csv(task: Task) -> Held | None:
     if chosen is None or not len(chosen[0]):
         return None
     positions, how = chosen
-    shown = _fresh_ids(train[idc].iloc[positions], set(test[idc]))
+    rng, timed = _rng(task, mixing.MIX_STREAM), in_time(task)
+    order = mixing.draw_order(len(test), len(positions), timed, rng)
+    own = _fresh_ids(train[idc].iloc[positions], set(test[idc]))
+    test_shown, shown = mixing.pooled_ids(list(test[idc]), own, timed, rng)
     answers = train[labels].iloc[positions].reset_index(drop=True)
     answers.insert(0, idc, shown)
     return Held(
@@ -234,6 +282,9 @@ def _csv(task: Task) -> Held | None:
         positions=tuple(map(int, positions)),
         shown_ids=tuple(shown),
         ids=tuple(map(id_key, shown)),
+        order=order,
+        test_ids=tuple(test[idc]),
+        test_shown=tuple(test_shown),
         answers=answers,
     )
 
@@ -248,7 +299,7 @@ def _npy(task: Task) -> Held | None:
         how = "the latest windows whose targets the script cannot see"
     else:
         size = selection_size(len(y))
-        rng = np.random.default_rng(_seed(task))
+        rng = _rng(task)
         positions = _stratified(y, size, rng) if size else np.array([], dtype=int)
         split = (np.setdiff1d(np.arange(len(y)), positions), positions) if len(positions) else None
         how = f"{len(positions)} cases stratified by label"
@@ -256,6 +307,9 @@ def _npy(task: Task) -> Held | None:
         return None
     keep, picked = split
     dropped = np.setdiff1d(np.arange(len(y)), np.concatenate([keep, picked]))
+    order = mixing.draw_order(
+        len(X_test), len(picked), in_time(task), _rng(task, mixing.MIX_STREAM)
+    )
     return Held(
         rows=len(picked),
         labelled=len(y),
@@ -264,6 +318,7 @@ def _npy(task: Task) -> Held | None:
         source="X_train.npy",
         positions=tuple(map(int, picked)),
         dropped=tuple(map(int, dropped)),
+        order=order,
         answers=y[picked],
     )
 
@@ -341,6 +396,7 @@ def _dsagent(task: Task) -> Held | None:
     if chosen is None or not len(chosen[0]):
         return None
     positions, how = chosen
+    mixed = _rng(task, mixing.MIX_STREAM)
     return Held(
         rows=len(positions),
         labelled=len(train),
@@ -348,5 +404,6 @@ def _dsagent(task: Task) -> Held | None:
         test_rows=len(test),
         source=train_name,
         positions=tuple(map(int, positions)),
+        order=mixing.draw_order(len(test), len(positions), in_time(task), mixed),
         answers=train.iloc[positions][list(test.columns)].reset_index(drop=True),
     )

@@ -75,8 +75,8 @@ def run_script(
     script's own failures, whatever it leaves behind: they come back as a RunResult with a status and
     an error line. Raises SandboxUnavailable when the sandbox could not start it (ours, not the
     script's), and Cancelled when `cancel` was set while it ran. With `refit` the script is given every
-    labelled row and told (CBR_REFIT=1) to learn from its validation rows too; it still predicts the
-    selection rows, so that the refit is judged on them (they are rows it learned)."""
+    labelled row and told (CBR_REFIT=1) to learn from its validation rows too; it predicts the test rows
+    alone (it learned the selection rows: agent/refit.py judges it otherwise)."""
     policy = replace(
         policy or SandboxPolicy(),
         **{k: v for k, v in (("timeout", timeout), ("memory_mb", memory_mb)) if v is not None},
@@ -87,6 +87,7 @@ def run_script(
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "script.py").write_text(code, encoding="utf-8")
     held = hold_out(task)
+    held = held.for_refit() if refit and held is not None else held
     ran = _sandboxed(task, held, code, run_dir, policy, refit, cancel)
     status, error = _status(ran, policy)
     valid = parse_validation_metric(ran.stdout, task.metric_name)

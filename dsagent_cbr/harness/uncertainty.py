@@ -84,7 +84,8 @@ def selection_values(task: Task, held: Held, workspace: Path) -> np.ndarray | No
         raw = read_bytes(workspace, task.predictions)
         if task.data_format == "npy":
             values = read_npy(raw, task.predictions, max_items=len(raw))
-            return values[held.test_rows :] if len(values) == held.test_rows + held.rows else None
+            every = held.test_rows + held.rows
+            return held.unmix(values)[held.test_rows :] if len(values) == every else None
     except ArtefactError:
         return None
     frame = predictions_by_id(task, raw, list(held.ids), held.test_rows + held.rows)

@@ -1,17 +1,22 @@
 """What a user uploads: a script's predictions without its predictions of the selection rows (csv by id,
-arrays by position), every other cell as the script wrote it."""
+arrays by position), its rows back in the test file's order and with their own ids (mixing.py), every
+other cell as the script wrote it."""
 
 from __future__ import annotations
 
 import io
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dsagent_cbr.harness.grading import EXTRA_COLUMNS, prediction_columns
+from dsagent_cbr.harness.grading import EXTRA_COLUMNS, prediction_columns, predictions_by_id
 from dsagent_cbr.harness.plan import Held, id_key
 from dsagent_cbr.harness.readers import ArtefactError, csv_columns, read_npy
 from dsagent_cbr.tasks.model import Task
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def test_rows_only(task: Task, held: Held, raw: bytes) -> bytes:
@@ -21,7 +26,9 @@ def test_rows_only(task: Task, held: Held, raw: bytes) -> bytes:
     if task.data_format == "npy":
         buffer = io.BytesIO()
         array = read_npy(raw, task.predictions, max_items=len(raw))
-        np.save(buffer, array[: held.test_rows], allow_pickle=False)
+        if len(array) != len(held.order or array):
+            raise ArtefactError(f"{task.predictions} has {len(array)} rows, not one per test row")
+        np.save(buffer, held.unmix(array)[: held.test_rows], allow_pickle=False)
         return buffer.getvalue()
     import pandas as pd
 
@@ -49,8 +56,21 @@ def test_rows_only(task: Task, held: Held, raw: bytes) -> bytes:
     # as pandas reads the header (it cuts a name at a NUL byte)
     if task.id_column not in frame.columns:
         raise ArtefactError(f"{task.predictions} has no column {task.id_column}")
-    chosen = frame[task.id_column].map(id_key).isin(set(held.ids))
-    return frame[~chosen].to_csv(index=False).encode("utf-8")
+    return _own_ids(frame, task.id_column, held).to_csv(index=False).encode("utf-8")
+
+
+def _own_ids(frame: pd.DataFrame, idc: str, held: Held) -> pd.DataFrame:
+    """The test rows of a workspace's predictions `frame`, by their own ids, in the test file's order."""
+    keys = frame[idc].map(id_key)
+    frame = frame[~keys.isin(set(held.ids))]
+    own = held.own_test_ids()
+    if not own:
+        return frame
+    frame = frame.assign(**{idc: keys[frame.index].map(own).fillna(frame[idc])})
+    place = {id_key(v): k for k, v in enumerate(held.test_ids)}
+    return frame.iloc[
+        np.argsort(frame[idc].map(id_key).map(place).fillna(len(place)).to_numpy(), kind="stable")
+    ]
 
 
 def write_submission(task: Task, held: Held | None, workspace: Path, folder: Path) -> Path | None:
@@ -68,3 +88,27 @@ def write_submission(task: Task, held: Held | None, workspace: Path, folder: Pat
         return None
     write_bytes_atomic(folder / task.predictions, data)
     return folder / task.predictions
+
+
+def test_values(task: Task, held: Held, workspace: Path) -> np.ndarray | None:
+    """A graded script's predictions of the test rows, one row each in the test file's order (a column per
+    prediction column; labels as text): what a refit is compared on with its first fit. None when they
+    cannot be read back as they were graded."""
+    from dsagent_cbr.harness.dsagent_grader import PREDICTIONS
+    from dsagent_cbr.harness.readers import read_bytes
+
+    name = PREDICTIONS if task.dsagent is not None else task.predictions
+    if not name:
+        return None
+    every = held.test_rows + held.rows
+    try:
+        raw = read_bytes(workspace, name)
+        if task.dsagent is not None or task.data_format == "npy":
+            values = read_npy(raw, name, max_items=len(raw))
+            return held.unmix(values)[: held.test_rows] if len(values) == every else None
+    except ArtefactError:
+        return None
+    frame = predictions_by_id(task, raw, [id_key(i) for i in held.test_shown], every)
+    if frame is None:
+        return None
+    return frame.loc[[id_key(i) for i in held.test_shown], prediction_columns(task)].to_numpy()

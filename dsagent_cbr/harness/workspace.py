@@ -2,19 +2,23 @@
 
     the labelled file      train csv; X_train.npy with y_train.npy     its rows without the held ones
                                                                        (a refit's: every row)
-    the test file          test csv; X_test.npy; DS-Agent's test csv   its rows, then the held rows' features;
-                                                                       a label column holds one constant
-    a file of the test ids a sample submission                         its rows, then the held rows' ids with
-                                                                       the file's own placeholder values
+    the test file          test csv; X_test.npy; DS-Agent's test csv   its rows and the held rows' features,
+                                                                       mixed (mixing.py); a label column
+                                                                       holds one constant
+    a file of the test ids a sample submission                         the same rows in the same order, each
+                                                                       with a value of the file's own
     a file labelling rows  another csv with the id and a target        the held rows' rows removed
+    another csv with ids   a table of more columns by id               its ids renamed as the test file's
     DS-Agent's submission.py                                           a stand-in that only saves predictions
     anything else                                                      copied as it is
 
 and the script as train.py. A held row's label is in none of them, whatever the layout
 (tests/test_workspace_property.py builds every layout twice, the held labels changed between the two,
-and finds the workspaces identical). Files are copied, never linked (a link would lead back to the task
-folder), and only regular files are: a link, a pipe or a device in a task's data is refused, since it
-could lead outside or block the run."""
+and finds the workspaces identical), and neither their order nor their ids say which rows are held
+(tests/test_row_order_property.py). A refit's test file holds the test rows alone, where the first
+fit saw them. Files are copied, never linked (a link would lead back to the task folder), and only
+regular files are: a link, a pipe or a device in a task's data is refused, since it could lead outside
+or block the run."""
 
 from __future__ import annotations
 
@@ -30,6 +34,7 @@ import numpy as np
 
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.harness.plan import NPY, Held, id_key, read_text_csv
+from dsagent_cbr.harness.selection_key import task_seed
 from dsagent_cbr.tasks.dsagent_layout import SUBMIT
 from dsagent_cbr.tasks.headers import csv_header
 from dsagent_cbr.tasks.model import Task
@@ -48,9 +53,9 @@ class TaskDataError(CbrError):
 def build(
     task: Task, held: Held | None, folder: Path, script: str, *, refit: bool = False
 ) -> Written:
-    """Write the workspace for one run of `script` in `folder`; a refit's training file keeps every
-    labelled row, and its test file still ends with the held rows (they are graded, to judge the
-    refit). Returns what cbr wrote, so that a harvest can leave it out."""
+    """Write the workspace for one run of `script` in `folder`; a refit's (`held` its for_refit view)
+    training file keeps every labelled row. Returns what cbr wrote, so that a harvest can leave it
+    out."""
     folder.mkdir(parents=True, exist_ok=True)
     frames = _frames(task, held, refit)
     for name in task.public_files:
@@ -125,23 +130,31 @@ def training_rows(
     return frame.drop(index=frame.index[gone])
 
 
-def _placeholders(frame: pd.DataFrame) -> dict[str, str]:
-    """A file's own value per column, for rows it gains: its first row's (a constant, so that it says
-    nothing of any row), or empty where it has none."""
-    return {c: (frame[c].iloc[0] if len(frame) else "") for c in frame.columns}
+PLACEHOLDER_STREAM = 2  # selection_key.task_seed's stream for the values a listing's held rows get
 
 
-def then_held(frame: pd.DataFrame, held_rows: pd.DataFrame, given: set[str]) -> pd.DataFrame:
-    """`frame`'s rows, then one per held row: the columns in `given` from the held rows, every other
-    column the file's own placeholder."""
+def mixed(
+    frame: pd.DataFrame, held_rows: pd.DataFrame, given: set[str], held: Held, seed: int
+) -> pd.DataFrame:
+    """`frame`'s rows and one per held row, in the workspace's order: the columns in `given` from the held
+    rows, every other column a value of one of `frame`'s own rows drawn at random, so that a held row
+    looks like any other (a constant column stays one)."""
     import pandas as pd
 
-    fill = _placeholders(frame)
+    drawn = np.random.default_rng(seed).integers(0, max(len(frame), 1), len(held_rows))
     extra = pd.DataFrame(
-        {c: held_rows[c].to_numpy() if c in given else fill[c] for c in frame.columns},
+        {
+            c: held_rows[c].to_numpy() if c in given else _drawn(frame[c], drawn)
+            for c in frame.columns
+        },
         index=range(len(held_rows)),
     )
-    return pd.concat([frame, extra], ignore_index=True)
+    both = pd.concat([frame, extra], ignore_index=True)
+    return both.iloc[list(held.order)].reset_index(drop=True) if held.order else both
+
+
+def _drawn(column: pd.Series, rows: np.ndarray) -> np.ndarray:
+    return column.to_numpy()[rows] if len(column) else np.full(len(rows), "")
 
 
 def _csv_files(task: Task, held: Held, refit: bool) -> dict[str, pd.DataFrame]:
@@ -150,10 +163,13 @@ def _csv_files(task: Task, held: Held, refit: bool) -> dict[str, pd.DataFrame]:
     train = read_text_csv(task.public_dir / task.train_file)
     rows = train.iloc[list(held.positions)].assign(**{idc: list(held.shown_ids)})
     test = read_text_csv(task.public_dir / task.test_file)
-    features = set(train.columns) - targets
+    seed = task_seed(task.name, PLACEHOLDER_STREAM)
+    renamed = _renaming(held, train[idc].iloc[list(held.positions)])
     files = {
         task.train_file: training_rows(train, held, refit),
-        task.test_file: then_held(test, rows, features),
+        task.test_file: mixed(
+            _renamed(test, idc, renamed), rows, set(train.columns) - targets, held, seed
+        ),
     }
     originals = set(map(id_key, train[idc].iloc[list(held.positions)]))
     with_ids = _files_with_ids(task)
@@ -161,10 +177,34 @@ def _csv_files(task: Task, held: Held, refit: bool) -> dict[str, pd.DataFrame]:
     for name in with_ids:
         frame = read_text_csv(task.public_dir / name)
         if name in lists:  # a sample submission: the held rows are listed, their values are not
-            files[name] = then_held(frame, rows, {idc})
+            files[name] = mixed(_renamed(frame, idc, renamed), rows, {idc}, held, seed)
         elif targets & set(frame.columns):  # it labels rows by id: the held rows' go
             files[name] = frame[~frame[idc].map(id_key).isin(originals)]
+        else:  # it describes rows by id: they keep their names as the test file gives them
+            files[name] = _described(frame, idc, renamed, seed)
     return files
+
+
+def _renaming(held: Held, own_held_ids: pd.Series) -> dict[str, str]:
+    """Each test row's and held row's own id (as id_key gives it) to the id it carries in the workspace.
+    A held row whose own id a test row has keeps none of it (it carries a fresh one)."""
+    test = dict(zip(map(id_key, held.test_ids), held.test_shown, strict=True))
+    ours = dict(zip(map(id_key, own_held_ids), held.shown_ids, strict=True))
+    return {**ours, **test}
+
+
+def _renamed(frame: pd.DataFrame, idc: str, renamed: dict[str, str]) -> pd.DataFrame:
+    keys = frame[idc].map(id_key)
+    return frame.assign(**{idc: keys.map(renamed).where(keys.isin(set(renamed)), frame[idc])})
+
+
+def _described(frame: pd.DataFrame, idc: str, renamed: dict[str, str], seed: int) -> pd.DataFrame:
+    """A file of more columns by id, renamed, and its test and held rows dealt at random among the places
+    they hold: in a file in the ids' own order, the place of a renamed row would name its own id."""
+    mine = np.flatnonzero(frame[idc].map(id_key).isin(set(renamed)))
+    order = np.arange(len(frame))
+    order[mine] = np.random.default_rng(seed).permutation(mine)
+    return _renamed(frame, idc, renamed).iloc[order].reset_index(drop=True)
 
 
 def _files_with_ids(task: Task) -> list[str]:
@@ -212,7 +252,7 @@ def _arrays(task: Task, held: Held, refit: bool) -> dict[str, np.ndarray]:
     return {
         "X_train.npy": training_rows(X, held, refit),
         "y_train.npy": training_rows(y, held, refit),
-        "X_test.npy": np.concatenate([X_test, X[picked]]),
+        "X_test.npy": held.mix(np.concatenate([X_test, X[picked]])),
     }
 
 
@@ -241,7 +281,9 @@ def _dsagent_files(task: Task, held: Held | None, refit: bool) -> dict[str, pd.D
             train = files[train_name] = training_rows(train, held, refit)
         constants = label_constants(train, grading.label_columns)
     if held is not None:
-        test = then_held(test, held.answers, set(test.columns) - set(grading.label_columns))
+        given = set(test.columns) - set(grading.label_columns)
+        answers = held.answers if held.rows else test.iloc[:0]
+        test = mixed(test, answers, given, held, task_seed(task.name, PLACEHOLDER_STREAM))
     files[grading.label_file] = test.assign(
         **{c: constants.get(c, "0") for c in grading.label_columns}
     )

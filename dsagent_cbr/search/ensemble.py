@@ -70,29 +70,26 @@ def possible(task: Task, held: Held | None) -> bool:
 
 
 def row_ids(task: Task, held: Held) -> list[str]:
-    """The ids of the rows every member predicts, as the files write them: the test file's, then the
-    selection rows'; none for npy predictions (their rows are in place)."""
+    """The ids of the rows every member predicts, as the workspace's files write them: the test rows',
+    then the selection rows'; none for npy predictions (their rows are in place)."""
     if task.data_format != "csv":
         return []
-    import pandas as pd
-
-    assert task.test_file and task.id_column
-    test = pd.read_csv(task.public_dir / task.test_file, usecols=[task.id_column], dtype=str)
-    return [*test[task.id_column], *held.answers[task.id_column]]
+    return [*held.test_shown, *held.shown_ids]
 
 
 def load(
-    task: Task, ids: list[str], rows: int, iteration: int, workspace: Path, code: str
+    task: Task, held: Held, ids: list[str], iteration: int, workspace: Path, code: str
 ) -> Member | None:
-    """A graded node's predictions as an array in the rows' order (`ids`, from row_ids; `rows` of them
-    for npy predictions); None when they cannot be read back as they were graded (a node that wrote
+    """A graded node's predictions as an array in the source order (`ids`, from row_ids; by position for
+    npy predictions, as many as `held` lays out); None when they cannot be read back as they were graded (a node that wrote
     them oddly is left out, not guessed at)."""
     assert task.predictions
     try:
         raw = read_bytes(workspace, task.predictions)
         if task.data_format == "npy":
             values = read_npy(raw, task.predictions, max_items=len(raw))
-            return Member(iteration, code, values) if len(values) == rows else None
+            rows = held.test_rows + held.rows
+            return Member(iteration, code, held.unmix(values)) if len(values) == rows else None
     except ArtefactError:
         return None
     columns, order = prediction_columns(task), [id_key(i) for i in ids]
@@ -185,6 +182,7 @@ def make(
     test = combine(members, mean, np.arange(held.test_rows), vote)
     _write(
         task,
+        held,
         ids,
         np.concatenate([test, _cross_fitted(members, held, halves, chosen, vote)]),
         workspace,
@@ -289,40 +287,33 @@ def _rank(score: float | None, direction: str) -> float:
 
 def refit(
     task: Task,
-    held: Held,
+    view: Held,
     ids: list[str],
     members: list[Member],
     weights: dict[int, float],
     workspace: Path,
 ) -> Grades:
-    """--refit of a blend: its members, refit on every labelled row, predicted the test rows and the
-    selection rows (`members`, rows `ids`, or by position for npy); their blend with the weights the
-    search chose is written into `workspace` as the task's predictions and graded: its test score is only
-    reported, its selection score (on rows the members learned) only checks the refit."""
-    rows = np.arange(held.test_rows + held.rows)
-    _write(
-        task,
-        ids,
-        combine(
-            members,
-            np.array([weights[m.iteration] for m in members]),
-            rows,
-            task.metric.name == "accuracy",
-        ),
-        workspace,
-    )
-    return grade(task, workspace, held)
+    """--refit of a blend: its members, refit on every labelled row, predicted the test rows alone
+    (`members`, rows `ids`, or by position for npy; `view` is the held rows' for_refit); their blend
+    with the weights the search chose is written into `workspace` as the task's predictions and graded:
+    its test score is only reported."""
+    rows = np.arange(view.test_rows)
+    weighted = np.array([weights[m.iteration] for m in members])
+    vote = task.metric.name == "accuracy"
+    _write(task, view, ids, combine(members, weighted, rows, vote), workspace)
+    return grade(task, workspace, view)
 
 
-def _write(task: Task, ids: list[str], values: np.ndarray, workspace: Path) -> None:
-    """The blend as the task's predictions file: what the grader and the submission read."""
+def _write(task: Task, held: Held, ids: list[str], values: np.ndarray, workspace: Path) -> None:
+    """The blend (rows in the source order) as the task's predictions file, in the workspace's order:
+    what the grader and the submission read."""
     import io
 
     assert task.predictions
     workspace.mkdir(parents=True, exist_ok=True)
     if task.data_format == "npy":
         buffer = io.BytesIO()
-        np.save(buffer, values, allow_pickle=False)
+        np.save(buffer, held.mix(values), allow_pickle=False)
         write_bytes_atomic(workspace / task.predictions, buffer.getvalue())
         return
     import pandas as pd

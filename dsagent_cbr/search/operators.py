@@ -159,13 +159,13 @@ class Operators:
         assert held is not None
         workspace = folder / "exec" / "workspace"
         clear_folder(folder / "exec")
-        ids, rows = ensemble.row_ids(task, held), held.test_rows + held.rows
+        ids = ensemble.row_ids(task, held)
         members = [
             m
             for r in self.tree.singles()
             if (
                 m := ensemble.load(
-                    task, ids, rows, r.iteration, self.tree.workspace(r), self.tree.script(r)
+                    task, held, ids, r.iteration, self.tree.workspace(r), self.tree.script(r)
                 )
             )
         ]
@@ -211,16 +211,16 @@ class Operators:
     def refit_blend(self, row: Row) -> Refit:
         """--refit of the selected blend: each member once more on every labelled row (in the sandbox, its
         early-stopped models keeping their stopping points, as a single script's refit does), then their
-        predictions blended with the weights the search chose, and judged on the selection rows as a
-        single script's refit is (agent/refit.py)."""
+        test predictions blended with the weights the search chose, and judged against the blend's first
+        fit as a single script's refit is (agent/refit.py)."""
         run, held = self.run, self.held
         assert held is not None and row.members
         needed = sum(self.tree.row(i).wall_time or 0.0 for i in row.members)
         late = run.too_late_to_refit(needed, "the members' first fits")  # refit one after another
         if late is not None:
             return late
-        ids = ensemble.row_ids(run.task, held)
-        rows = held.test_rows + held.rows
+        view = held.for_refit()
+        ids = ensemble.row_ids(run.task, view)
         members = []
         rounds = []
         for node in (self.tree.row(i) for i in row.members):
@@ -235,7 +235,7 @@ class Operators:
             result = run.execute(node.iteration, 0, code, refit=True, folder=folder, timeout=limit)
             workspace = Path(result.workspace)
             member = (
-                ensemble.load(run.task, ids, rows, node.iteration, workspace, code)
+                ensemble.load(run.task, view, ids, node.iteration, workspace, code)
                 if result.ok
                 else None
             )
@@ -249,10 +249,11 @@ class Operators:
             rounds += read_refit_rounds(workspace) or []
         workspace = run.run_dir / "refit" / "exec" / "workspace"
         try:
-            grades = ensemble.refit(run.task, held, ids, members, row.members, workspace)
+            grades = ensemble.refit(run.task, view, ids, members, row.members, workspace)
         except ArtefactError as exc:
             return Refit(status="failed", error=f"the refit members' blend: {exc}")
-        judged = run.judged_refit(row.selection, grades.selection, grades.test, rounds or None)
+        first = self.tree.workspace(row)
+        judged = run.judged_refit(first, workspace, grades.test, rounds or None)
         if judged.status == "ok":
-            publish_outputs(run.run_dir, run.task, self.tree.script(row), workspace, held)
+            publish_outputs(run.run_dir, run.task, self.tree.script(row), workspace, view)
         return judged

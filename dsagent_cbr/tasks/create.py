@@ -479,12 +479,24 @@ def _carve(
         f"{len(held):,} labelled rows ({fraction:g}, seed {seed}, {how}) moved from train "
         "to the test file; their answers go to private/answers.csv",
     )
-    id_column = report.id_column
+    held = disguised(held, report.id_column)
     return (
         keep.reset_index(drop=True),
-        held.drop(columns=targets).reset_index(drop=True),
-        held[[id_column, *targets]].reset_index(drop=True),
+        held.drop(columns=targets),
+        held[[report.id_column, *targets]],
     )
+
+
+def disguised(rows: Any, id_column: str) -> Any:
+    """Hold-out rows in an order, and with ids, that say nothing of where they stood: in a file sorted by
+    its label, a test row known by its id (missing from train.csv) has its label on its neighbours. Their
+    ids are dealt out among them at random, from the system's randomness rather than the seed: the seed
+    is the user's (0 unless they gave one), so a script could redo a draw made with it."""
+    import numpy as np
+
+    rng = np.random.default_rng(secrets.randbits(64))
+    rows = rows.iloc[rng.permutation(len(rows))].reset_index(drop=True)
+    return rows.assign(**{id_column: rows[id_column].to_numpy()[rng.permutation(len(rows))]})
 
 
 def _write(
