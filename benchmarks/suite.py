@@ -36,7 +36,7 @@ import pandas as pd
 from dsagent_cbr.agent.record import RunRecord
 from dsagent_cbr.bench.flaml_script import lightgbm_script
 from dsagent_cbr.bench.grid import select_tasks
-from dsagent_cbr.bench.report import stamp
+from dsagent_cbr.bench.report import source_commit, stamp
 from dsagent_cbr.bench.trial import find_result
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.cores import machine_cores
@@ -96,10 +96,12 @@ def made_table(name: str, work: Path) -> Path:
         return task
     if name in KAGGLE_EXAMPLES:
         cbr("tasks", "kaggle-example", name, str(work / "kaggle" / name))
-        cbr("tasks", "new", str(task), "--from-kaggle-folder", str(work / "kaggle" / name), "--holdout", "0.2")
+        cbr("tasks", "new", str(task), "--from-kaggle-folder", str(work / "kaggle" / name),
+            "--holdout", "0.2")
         return task
     train, target, metric = (diamonds_cut if name == "diamonds-cut" else flights_late)(work / "data" / name)
-    cbr("tasks", "new", str(task), "--train", str(train), "--target", target, "--metric", metric, "--holdout", "0.2")
+    cbr("tasks", "new", str(task), "--train", str(train), "--target", target, "--metric", metric,
+        "--holdout", "0.2")
     return task
 
 
@@ -141,8 +143,8 @@ def run_grid(config: Config, budget: str, folders: dict[str, Path], work: Path) 
     agents = ["develop:search", *(f"{a}:{s}" for a in config.anchors if a != "lightgbm")]
     command = ["bench", "run", "--tasks", ",".join(map(str, folders.values())), "--agents", ",".join(agents),
                "--models", "none", "--trials", str(config.trials), "--anchor-trials", str(config.trials),
-               "--budget", budget, "--parallel", str(config.parallel), "--name", f"suite-{config.name}-{budget}",
-               "--grid", str(grid), "--out-dir", str(work / "tables")]
+               "--budget", budget, "--parallel", str(config.parallel),
+               "--name", f"suite-{config.name}-{budget}", "--grid", str(grid), "--out-dir", str(work / "tables")]
     # a trial that failed for reasons of ours (exit 3) runs again once, as the bench's message says
     if cbr(*command, check=False) != 0:
         cbr(*command, check=False)
@@ -156,9 +158,9 @@ def grid_rows(grid: Path, budget: str) -> list[dict]:
         trial = json.loads(path.read_text(encoding="utf-8"))
         agent = trial["agent"].split(":")[0].replace("develop", "cbr")
         row = {"budget": budget, "task": trial["task"], "agent": agent, "trial": trial.get("trial"),
-               "metric": trial.get("metric"), "direction": trial.get("direction"), "test": trial.get("test_metric"),
-               "wall_over_budget": trial["wall_seconds"] / seconds(budget), "outcome": trial.get("outcome"),
-               "commit": trial.get("commit")}
+               "metric": trial.get("metric"), "direction": trial.get("direction"),
+               "test": trial.get("test_metric"), "wall_over_budget": trial["wall_seconds"] / seconds(budget),
+               "outcome": trial.get("outcome"), "commit": trial.get("commit")}
         if agent == "cbr":
             row["submitted"] = submitted(path.parent)
         rows.append(row)
@@ -166,7 +168,7 @@ def grid_rows(grid: Path, budget: str) -> list[dict]:
 
 
 def submitted(trial: Path) -> float | None:
-    """The test score of what cbr submitted: its refit's when the refit was submitted, else the first fit's."""
+    """The test score of what cbr submitted: its refit's when the refit was submitted, else its first fit's."""
     data = find_result("develop", trial)
     if data is None:
         return None
@@ -197,14 +199,15 @@ def _lightgbm(folder: Path, run_dir: Path, cores: int) -> dict:
         return {"metric": task.metric_name, "direction": task.direction, "test": None, "outcome": str(exc)}
     result = run_script(task, script, run_dir=run_dir, policy=SandboxPolicy(cores=cores), refit=True)
     return {"metric": task.metric_name, "direction": task.direction, "test": result.test_metric,
-            "outcome": result.status, "seconds": round(result.wall_time, 1)}
+            "outcome": result.status, "seconds": round(result.wall_time, 1), "commit": source_commit()}
 
 
 def ratio(ours: float | None, theirs: float | None, direction: str) -> float | None:
-    """cbr's score over the anchor's, above 1 when cbr's is better; inf when only cbr has one."""
-    if ours is None or ours != ours:
+    """cbr's score over the anchor's, above 1 when cbr's is better. None: cbr has no score, or the anchor did not
+    run (None); inf: the anchor ran and ended with no score (NaN), so that any submission is better."""
+    if ours is None or ours != ours or theirs is None:
         return None
-    if theirs is None or theirs != theirs:
+    if theirs != theirs:
         return math.inf
     if ours == theirs:
         return 1.0
@@ -214,29 +217,32 @@ def ratio(ours: float | None, theirs: float | None, direction: str) -> float | N
 
 
 def cells(rows: list[dict], anchors: list[str]) -> pd.DataFrame:
-    """One line per budget and task: each agent's mean test score over the seeds, cbr's ratios and wall clocks."""
+    """One line per budget and task: each agent's mean test score over the seeds, cbr's ratio to each anchor,
+    and each timed agent's wall clock over the budget."""
     frame = pd.DataFrame([r for r in rows if r["agent"] != "lightgbm"])
-    lightgbm = {r["task"]: r["test"] for r in rows if r["agent"] == "lightgbm"}
+    for column in ("test", "submitted"):  # a trial without a score holds None: NaN, so that means skip it
+        frame[column] = pd.to_numeric(frame.get(column), errors="coerce")
+    lightgbm = {r["task"]: math.nan if r["test"] is None else r["test"] for r in rows if r["agent"] == "lightgbm"}
     lines = []
     for (budget, task), cell in frame.groupby(["budget", "task"], sort=False):
         direction, mean = cell["direction"].dropna().iloc[0], cell.groupby("agent")["test"].mean()
-        ours = cell[cell["agent"] == "cbr"]
-        line = {"budget": budget, "task": task, "metric": cell["metric"].dropna().iloc[0], "direction": direction,
-                "cbr": mean.get("cbr"), "cbr refit": ours["submitted"].mean() if len(ours) else None,
-                "lightgbm": lightgbm.get(task)}
+        refit = cell.loc[cell["agent"] == "cbr", "submitted"].mean()
+        line = {"budget": budget, "task": task, "metric": cell["metric"].dropna().iloc[0],
+                "direction": direction, "cbr": mean.get("cbr"), "cbr refit": refit, "lightgbm": lightgbm.get(task)}
         for anchor in anchors:
             theirs = line["lightgbm"] if anchor == "lightgbm" else mean.get(anchor)
-            line[anchor] = theirs
-            line[f"x {anchor}"] = ratio(line["cbr refit" if anchor == "lightgbm" else "cbr"], theirs, direction)
+            line[anchor], line[f"ran {anchor}"] = theirs, theirs is not None
+            ours = line["cbr refit" if anchor == "lightgbm" else "cbr"]  # each set against what learned its rows
+            line[f"x {anchor}"] = ratio(ours, theirs, direction)
         for agent in ("cbr", *(a for a in anchors if a != "lightgbm")):
             line[f"wall {agent}"] = cell.loc[cell["agent"] == agent, "wall_over_budget"].max()
         lines.append(line)
     return pd.DataFrame(lines)
 
 
-def _shown(value: object, digits: int = 4) -> str:
+def _shown(value: object, digits: int = 4, missing: str = "—") -> str:
     if value is None or (isinstance(value, float) and value != value):
-        return "—"
+        return missing
     if value == math.inf:
         return "only cbr"
     return f"{value:.{digits}f}"
@@ -250,7 +256,8 @@ def table(frame: pd.DataFrame, anchors: list[str]) -> str:
     for _, line in frame.iterrows():
         arrow = "↑" if line["direction"] == "maximize" else "↓"
         values = ([line["budget"], f"{line['task']} ({line['metric']} {arrow})"]
-                  + [_shown(line[k]) for k in ("cbr", "cbr refit", *anchors)]
+                  + [_shown(line[k], missing="none") for k in ("cbr", "cbr refit")]
+                  + [_shown(line[a], missing="none" if line[f"ran {a}"] else "not run") for a in anchors]
                   + [_shown(line[f"x {a}"], 3) for a in anchors]
                   + [_shown(line[f"wall {a}"], 2) for a in ("cbr", *timed)])
         lines.append("| " + " | ".join(values) + " |")
@@ -258,36 +265,49 @@ def table(frame: pd.DataFrame, anchors: list[str]) -> str:
 
 
 def summary(frame: pd.DataFrame, anchors: list[str]) -> str:
-    """Per budget: cbr's submissions, its worst wall clock over the budget, and per anchor its wins and the
-    geometric mean of its ratios (over the tables both scored)."""
+    """Per budget: cbr's submissions, its worst wall clock over the budget, and per anchor, over the tables
+    it ran on, those where cbr did at least as well and the geometric mean of the ratios both scored."""
     lines = []
     for budget, cell in frame.groupby("budget", sort=False):
         said = [f"{budget}: cbr ended with a submission in {int(cell['cbr'].notna().sum())} of {len(cell)}",
                 f"wall/budget at most {cell['wall cbr'].max():.2f}"]
         for anchor in anchors:
-            ratios = cell[f"x {anchor}"].dropna()
-            finite = [r for r in ratios if r != math.inf]
+            ratios = cell.loc[cell[f"ran {anchor}"], f"x {anchor}"]
+            finite = [r for r in ratios.dropna() if r != math.inf]
             mean = math.exp(sum(map(math.log, finite)) / len(finite)) if finite else None
-            said.append(f"at least {NAMES[anchor]} on {int((ratios >= 1).sum())} of {len(cell)} "
+            said.append(f"at least {NAMES[anchor]} on {int((ratios >= 1).sum())} of {len(ratios)} "
                         f"(geometric mean ratio {_shown(mean, 3)})")
         lines.append("; ".join(said))
     return "\n".join(lines)
 
 
-def header(rows: list[dict], config: Config, cores: int) -> str:
+def header(rows: list[dict], config: Config, facts: dict) -> str:
     commits = sorted({r["commit"] for r in rows if r.get("commit")})
-    facts = stamp(trial_cores=cores, parallel=config.parallel, trials=config.trials)
     return (f"`{facts['command']}` at {', '.join(commits) or facts['commit']}, {facts['date']}; "
-            f"{facts['cores']} cores, {config.parallel} trials at once, {cores} a trial; "
+            f"{facts['cores']} cores, {config.parallel} trials at once, "
+            f"cores a trial: {facts['trial_cores']}; "
             f"load average {facts['load_average']}.\n"
             "cbr's first fit is set against FLAML and AutoGluon (they learned the same rows); its submission "
             "(refit) against the default LightGBM (both learned every labelled row). × above 1: cbr better.")
 
 
+def write(out: Path, rows: list[dict], config: Config, cores: int) -> None:
+    """The table as Markdown, the rows as JSON, both stamped with the command, machine, date and commit."""
+    frame, facts = cells(rows, config.anchors), stamp(trial_cores=cores)
+    parts = [header(rows, config, facts), table(frame, config.anchors), summary(frame, config.anchors)]
+    text = "\n\n".join(parts) + "\n"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    record = {"stamp": facts, "config": vars(config), "rows": rows}
+    out.with_suffix(".json").write_text(json.dumps(record, indent=1, default=str), encoding="utf-8")
+    out.with_suffix(".md").write_text(text, encoding="utf-8")
+    print(text, flush=True)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, required=True, help="a TOML file (benchmarks/configs/)")
-    parser.add_argument("--out", type=Path, help="the results' path without its suffix (.md and .json are written)")
+    parser.add_argument("--out", type=Path, help="the results' path without its suffix (.md and .json)")
     parser.add_argument("--work", type=Path, help="where the tables, grids and runs go (the config's work)")
     args = parser.parse_args()
     config = read_config(args.config)
@@ -296,15 +316,9 @@ def main() -> None:
     cores = max(1, machine_cores() // config.parallel)
     folders = task_folders(config, work)
     rows = lightgbm_rows(folders, work, cores) if "lightgbm" in config.anchors else []
-    for budget in config.budgets:
+    for budget in config.budgets:  # the table so far after each budget: a long suite shows its first rows
         rows += grid_rows(run_grid(config, budget, folders, work), budget)
-        frame = cells(rows, config.anchors)
-        text = f"{header(rows, config, cores)}\n\n{table(frame, config.anchors)}\n\n{summary(frame, config.anchors)}\n"
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.with_suffix(".json").write_text(json.dumps({"config": vars(config), "rows": rows}, indent=1, default=str),
-                                            encoding="utf-8")
-        out.with_suffix(".md").write_text(text, encoding="utf-8")
-        print(text, flush=True)
+        write(out, rows, config, cores)
 
 
 if __name__ == "__main__":
