@@ -39,8 +39,8 @@ PARSE_ONLY = {
     "cbr bank keep ": "keeps an analysis, which needs a model (tests/test_analysis_cases.py keeps one)",
 }
 EXTERNAL = ("vllm ", "apt-get ", "pip ", "ray ", "python -m pytest", "bash setup.sh")  # not ours to run (set-up, other programs)
-SLOW_SCRIPTS = ("experiments/deploy_suite.py", "experiments/bench_retrieval.py", "experiments/retrieval_quality.py",
-                "experiments/baselines.py", "experiments/bench_parallel.py")
+SLOW_SCRIPTS = ("benchmarks/deploy_suite.py", "benchmarks/store_latency.py", "benchmarks/retrieval_quality.py",
+                "benchmarks/baselines.py", "benchmarks/bench_parallel.py", "benchmarks/suite.py")
 
 
 def commands_of(page: Path) -> list[str]:

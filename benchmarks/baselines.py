@@ -1,10 +1,10 @@
 """Run every task's random starter and its reference solution through the sandboxed runner.
 
 References: a development task's is its seed-bank solution (casebank/solutions/<task>/solution.py), a
-deployment task's is experiments/references/<task>.py (kept out of every bank). Prints one table (task,
+deployment task's is benchmarks/references/<task>.py (kept out of every bank). Prints one table (task,
 stage, modality, metric, random score, reference score, train time) and writes it as JSON; with
 --tasks, only those rows of an existing table are replaced. `cbr bench` reads this table for its
-normalised scores. Usage: python experiments/baselines.py [--tasks a,b] [--out results/baselines.json]"""
+normalised scores. Usage: python benchmarks/baselines.py [--tasks a,b] [--out results/baselines.json]"""
 
 from __future__ import annotations
 
@@ -63,7 +63,7 @@ def print_table(rows: list[dict]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--tasks", help="comma-separated task names (default: all)")
-    parser.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "baselines.json")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "baselines.json")
     args = parser.parse_args()
     rows = measure(args.tasks.split(",") if args.tasks else None)
     if args.tasks and args.out.is_file():  # keep the other tasks' rows, in the suite's order

@@ -2,7 +2,7 @@
 bank server made hostile, a signal in the middle of a search, a column name that is not text matplotlib
 can draw. Each scenario runs one version of cbr (the root of a checkout) through its command line and
 says what happened: exit codes, whether a traceback was printed, what the run's record says. Shared by
-experiments/attack_table.py; the tests that hold each of them are named in its docstring."""
+benchmarks/attack_table.py; the tests that hold each of them are named in its docstring."""
 
 from __future__ import annotations
 

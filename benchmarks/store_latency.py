@@ -5,7 +5,7 @@ Backends: Chroma (embedded, through our ChromaStore), FAISS exact inner product 
 single query (k=5), p50/p95 over --queries random queries after a few warm-up queries. HNSW and Chroma
 are approximate, so their recall@5 against brute force is printed too.
 
-    python experiments/bench_retrieval.py --sizes 10000,100000 [--chroma-max 100000]
+    python benchmarks/store_latency.py --sizes 10000,100000 [--chroma-max 100000]
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def table(rows: list[dict[str, Any]]) -> str:
 @click.option("--faiss-threads", default=1, show_default=True,
               help="OpenMP threads for FAISS queries (0: FAISS's default, all cores).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              default=REPO / "experiments" / "results" / "bench_retrieval.json", show_default=True)
+              default=REPO / "benchmarks" / "results" / "store_latency.json", show_default=True)
 def main(sizes: str, dim: int, n_queries: int, backends: str, chroma_max: int, faiss_threads: int,
          out: Path) -> None:
     import os

@@ -4,8 +4,8 @@ trial is seeded and independent), and what is the wall-time ratio?
 Each setting runs `cbr bench run` into its own fresh grid folder (its own base bank, Ray started and
 stopped by the command), timed from the outside. Prints per-trial scores side by side, the mismatches,
 and the ratios of the whole command's wall time and of the trial phase (first trial start to last trial
-end). Writes experiments/results/bench_parallel.json.
-Usage: python experiments/bench_parallel.py [--tasks a,b,c] [--models none,local] [--trials 2]"""
+end). Writes benchmarks/results/bench_parallel.json.
+Usage: python benchmarks/bench_parallel.py [--tasks a,b,c] [--models none,local] [--trials 2]"""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def main() -> None:
     parser.add_argument("--agents", default="deploy:cbr")
     parser.add_argument("--models", default="none,local")
     parser.add_argument("--trials", type=int, default=2)
-    parser.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "bench_parallel.json")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "bench_parallel.json")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-parallel-") as tmp:
         one, two = run_grid(1, args, Path(tmp)), run_grid(2, args, Path(tmp))

@@ -4,7 +4,7 @@ Prints the one-pass rate (the LLM's first script ran and was graded: the paper's
 success rate (a graded result, the structural adapter included), how many runs beat the random
 starter, and per task the test score beside the random starter's and the paired development task's
 reference score. Writes JSON.
-Usage: python experiments/deploy_suite.py --model none|local|... [--strategy cbr] [--repeats 1] [--tasks a,b]"""
+Usage: python benchmarks/deploy_suite.py --model none|local|... [--strategy cbr] [--repeats 1] [--tasks a,b]"""
 
 from __future__ import annotations
 
@@ -69,7 +69,8 @@ def main() -> None:
                 result = deploy(task, config, run_dir, bank, client, settings.tasks_dir)
             facts = result.deploy
             beats = result.solved and task.metric.better(result.best_test, starter.test_metric)
-            rows.append({"task": task.name, "one_pass": facts.one_pass, "final_success": result.solved,
+            rows.append({"task": task.name, "metric": task.metric_name, "direction": task.direction,
+                         "one_pass": facts.one_pass, "final_success": result.solved,
                          "solved_by": facts.solved_by, "test_metric": result.best_test,
                          "repeat": repeat, "random": starter.test_metric,
                          "beats_random": beats, "paired_with": list(task.paired_with),
@@ -77,7 +78,7 @@ def main() -> None:
             print(f"  {task.name} #{repeat}: one-pass={facts.one_pass} final={result.solved} "
                   f"by={facts.solved_by} test={result.best_test}", flush=True)
     print_summary(rows, args)
-    out = args.out or REPO / "experiments" / "results" / f"deploy_suite-{args.model.replace(':', '_').replace('/', '_')}-{args.strategy}.json"
+    out = args.out or REPO / "benchmarks" / "results" / f"deploy_suite-{args.model.replace(':', '_').replace('/', '_')}-{args.strategy}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=2, default=str))
     print(f"\nwritten {out}")

@@ -1,7 +1,7 @@
 """The attack table: every attack of tests/support/attacks.py (the first table's twelve, issue 20's
 thirteen, the third round's on what the harness builds and reads), and the honest scripts once stopped as
 false alarms, run through `cbr run` by an earlier commit of the package and by the working tree, in one
-run; then the third round's scenarios that are not one script (experiments/attack_scenarios.py: a task's
+run; then the third round's scenarios that are not one script (benchmarks/attack_scenarios.py: a task's
 data, a run folder or the bank's server made hostile, a signal mid-search), by both versions too. For each: what the run ended as, its test
 score, whether the attack said it succeeded (ATTACK SUCCEEDED in its output), what leaked or changed
 outside, and the peak resident memory of cbr with the processes it waited for.
@@ -10,7 +10,7 @@ Then the answers-from-packages check: every data file each task recipe reads (fo
 tests/support/recipe_reads.py) is read from inside the sandbox of each version; a task whose source
 gives a byte is exposed.
 
-Usage: python experiments/attack_table.py [--before COMMIT] [--only NAME ...]"""
+Usage: python benchmarks/attack_table.py [--before COMMIT] [--only NAME ...]"""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--before", default="b05006e")  # main before the third round (issue 41)
     parser.add_argument("--only", nargs="*", default=None, help="Run only these attacks.")
-    parser.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "attack_table.json")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "attack_table.json")
     args = parser.parse_args()
     listener = Listener()
     rows, exposed, scenarios = [], {}, []

@@ -4,8 +4,8 @@ in both layouts: our task folders and their DS-Agent/MLAgentBench copies (`cbr t
 For each pair and layout it adapts the development task's reference solution to the target's starter,
 runs the result in the sandbox and grades it, and compares it with the target's random starter in the
 same layout. Prints the table and the share that ran and beat the starter; writes JSON and Markdown.
-Usage: python experiments/adapter_pairs.py [--cases a,b] [--targets c,d] [--layouts cbr,dsagent]
-                                           [--timeout 600] [--out experiments/results/adapter_pairs.json]"""
+Usage: python benchmarks/adapter_pairs.py [--cases a,b] [--targets c,d] [--layouts cbr,dsagent]
+                                           [--timeout 600] [--out benchmarks/results/adapter_pairs.json]"""
 
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def main() -> None:
     parser.add_argument("--targets", help="comma-separated target tasks (default: all of the same modality)")
     parser.add_argument("--layouts", default=",".join(LAYOUTS))
     parser.add_argument("--timeout", type=float, default=600, help="seconds per run (the runner's default)")
-    parser.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "adapter_pairs.json")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "adapter_pairs.json")
     args = parser.parse_args()
 
     tasks = {p.name: load_task(p) for p in discover_tasks(REPO / "tasks")}
@@ -148,7 +148,7 @@ def main() -> None:
     args.out.write_text(json.dumps({"summary": totals, "timeout": args.timeout, "rows": rows}, indent=2))
     args.out.with_suffix(".md").write_text(
         "# The structural adapter over every (development task -> same-modality task) pair\n\n"
-        f"`{' '.join(['python', 'experiments/adapter_pairs.py', *sys.argv[1:]])}` (per-run timeout "
+        f"`{' '.join(['python', 'benchmarks/adapter_pairs.py', *sys.argv[1:]])}` (per-run timeout "
         f"{args.timeout:g} s).\n\n" + text)
     print(f"written {args.out} and {args.out.with_suffix('.md')}")
 

@@ -1,4 +1,4 @@
-"""An earlier commit of this repository beside the working tree, for experiments that measure both
+"""An earlier commit of this repository beside the working tree, for benchmarks that measure both
 in one run: a detached git worktree in a temporary folder, removed afterwards. Run the package of
 either with `cbr(root, ...)` (PYTHONPATH and the working folder both point at that root: `python -m`
 puts the working folder first on sys.path)."""

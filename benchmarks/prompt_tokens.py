@@ -7,7 +7,7 @@ script, a log entry; a script for deploy). "Before" is a git worktree of an earl
 d8da0f4, the last commit before the data card, the budget line and rerank-on-summaries). Every
 prompt the server received is then tokenised by the SmolLM2 tokenizer of the local model (llama.cpp's
 /tokenize), so the figures are tokens a real chat model would be sent.
-Usage: python experiments/prompt_tokens.py [--before COMMIT] [--task concrete-strength]"""
+Usage: python benchmarks/prompt_tokens.py [--before COMMIT] [--task concrete-strength]"""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--before", default="d8da0f4")
     parser.add_argument("--task", default="concrete-strength")
-    parser.add_argument("--out", type=Path, default=REPO / "experiments" / "results" / "prompt_tokens.json")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "prompt_tokens.json")
     args = parser.parse_args()
     with checkout(args.before, "prompt-tokens-") as (before, work):
         prepare((before, REPO), [args.task])

@@ -7,7 +7,7 @@ classification together (imported as "time-series"), so a forecasting or time-se
 task matches any time-series case. Also prints, for every deployment task, the most similar development
 task by description next to the paired_with its task.toml declares. Writes JSON.
 
-    python experiments/retrieval_quality.py [--reference ../shared/reference/dsagent-human-insights]
+    python benchmarks/retrieval_quality.py [--reference ../shared/reference/dsagent-human-insights]
 """
 
 from __future__ import annotations
@@ -140,7 +140,7 @@ def import_reference(reference: Path, bank_dir: Path, store: str, cache: Path, s
 @click.option("--plain-query", is_flag=True,
               help="Baseline: query with the bare description, not the agent's query (declared modality first).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              default=REPO / "experiments" / "results" / "retrieval_quality.json", show_default=True)
+              default=REPO / "benchmarks" / "results" / "retrieval_quality.json", show_default=True)
 def main(reference: Path, tasks_dir: Path, names: tuple[str, ...], store: str, cache: Path | None,
          raw_text: bool, reference_only: bool, plain_query: bool, out: Path) -> None:
     from dsagent_cbr.bank import doctext
