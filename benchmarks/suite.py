@@ -99,7 +99,7 @@ def made_table(name: str, work: Path) -> Path:
         cbr("tasks", "new", str(task), "--from-kaggle-folder", str(work / "kaggle" / name),
             "--holdout", "0.2")
         return task
-    train, target, metric = (diamonds_cut if name == "diamonds-cut" else flights_late)(work / "data" / name)
+    train, target, metric = MAKERS[name](work / "data" / name)
     cbr("tasks", "new", str(task), "--train", str(train), "--target", target, "--metric", metric,
         "--holdout", "0.2")
     return task
@@ -124,6 +124,10 @@ def flights_late(folder: Path) -> tuple[Path, str, str]:
     return _written(folder, data), "late", "auroc"
 
 
+# the tables made from R's data sets, as `cbr tasks new` takes a user's CSV
+MAKERS = {"diamonds-cut": diamonds_cut, "flights-late": flights_late}
+
+
 def _written(folder: Path, data: pd.DataFrame) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     data.insert(0, "id", range(1, len(data) + 1))
@@ -132,9 +136,8 @@ def _written(folder: Path, data: pd.DataFrame) -> Path:
 
 
 def task_folders(config: Config, work: Path) -> dict[str, Path]:
-    """Task name -> folder, in the config's order: the tables made here, then the others as cbr finds them."""
-    named = [str(made_table(t, work)) if t in (*KAGGLE_EXAMPLES, "diamonds-cut", "flights-late") else t
-             for t in config.tables]
+    """Task name -> folder, in the config's order: a table made here by its folder, any other as cbr finds it."""
+    named = [str(made_table(t, work)) if t in (*KAGGLE_EXAMPLES, *MAKERS) else t for t in config.tables]
     return select_tasks(",".join(named), load_settings().tasks_dir)
 
 
