@@ -24,8 +24,8 @@ from dsagent_cbr.errors import CbrError
 # package and found here, since nothing a user configures should move them.
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 CRAWLERS_DIR = PROJECT_ROOT / "crawlers"  # the Scrapy project ingest/crawl.py runs
-# the paper's: deployment references, baselines, tables
-EXPERIMENTS_DIR = PROJECT_ROOT / "experiments"
+# the maintained benchmarks: deployment references, the baselines table, results
+BENCHMARKS_DIR = PROJECT_ROOT / "benchmarks"
 
 
 def default_home() -> Path:

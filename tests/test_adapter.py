@@ -1,6 +1,6 @@
 """The structural adapter: its rewrites of a case's code (fast), and real pairs from the suite in both
 layouts, our task folders and their DS-Agent exports, each adapted script run and graded (slow).
-experiments/adapter_pairs.py runs every pair; these are one or two per modality."""
+benchmarks/adapter_pairs.py runs every pair; these are one or two per modality."""
 
 from __future__ import annotations
 

@@ -52,6 +52,35 @@ def test_flaml_gets_label_codes_and_predict_gives_the_labels_back():
     assert namespace["FLAML_OUTPUT"] == "classes" and namespace["FLAML_TEXT"] is True
 
 
+def test_the_default_lightgbm_is_flaml_s_table_without_its_search():
+    """benchmarks/suite.py's default LightGBM: the FLAML anchor's table and labels, LightGBM as it comes in
+    place of the search, learning every row it is given."""
+    import numpy as np
+    import pandas as pd
+
+    from dsagent_cbr.bench.flaml_script import lightgbm_script
+
+    def fitted(name: str, X, y):
+        script = lightgbm_script(load_task(REPO / "tasks" / name))
+        assert "FLAML_SEARCH = False" in script
+        namespace: dict = {}
+        exec(compile(script[: script.index('if __name__ == "__main__":')], "lightgbm", "exec"), namespace)
+        model = namespace["train_model"](X, y, X[:5], y[:5])
+        return model["automl"][0], namespace["predict"](model, X)
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"nights": rng.integers(1, 9, 200), "meal": rng.choice(["BB", "HB"], 200)})
+    y = pd.Series(X["nights"] * 10.0 + (X["meal"] == "HB") * 5)
+    learner, values = fitted("hotel-rates", X, y)
+    assert type(learner).__name__ == "LGBMRegressor" and learner.n_estimators == 100  # its default
+    assert np.abs(values - y).mean() < 2
+    texts = pd.Series(rng.choice(["rally tonight great crowd", "fake news media again"], 200))
+    labels = pd.Series(np.where(texts.str.startswith("rally"), "android", "iphone"))
+    learner, proba = fitted("trump-tweets-device", texts, labels)
+    assert type(learner).__name__ == "LGBMClassifier" and proba.shape == (200, 2)
+    assert (np.array(["android", "iphone"])[proba.argmax(axis=1)] == labels).all()
+
+
 def _anchor_settings(script: str) -> dict:
     """The settings block of an anchor's script, as the script itself reads it."""
     block = script[script.index(anchors.SETTINGS_START):script.index(anchors.SETTINGS_END)]

@@ -21,10 +21,10 @@ REPO = Path(__file__).resolve().parents[1]
 # the project's own modules: the packages, and the test and experiment modules that import one another
 # ("submission": a DS-Agent folder's own module, which untrusted/dsagent_grader.py imports beside it)
 LOCAL = {"dsagent_cbr", "cbr_crawlers", "conftest", "support", "tasks", "prepare", "submission"} | {
-    p.stem for folder in ("tests", "experiments") for p in (REPO / folder).glob("*.py")}
+    p.stem for folder in ("tests", "benchmarks") for p in (REPO / folder).glob("*.py")}
 # code that runs with the project's environment: the package, the crawlers, the task recipes, the seed
-# solutions (run in the sandbox), the tests, the experiments and the notebooks
-AREAS = ["dsagent_cbr", "crawlers", "tasks", "casebank", "tests", "experiments", "notebooks"]
+# solutions (run in the sandbox), the tests, the benchmarks and the notebooks
+AREAS = ["dsagent_cbr", "crawlers", "tasks", "casebank", "tests", "benchmarks", "notebooks"]
 
 
 def canonical(name: str) -> str:

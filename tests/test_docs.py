@@ -17,6 +17,8 @@ from test_readme import commands_of, parse
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
 PAGES = [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+# pages outside the reference's index, whose links and commands are checked too
+LINKED = [*PAGES, *sorted((DOCS / "decisions").glob("*.md")), REPO / "benchmarks" / "README.md"]
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
 
 
@@ -54,7 +56,7 @@ def test_cli_reference_is_up_to_date():
 
 def test_every_relative_link_resolves():
     broken = []
-    for page in PAGES:
+    for page in LINKED:
         for target in LINK.findall(without_code(page.read_text(encoding="utf-8"))):
             if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # https:, mailto: ...
                 continue
@@ -96,7 +98,7 @@ def test_every_docs_command_parses(paths_need_not_exist):
     `[...]` parts are taken as given without the brackets, as the README's test runs them. A
     `python SCRIPT.py` names a script that exists."""
     checked = 0
-    for page in PAGES:
+    for page in LINKED:
         for command in commands_of(page):
             command = re.sub(r"^(export\s+)?([A-Z_][A-Z0-9_]*=\S*\s+)+", "", command)
             words = shlex.split(re.sub(r"\s*\[([^\]]*)\]", r" \1", command))

@@ -19,6 +19,13 @@ from dsagent_cbr.tasks.create import NewTaskRequest, create_task
 from dsagent_cbr.tasks.loader import load_task
 
 
+@pytest.fixture(autouse=True)
+def _in_a_scratch_folder(monkeypatch, tmp_path):
+    """A draft run in this process writes its class scores (cbr_class_scores.csv) where it runs, as it does
+    in its workspace: here that is a tmp folder, never the repository."""
+    monkeypatch.chdir(tmp_path)
+
+
 def test_a_table_gets_lightgbm_then_xgboost_then_a_forest_with_the_task_s_loss_and_outputs():
     hotel = general_cases(prepared("hotel-rates"))  # regression graded by mean absolute error
     assert [c.task_name for c in hotel] == ["general", "general-xgboost", "general-forest"]

@@ -13,7 +13,7 @@ from dsagent_cbr.agent.script_summary import MAX_CHARS, NOT_PARSED, TOO_DEEP, su
 from dsagent_cbr.tasks.loader import load_task
 
 REPO = Path(__file__).resolve().parents[1]
-REAL_SCRIPTS = sorted([*REPO.glob("experiments/references/*.py"), *REPO.glob("casebank/solutions/*/*.py")])
+REAL_SCRIPTS = sorted([*REPO.glob("benchmarks/references/*.py"), *REPO.glob("casebank/solutions/*/*.py")])
 GENERAL_TABULAR = REPO / "dsagent_cbr/untrusted/general_tabular.py"
 
 LIGHTGBM_TABLE = '''

@@ -1,4 +1,4 @@
-"""The search with a model whose replies are good scripts (the task's reference, experiments/references/),
+"""The search with a model whose replies are good scripts (the task's reference, benchmarks/references/),
 in the real sandbox on a real task: what a capable model is shown and whether its work is used."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ PLAN = "Reflection: the draft stands.\nDecision: One-hot the categories and choo
 def test_a_model_writing_good_scripts_is_shown_its_parent_and_its_best_node_is_selected(tmp_path, monkeypatch):
     monkeypatch.setattr(operators, "general_cases", lambda task: general_cases(task)[:1])  # one draft, then the model
     monkeypatch.setattr(policy, "PLANS", 1)
-    reference = (REPO / "experiments" / "references" / "smoke-ban.py").read_text()
+    reference = (REPO / "benchmarks" / "references" / "smoke-ban.py").read_text()
     model = FakeModel({"plan": [PLAN] * 4, "program": [f"```python\n{reference}```"] * 4})
     task = prepared("smoke-ban")
     budget = 600.0

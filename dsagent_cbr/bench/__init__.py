@@ -1,6 +1,6 @@
 """`cbr bench`: the paper's tables from a grid of tasks x agents x trials, fanned out on Ray.
 
-The contract (see the README's experiments part):
+The contract (docs/bench.md says it for users):
 - a grid lives in one folder: grid.json (what it is), bank-base/ (the bank every trial starts from),
   trials/<task>/<agent>/trial-<k>/ (one independent trial each: its own bank copy, CBR_HOME, run
   folder, stdout/stderr, trial.json and, once trial.json is saved, the `done` marker);

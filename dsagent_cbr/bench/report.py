@@ -87,7 +87,7 @@ def _anchor_versions(records: list[dict[str, Any]]) -> dict[str, str]:
 
 
 def load_baselines(path: Path) -> dict[str, dict[str, Any]]:
-    """task -> its row of experiments/baselines.py's table (random and reference test scores)."""
+    """task -> its row of benchmarks/baselines.py's table (random and reference test scores)."""
     if not path.is_file():
         return {}
     return {row["task"]: row for row in json.loads(path.read_text(encoding="utf-8"))}

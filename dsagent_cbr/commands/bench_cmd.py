@@ -12,7 +12,7 @@ import click
 
 from dsagent_cbr.commands.bench_dabench import dabench
 from dsagent_cbr.commands.options import budget_seconds
-from dsagent_cbr.config import EXPERIMENTS_DIR, load_settings
+from dsagent_cbr.config import BENCHMARKS_DIR, load_settings
 from dsagent_cbr.errors import CbrError
 
 DEFAULT_TASKS = "smoke-ban,titanic-survival,deliveries-time"
@@ -269,7 +269,7 @@ def _write_report(
         raise CbrError("No finished trials to tabulate yet.")
     draw_anchors(records)
     # the suite's anchors (random and reference scores of the recipes) stay the repository's, wherever the tables go
-    baselines = tables.load_baselines(EXPERIMENTS_DIR / "results" / "baselines.json")
+    baselines = tables.load_baselines(BENCHMARKS_DIR / "results" / "baselines.json")
     result = tables.build(
         records, baselines, tables.stamp(records, grids=[str(g) for g in grids], **extra)
     )

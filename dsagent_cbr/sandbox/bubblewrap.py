@@ -198,7 +198,7 @@ def child_environment(cores: int, home: str) -> dict[str, str]:
     env.update({name: str(cores) for name in _THREAD_VARS})
     # waiting OpenMP threads spin, against the other runs' threads; alone, spinning is faster
     if shared():
-        env["OMP_WAIT_POLICY"] = "PASSIVE"  # (experiments/openmp_wait.py measures both)
+        env["OMP_WAIT_POLICY"] = "PASSIVE"  # measured: docs/decisions/openmp-wait.md
     return env
 
 

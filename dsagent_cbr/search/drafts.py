@@ -77,7 +77,7 @@ _TEXT_TREES = '''    model = lgb.LGBMRegressor(n_estimators=2000, learning_rate=
               callbacks=[lgb.early_stopping(50, verbose=False)])
 '''
 # Complement naive Bayes (Rennie et al., 2003) learns from each word's weight in the other classes: on three
-# seeded splits of the training rows of five text classification tasks (experiments/text_second_draft.py)
+# seeded splits of the training rows of five text classification tasks (docs/decisions/text-second-draft.md)
 # it took 0.1-1.6 s where LightGBM took 0.4-17.6 s, and a half-and-half blend with the first draft beat that
 # draft's blend with LightGBM on four (fine-foods-rating's AUROC 0.869 against 0.860, rotten-tomatoes'
 # accuracy 0.790 against 0.768) and was 0.003 below it on the fifth (debates). It predicts classes only: a
@@ -139,7 +139,7 @@ _LINEAR = '''    model = Ridge(alpha=1.0)
 # blend's member: on two seeded splits of the training rows of eleven tables without free text, adding it
 # to their cross-fitted blend made it better on 6 (hotel-rates' MAE by 0.051, pbc-status' log loss by 0.014),
 # worse on 3 (deliveries-time's MedAE by 0.015) and left 2 as they were, where the linear model made 3
-# better and 3 worse (experiments/distinct_learners.py). It takes numbers only, and stops adding trees at
+# better and 3 worse (docs/decisions/forest-draft.md). It takes numbers only, and stops adding trees at
 # the deadline the harness gives for training, as the boosters stop adding rounds.
 _FOREST = '''    # trees are added 25 at a time, up to 300, and none once the harness's deadline for training has
     # passed (CBR_DEADLINE, seconds since the epoch): a forest cut short still predicts

@@ -1,6 +1,8 @@
 """Runs untrusted, inside the sandbox, as `cbr bench`'s AutoML anchor. FLAML's train_model and predict, spliced by flaml_script.py into a task's starter in place of the
 random guess; the settings block below is rewritten for each task. The rest of the starter (loading,
-the fixed validation split, scoring, writing predictions) stays as the task ships it."""
+the fixed validation split, scoring, writing predictions) stays as the task ships it. With FLAML_SEARCH
+off it fits LightGBM as it comes on the same table instead: an anchor that differs from FLAML's in the
+search alone."""
 
 import os
 
@@ -16,6 +18,7 @@ FLAML_OUTPUT = "labels"  # labels | positive | classes | values
 FLAML_CLASSES = []  # positive: [negative, positive]; classes: the column order predict returns
 FLAML_TEXT = False  # text tasks: a TF-IDF front end turns the strings into a sparse table
 FLAML_LOG_TARGET = False  # rmsle: search on log1p(y) with rmse and undo it in predict
+FLAML_SEARCH = True  # False: no search, LightGBM as it comes on the same table (flaml_script.lightgbm_script)
 # --- end of settings ---
 
 
@@ -42,8 +45,6 @@ def _target(y, labels):
 
 
 def train_model(X_train, y_train, X_valid, y_valid):
-    from flaml import AutoML
-
     model = {"automl": [], "labels": []}
     if FLAML_TEXT:
         from sklearn.feature_extraction.text import TfidfVectorizer
@@ -58,14 +59,33 @@ def train_model(X_train, y_train, X_valid, y_valid):
     for column in targets:
         y_fit, y_val = (y_train, y_valid) if column is None else (y_train[column], y_valid[column])
         labels = np.unique(np.asarray(y_fit, dtype=object).astype(str))  # sorted: searchsorted codes
-        automl = AutoML()
-        automl.fit(train, _target(y_fit, labels), X_val=valid, y_val=_target(y_val, labels), task=FLAML_TASK,
-                   metric=FLAML_METRIC, time_budget=FLAML_BUDGET / len(targets), n_jobs=int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1),
-                   seed=FLAML_SEED, verbose=0)
-        print(f"FLAML {column or 'target'}: {automl.best_estimator}, validation loss {automl.best_loss:.6g}")
-        model["automl"].append(automl)
+        fit, seconds = _target(y_fit, labels), FLAML_BUDGET / len(targets)
+        if FLAML_SEARCH:
+            fitted = _search(train, fit, valid, _target(y_val, labels), seconds, column or "target")
+        else:
+            fitted = _lightgbm(train, fit)
+        model["automl"].append(fitted)
         model["labels"].append(labels)
     return model
+
+
+def _search(train, y, valid, y_valid, seconds, name):
+    from flaml import AutoML
+
+    automl = AutoML()
+    automl.fit(train, y, X_val=valid, y_val=y_valid, task=FLAML_TASK, metric=FLAML_METRIC, time_budget=seconds,
+               n_jobs=int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1), seed=FLAML_SEED, verbose=0)
+    print(f"FLAML {name}: {automl.best_estimator}, validation loss {automl.best_loss:.6g}")
+    return automl
+
+
+def _lightgbm(table, y):
+    """LightGBM with its own defaults, no rows watched for early stopping: what a user fits without a search.
+    It learns the rows it is given, the validation rows too when the starter refits (CBR_REFIT)."""
+    import lightgbm as lgb
+
+    learner = lgb.LGBMRegressor if FLAML_TASK == "regression" else lgb.LGBMClassifier
+    return learner(verbose=-1).fit(table, y)
 
 
 def predict(model, X):

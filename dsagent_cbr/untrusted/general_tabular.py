@@ -19,7 +19,7 @@ CBR_RAW_COLUMNS = True  # the adapter hands this code every column as it is: it 
 # a category of more levels is handed to the trees as its integer codes, not as a category: their own
 # categorical splits over thousands of levels fit noise (a flight table's 4,003 tail numbers: validation
 # AUROC 0.738 as categories, 0.792 as codes), while over a hundred or so they help (a hotel table's
-# agents and companies, 94-154 levels: MAE 7.72 as categories, 7.80 as codes); experiments/category_codes.py
+# agents and companies, 94-154 levels: MAE 7.72 as categories, 7.80 as codes); docs/decisions/category-codes.md
 CODES_ABOVE = 200
 
 

@@ -1,5 +1,5 @@
 """Scripts a hostile (or careless) generated program might be, shared by tests/test_sandbox_attacks.py and
-experiments/attack_table.py. Each attack prints `ATTACK SUCCEEDED` when it got what it wanted; the
+benchmarks/attack_table.py. Each attack prints `ATTACK SUCCEEDED` when it got what it wanted; the
 tests check that none does, that each ends in the status it should, and that nothing outside changed.
 
 An attack names the task it runs on and the `cbr run` limits it needs; the default limits are
