@@ -182,13 +182,49 @@ def default_metric(
         return "logloss", "sample_submission.csv has one probability column per class"
     if task_type == "multiclass-classification":
         return "accuracy", "default for multi-class classification"
-    if sample_values is not None and all(
-        _is_label_like(v, labels) for v in sample_values.dropna().unique()
-    ):
-        return "accuracy", "sample_submission.csv holds labels"
-    return "auroc", "default for binary classification" + (
-        "; sample_submission.csv holds probabilities" if sample_values is not None else ""
+    return _binary_metric(sample_values, labels)
+
+
+def _binary_metric(sample_values: Any | None, labels: set[str]) -> tuple[str, str]:
+    """A binary target's metric, from what the sample submission holds. One label in every row is a
+    placeholder, not a choice of labels (Kaggle's samples are mostly so): 0/1 targets are then scored by
+    AUROC, as most such competitions are; named labels (True/False) by accuracy, as Spaceship Titanic is."""
+    if sample_values is None:
+        return "auroc", "default for binary classification"
+    seen = sample_values.dropna().unique()
+    if not all(_is_label_like(v, labels) for v in seen):
+        return (
+            "auroc",
+            "default for binary classification; sample_submission.csv holds probabilities",
+        )
+    change = "; check the competition's evaluation, and pass --metric {} if it scores {}"
+    if len(seen) > 1:
+        return "accuracy", "sample_submission.csv holds labels" + change.format(
+            "auroc", "probabilities"
+        )
+    if all(_is_number_text(v) for v in labels):
+        return "auroc", (
+            f"sample_submission.csv holds one value ({_first(seen)}) for every row: a placeholder, so "
+            "the submission holds probabilities of the positive class"
+            + change.format("accuracy", "labels")
+        )
+    return "accuracy", (
+        f"sample_submission.csv holds one label ({_first(seen)}) for every row: a placeholder, and "
+        "the labels are names, so the submission holds labels"
+        + change.format("auroc", "probabilities")
     )
+
+
+def _is_number_text(value: str) -> bool:
+    try:
+        float(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _first(values: Any) -> str:
+    return str(values[0]) if len(values) else "nothing"
 
 
 def check_metric(metric: str, task_type: str, y: Any) -> None:
