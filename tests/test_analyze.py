@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,6 +67,20 @@ def test_nested_brackets_stay_whole_and_unbalanced_ones_end_at_the_first_close()
         ("pairs", "[1, 2], [3, 4]"), ("list", "['a', 'b']")]
     # DABench's own reading, `@(\w+)\[(.*?)\]`, where the brackets do not balance on the line
     assert find_items("@odd[a[b] and more\n") == [("odd", "a[b")]
+
+
+# a reply the model controls: items that never close, brackets that never balance, each 1 MB
+ADVERSARIAL = ["@x[" * 350_000, "@x[[" * 260_000, "@x" + "[" * 2**20, "[" * 2**20 + "@x[" + "]" * 2**20,
+               "@" + "x" * 2**20 + "[", ("@x[" + "[" * 1000 + "\n") * 1000]
+
+
+@pytest.mark.parametrize("reply", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
+def test_reading_the_items_of_a_hostile_megabyte_takes_well_under_a_second(reply):
+    """Reading was quadratic: `"@x[" * 30000` (90 kB) took minutes, and hung `cbr analyze` past its
+    budget. Linear, a megabyte of the worst shapes reads in milliseconds."""
+    start = time.perf_counter()
+    answers_of(reply, FORMAT)
+    assert time.perf_counter() - start < 1.0
 
 
 def test_the_last_value_of_a_name_counts_and_the_placeholder_is_no_value():
@@ -388,12 +403,12 @@ MEAN_CELL = ("mean_close = df['Close Price'].mean()\n"
              "print('mean close price:', mean_close)\nprint('rounded:', round(mean_close, 2))")
 
 
-def analyze_godrej(tmp_path, replies) -> tuple[subprocess.CompletedProcess, Path, ScriptedLLM]:
+def analyze_godrej(tmp_path, replies, budget: str = "3m") -> tuple[subprocess.CompletedProcess, Path, ScriptedLLM]:
     question, _ = dabench(9)
     with ScriptedLLM(replies) as server:
         proc = cbr([str(DABENCH / "tables" / question["file_name"]), question["question"], "--format",
                     question["format"], "--constraints", question["constraints"], "--model", "scripted",
-                    "--runs-dir", str(tmp_path / "runs"), "--budget", "3m"], environment(tmp_path, server.url))
+                    "--runs-dir", str(tmp_path / "runs"), "--budget", budget], environment(tmp_path, server.url))
     found = list((tmp_path / "runs" / "analyze" / "GODREJIND").glob("*"))
     return proc, (found[0] if found else tmp_path / "none"), server
 
@@ -450,6 +465,19 @@ def test_a_failing_cell_and_its_fix_in_the_real_kernel(tmp_path):
     journal = [json.loads(line) for line in (run_dir / "journal.jsonl").read_text().splitlines()]
     failed = [r["output"] for r in journal if r["role"] == "cell" and not r["output"]["ok"]]
     assert len(failed) == 1 and "KeyError: 'Close'" in failed[0]["error"]
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_a_hostile_answer_ends_the_analysis_within_its_budget(tmp_path):
+    """`"@x[" * 30000` (90 kB) as the answer, twice (it lacks the name, so it is asked again): reading it
+    was quadratic, and a 60 s budget ran for ten minutes. Now the analysis ends as the model's failure."""
+    start = time.monotonic()
+    proc, run_dir, _ = analyze_godrej(tmp_path, ["1. Print the number of rows.", "```python\nprint(len(df))\n```",
+                                                 "@x[" * 30000, "@x[" * 30000], budget="60s")
+    assert time.monotonic() - start < 75, proc.stderr[-2000:]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert json.loads((run_dir / "summary.json").read_text())["answers"] == []
 
 
 @pytest.mark.slow
