@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dsagent_cbr.agent.runs_index import register
+from dsagent_cbr.bounded import Absent, Unreadable, read_json
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.files import write_json_atomic, write_text_atomic
 from dsagent_cbr.harness.plan import Held
@@ -66,12 +67,12 @@ class SavedRun(BaseModel):
 def load_config(run_dir: Path) -> SavedRun:
     """A run folder's config.json, or one sentence naming it and what is wrong with it."""
     path = run_dir / "config.json"
-    if not path.is_file():
-        raise CbrError(f"{run_dir} is not a run folder (no config.json).")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # a decoding error is a ValueError too
-        raise CbrError(f"{path} is not JSON cbr can read ({exc}).") from None
+        data = read_json(path)
+    except Absent:
+        raise CbrError(f"{run_dir} is not a run folder (no config.json).") from None
+    except Unreadable as exc:
+        raise CbrError(f"{exc}.") from None
     if not isinstance(data, dict):
         kind = json_kind(data)
         raise CbrError(
