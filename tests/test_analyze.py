@@ -120,6 +120,32 @@ def test_plans_are_read_in_their_usual_shapes():
     assert say_plan(["a", "b"], done=1) == "1. a (done)\n2. b"
 
 
+def test_a_link_or_pipe_inside_an_analysis_s_data_folder_is_refused_not_copied(tmp_path):
+    """copytree copied what a link pointed at (a file only root may read) into the kernel's data; the
+    data is now copied as a task's is (harness/workspace.copy_entry)."""
+    from dsagent_cbr.analysis.session import stage_data
+    from dsagent_cbr.harness.workspace import TaskDataError
+
+    secret = tmp_path / "secret.csv"
+    secret.write_text("root-only secret\n")
+    secret.chmod(0o600)
+    data = tmp_path / "data"
+    (data / "inner").mkdir(parents=True)
+    (data / "sales.csv").write_text("sales\n4\n")
+    (data / "inner" / "more.csv").symlink_to(secret)
+    for n, odd in enumerate((lambda p: p.symlink_to(secret), os.mkfifo)):
+        (data / "inner" / "more.csv").unlink()
+        odd(data / "inner" / "more.csv")
+        (tmp_path / f"staged{n}").mkdir()
+        with pytest.raises(TaskDataError, match=r"more.csv is (a link|not a regular file): the data of an analysis"):
+            stage_data([data], tmp_path / f"staged{n}")
+        assert "root-only" not in "".join(p.read_text() for p in (tmp_path / f"staged{n}").rglob("*.csv"))
+    (data / "inner" / "more.csv").unlink()
+    (tmp_path / "staged").mkdir()
+    staged = stage_data([data], tmp_path / "staged")
+    assert (staged["data"] / "sales.csv").read_text() == "sales\n4\n"
+
+
 def test_the_first_cell_loads_and_describes_the_data(tmp_path, monkeypatch, capsys):
     (tmp_path / "sales.csv").write_text("city,sales\nLyon,3\nNantes,\n")
     monkeypatch.chdir(tmp_path)

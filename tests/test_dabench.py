@@ -62,7 +62,7 @@ def test_malformed_folders_say_where(tmp_path):
     (tmp_path / "tables" / "t.csv").write_text("a\n1\n")
     assert load_questions(tmp_path)[0].concepts == ("Summary Statistics",)
     (tmp_path / "questions.jsonl").write_text(json.dumps(row) + "\n{not json\n")
-    with pytest.raises(CbrError, match=r"questions.jsonl, line 2: not valid JSON"):
+    with pytest.raises(CbrError, match=r"questions.jsonl, line 2 is not JSON cbr can read"):
         load_questions(tmp_path)
     (tmp_path / "labels.jsonl").write_text('{"id": 1, "common_answers": [["x", 3]]}\n')
     with pytest.raises(CbrError, match=r"labels.jsonl, line 1"):

@@ -12,6 +12,8 @@ from dsagent_cbr.files import write_json_atomic, write_text_atomic
 
 _ITEM = re.compile(r"@(\w+)\[")
 ANSWER_MD, ANSWER_JSON = "answer.md", "answer.json"
+# what is read back of answer.md: it holds client.MAX_REPLY_CHARS at most, 4 bytes each at most
+ANSWER_BYTES = 2 * 2**20
 
 
 class _Ahead:

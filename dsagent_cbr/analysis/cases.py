@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ValidationError
 
 from dsagent_cbr.analysis.agent import NOTEBOOK
-from dsagent_cbr.analysis.answer import ANSWER_MD
+from dsagent_cbr.analysis.answer import ANSWER_BYTES, ANSWER_MD
 from dsagent_cbr.analysis.notebook import RAISES
 from dsagent_cbr.analysis.steps import describe_code
 from dsagent_cbr.analysis.summary import SUMMARY
@@ -28,10 +28,8 @@ SCRIPT_CHARS = 20_000  # of the cells' code kept in a case
 ANSWER_CHARS = 2_000
 EXAMPLE_CODE_CHARS = 3_000  # of a case's code in a prompt: its head and its tail
 TITLE_CHARS = 100
-# what `cbr bank keep` reads of a run folder: a notebook with its outputs (a plot is some 50 kB), and
-# answer.md, which holds client.MAX_REPLY_CHARS at most, 4 bytes each at most
+# what `cbr bank keep` reads of a run's notebook, its outputs included (a plot is some 50 kB)
 NOTEBOOK_BYTES = 32 * 2**20
-ANSWER_BYTES = 2 * 2**20
 
 
 class Bank(Protocol):
