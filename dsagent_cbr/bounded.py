@@ -82,7 +82,7 @@ def _check_tree(value: Any, name: str, max_depth: int) -> None:
     while stack:
         item, depth = stack.pop()
         if isinstance(item, str):
-            if not item.isascii() and not _is_unicode(item):
+            if not is_unicode(item):
                 raise Unreadable(f"{name} holds text that is not Unicode (a lone surrogate)")
             continue
         if isinstance(item, dict):
@@ -96,7 +96,10 @@ def _check_tree(value: Any, name: str, max_depth: int) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
-def _is_unicode(text: str) -> bool:
+def is_unicode(text: str) -> bool:
+    """No lone surrogate: what Python makes of bytes that are not UTF-8 (an argument, a file name)."""
+    if text.isascii():
+        return True
     try:
         text.encode("utf-8")
     except UnicodeEncodeError:

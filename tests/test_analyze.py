@@ -543,6 +543,13 @@ def test_bad_input_is_one_sentence_and_no_run_folder(tmp_path):
     empty = cbr([str(DABENCH / "tables" / "GODREJIND.csv"), "  ", "--model", "scripted",
                  "--runs-dir", str(tmp_path / "runs")], env)
     assert empty.returncode == 2 and "The question is empty" in empty.stderr
+    # bytes that are not UTF-8 become lone surrogates, which no journal or bank could write
+    for args in ([b"What is \xed\xa0\x80 the mean?"], ["What is the mean?", "--format", b"@m[\xff]"]):
+        odd = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "analyze", str(DABENCH / "tables" / "GODREJIND.csv"),
+                              *args, "--model", "scripted", "--runs-dir", str(tmp_path / "runs")],
+                             env=env, capture_output=True, text=True, timeout=600)
+        assert odd.returncode == 2 and odd.stderr.startswith("Error: The ") and "not UTF-8" in odd.stderr, odd.stderr
+        assert len(odd.stderr.splitlines()) == 1
     assert not (tmp_path / "runs").exists()
 
 

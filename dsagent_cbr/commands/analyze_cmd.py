@@ -147,6 +147,7 @@ def _checked(
 ) -> tuple[Path, Settings, SandboxPolicy, Clock]:
     """Everything the run needs, checked before its folder is made: one sentence and exit 2 for a
     missing file, an empty question, a bad duration, no model, a server that does not answer."""
+    from dsagent_cbr.bounded import is_unicode
     from dsagent_cbr.clock import Clock
     from dsagent_cbr.llm.models import check_reachable, settings_model
     from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy, require_sandbox
@@ -156,6 +157,10 @@ def _checked(
         raise CbrError(f"No data file at {data}.")
     if not question.strip():
         raise CbrError("The question is empty: give it as the second argument, in quotes.")
+    texts = {"question": question, "--format": options["answer_format"]}
+    for name, text in (texts | {"--constraints": options["constraints"]}).items():
+        if not is_unicode(text):  # its bytes were not UTF-8: no prompt, record or bank takes it
+            raise CbrError(f"The {name} is not UTF-8 text: give it again as plain text.")
     budget = budget_seconds(options["budget"])
     settings = load_settings(
         model=options["model"],
