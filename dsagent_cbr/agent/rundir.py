@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import secrets
-import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from dsagent_cbr.agent.runs_index import register
 from dsagent_cbr.bounded import Absent, Unreadable, read_json
 from dsagent_cbr.errors import CbrError
-from dsagent_cbr.files import write_json_atomic, write_text_atomic
+from dsagent_cbr.files import fresh_folder, write_json_atomic, write_text_atomic
 from dsagent_cbr.harness.plan import Held
 from dsagent_cbr.harness.upload import write_submission
 from dsagent_cbr.tasks.model import Task
@@ -25,9 +23,7 @@ def new_run_dir(runs_dir: Path, task_name: str, home: Path | None = None) -> Pat
     """runs_dir/<task>/<run-id>/, the id its start time and a random tail. With `home`, the folder is also
     noted in its index of runs (runs_index.py), for `cbr runs`; without it (an experiment's runs in a
     scratch folder) it is not."""
-    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
-    path = runs_dir / task_name / run_id
-    path.mkdir(parents=True, exist_ok=False)
+    path = fresh_folder(runs_dir / task_name)
     if home is not None:
         # the index is a convenience (`cbr runs list` also looks in runs_dir): a home it cannot write to
         # must not stop a run
