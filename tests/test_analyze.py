@@ -146,6 +146,22 @@ def test_a_link_or_pipe_inside_an_analysis_s_data_folder_is_refused_not_copied(t
     assert (staged["data"] / "sales.csv").read_text() == "sales\n4\n"
 
 
+def test_the_model_s_text_and_the_cells_output_reach_the_terminal_escaped(capsys):
+    """A plan or an answer that sets the window's title, clears the screen or rewrites a line is shown
+    as its escapes (commands/printing.printable), in the progress lines and the last lines alike."""
+    from dsagent_cbr.clock import Clock
+    from dsagent_cbr.commands.analyze_cmd import _print, _say
+
+    hostile = "\x1b]0;pwned\x07\x1b[2J\rdone"
+    _say(Clock(60.0), f"plan: 1. {hostile}")
+    summary = {"error": hostile, "seconds": 1.0, "cells_run": 1, "cells_failed": 0, "tokens": 1, "cost_usd": 0.0,
+               "calls": 1, "outcome": "ok", "stopped": hostile, "answers": [("m", hostile)], "exit_code": 0}
+    _print(summary, Path("/runs/r"), hostile)
+    out, err = capsys.readouterr()
+    assert not [c for c in out + err if c in "\x1b\x07\r"]
+    assert "@m[\\x1b]0;pwned\\x07\\x1b[2J\\rdone]" in out and "plan: 1. \\x1b]0;pwned" in err
+
+
 def test_the_first_cell_loads_and_describes_the_data(tmp_path, monkeypatch, capsys):
     (tmp_path / "sales.csv").write_text("city,sales\nLyon,3\nNantes,\n")
     monkeypatch.chdir(tmp_path)

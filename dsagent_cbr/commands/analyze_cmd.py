@@ -26,6 +26,7 @@ from dsagent_cbr.commands.options import (
     seed_option,
     trial_seed,
 )
+from dsagent_cbr.commands.printing import printable
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
 
@@ -222,8 +223,9 @@ def _retrieve(settings: Settings, config: AnalysisConfig, k: int, clock: Clock) 
 
 
 def _say(clock: Clock, line: str) -> None:
-    """A progress line on stderr, after the seconds the budget has left."""
-    click.echo(f"[{clock.left():4.0f} s left] {line}", err=True)
+    """A progress line on stderr, after the seconds the budget has left; it quotes the model's plan
+    and the cells' output, shown escaped."""
+    click.echo(f"[{clock.left():4.0f} s left] {printable(line)}", err=True)
 
 
 def _new_run_dir(settings: Settings, path: Path) -> Path:
@@ -313,7 +315,7 @@ def _print(summary: dict[str, Any], run_dir: Path, text: str) -> None:
     from dsagent_cbr.clock import say_duration
 
     if summary["error"]:
-        click.echo(f"Error: {summary['error']}", err=True)
+        click.echo(f"Error: {printable(summary['error'])}", err=True)
     took = say_duration(summary["seconds"], exact=False)
     cells = f"{summary['cells_run']} cells run, {summary['cells_failed']} failed"
     cost = f"{summary['tokens']} tokens, ${summary['cost_usd']:.4f}"
@@ -328,8 +330,8 @@ def _print(summary: dict[str, Any], run_dir: Path, text: str) -> None:
         click.echo(
             f"To keep it as an example for other questions: cbr bank keep {run_dir}", err=True
         )
-    for label, value in rows:
-        click.echo(f"{label + ':':<{WIDTH}}{value}")
+    for label, value in rows:  # the answer is the model's text
+        click.echo(f"{label + ':':<{WIDTH}}{printable(value)}")
 
 
 def _short(text: str) -> str:
