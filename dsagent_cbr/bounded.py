@@ -1,8 +1,8 @@
-"""Reading a file that comes from outside cbr (a run folder's record, a benchmark's questions, a folder a
-user points at) as hostile input: through no link, a regular file only (a pipe would block, a device
-never end), never more than a cap, and JSON never nested past a limit nor holding text that is not
-Unicode. Whatever is wrong is an Unreadable: one sentence naming the file and what is wrong with it,
-never quoting what it holds."""
+"""Reading a file that comes from outside cbr (a run folder's record, a benchmark's questions, a
+folder a user points at) as hostile input: through no link, a regular file only (a pipe would block,
+a device never end), never more than a cap, and JSON never nested past a limit nor holding text that
+is not Unicode. Whatever is wrong is an Unreadable: one sentence naming the file and what is wrong
+with it, never quoting what it holds."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ MAX_DEPTH = 64
 
 
 class Unreadable(CbrError):
-    """A file from outside that cbr will not take as it is: the message says why, in one sentence."""
+    """A file from outside that cbr will not take as it is; the message says why, in a sentence."""
 
 
 class Absent(Unreadable):
@@ -49,8 +49,8 @@ def read_open(fd: int, name: str, limit: int) -> bytes:
 
 
 def read_capped(path: Path, limit: int) -> bytes:
-    """The bytes of the file at `path`, refused when it is a link, not a regular file, or over `limit`
-    bytes (the folders above it are the caller's to trust)."""
+    """The bytes of the file at `path`, refused when it is a link, not a regular file, or over
+    `limit` bytes (the folders above it are the caller's to trust)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
@@ -62,13 +62,13 @@ def read_capped(path: Path, limit: int) -> bytes:
 
 
 def parse_json(raw: bytes, name: str, max_depth: int = MAX_DEPTH) -> Any:
-    """JSON whose every level and every text was checked: deeper than `max_depth`, or text with a lone
-    surrogate (which no UTF-8 file, prompt or terminal takes), is refused like JSON that does not
-    parse."""
+    """JSON whose every level and every text was checked: deeper than `max_depth`, or text with a
+    lone surrogate (which no UTF-8 file, prompt or terminal takes), is refused like JSON that does
+    not parse."""
     try:
         value = json.loads(raw)
-    # a decoding error is a ValueError, so is an integer of more than 4300 digits; nesting json's own
-    # recursion cannot follow is a RecursionError
+    # a decoding error is a ValueError, so is an integer of more than 4300 digits; nesting that
+    # json's own recursion cannot follow is a RecursionError
     except (ValueError, RecursionError) as exc:
         why = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
         raise Unreadable(f"{name} is not JSON cbr can read ({why})") from None
@@ -97,7 +97,7 @@ def _check_tree(value: Any, name: str, max_depth: int) -> None:
 
 
 def is_unicode(text: str) -> bool:
-    """No lone surrogate: what Python makes of bytes that are not UTF-8 (an argument, a file name)."""
+    """No lone surrogate: what Python makes of bytes that are not UTF-8 (an argument, a name)."""
     if text.isascii():
         return True
     try:

@@ -109,9 +109,10 @@ class RunJournal:
         return record["output"]  # type: ignore[return-value]
 
     def damaged(self, iteration: int, role: str, why: object) -> CbrError:
-        """A recorded step whose output its role cannot take back (a result lacking a field, say)."""
+        """A recorded step whose output its role cannot take back (a result lacking a field)."""
         return CbrError(
-            f"Journal {self.path} is damaged: the {role} record of step {iteration} is not one ({why})."
+            f"Journal {self.path} is damaged: the {role} record of step {iteration} is not one "
+            f"({why})."
         )
 
     def recorded(self, iteration: int, role: str, attempt: int = 0) -> object | None:

@@ -17,9 +17,10 @@ ANSWER_BYTES = 2 * 2**20
 
 
 class _Ahead:
-    """Where `char` next appears at or after a position, for positions that only grow: each stretch of
-    the text is searched once. A search from every item was quadratic in a reply the model controls
-    (`"@x[" * 30000`, 90 kB, took minutes); this keeps reading a reply linear in its length."""
+    """Where `char` next appears at or after a position, for positions that only grow: each stretch
+    of the text is searched once. A search from every item was quadratic in a reply the model
+    controls (`"@x[" * 30000`, 90 kB, took minutes); this keeps reading a reply linear in its
+    length."""
 
     def __init__(self, text: str, char: str) -> None:
         self.text, self.char, self.at = text, char, -1
@@ -75,8 +76,8 @@ def find_items(text: str) -> list[tuple[str, str]]:
 
 
 def dabench_items(text: str) -> list[tuple[str, str]]:
-    """What DABench's `re.findall(r"@(\\w+)\\[(.*?)\\]", text)` finds, in linear time: each item ends
-    at its first `]` on its line, and the next is looked for after it. The pattern itself is
+    """What DABench's `re.findall(r"@(\\w+)\\[(.*?)\\]", text)` finds, in linear time: each item
+    ends at its first `]` on its line, and the next is looked for after it. The pattern itself is
     quadratic where items never close."""
     first_close = _first_close(text)
     items, at = [], 0

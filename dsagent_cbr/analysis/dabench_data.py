@@ -66,7 +66,7 @@ def load_questions(folder: str | Path) -> list[Question]:
 
 
 def _table_problem(folder: Path, name: str) -> str | None:
-    """Why tables/<name> is not a table cbr copies, or None: a link (to a file only root may read, say,
+    """Why tables/<name> is not a table cbr copies, or None: a link (to a file only root may read,
     which would reach the kernel and every prompt) or a pipe is refused, as in a task's data."""
     tables = folder / TABLES
     try:

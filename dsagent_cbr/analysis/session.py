@@ -337,8 +337,8 @@ def drain(client: BlockingKernelClient) -> None:
 def stage_data(files: list[Path], folder: Path) -> dict[str, Path]:
     """Copies of the data under `folder` (owned by cbr, read-only), by the name the cells use: the
     user's own files are never bound into the sandbox, so nothing there can reach them. A path the
-    user names is theirs to resolve; inside a folder, a link (which could lead to a file only root may
-    read) or a pipe is refused, as in a task's data."""
+    user names is theirs to resolve; inside a folder, a link (which could lead to a file only root
+    may read) or a pipe is refused, as in a task's data."""
     staged: dict[str, Path] = {}
     for source in files:
         source = Path(source).resolve()

@@ -173,7 +173,8 @@ def predict_rows(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Where to write the predictions (default: RUN_DIR/predict-<time>-<random>/submission.csv).",
+    help="Where to write the predictions "
+    "(default: RUN_DIR/predict-<time>-<random>/submission.csv).",
 )
 @click.option(
     "--task",

@@ -13,15 +13,15 @@ if TYPE_CHECKING:
     from dsagent_cbr.agent.record import RunRecord
 
 
-# C0 and C1 controls (ESC starts a sequence that sets a window's title or clears the screen; a bare CR
-# rewrites the line) and lone surrogates (a file name that is not UTF-8), none of which a terminal
-# should be handed
+# C0 and C1 controls (ESC starts a sequence that sets a window's title or clears the screen; a bare
+# CR rewrites the line) and lone surrogates (a file name that is not UTF-8), none of which a
+# terminal should be handed
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
 
 
 def printable(text: str, *, lines: bool = False) -> str:
-    """`text` with each control character shown as its escape (\\x1b), so nothing from outside drives
-    the terminal; with `lines`, line breaks and tabs stay."""
+    """`text` with each control character shown as its escape (\\x1b), so nothing from outside
+    drives the terminal; with `lines`, line breaks and tabs stay."""
 
     def escaped(match: re.Match[str]) -> str:
         char = match.group()

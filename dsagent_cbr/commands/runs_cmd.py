@@ -149,7 +149,7 @@ def find_runs(settings: Settings) -> list[Found]:
 
 
 def view(found: Found) -> RunView:
-    """What the run's files say of it; a damaged one (bounded.py refuses it) never stops the others."""
+    """What the run's files say of it; a damaged file (bounded.py refuses it) stops no other run."""
     try:
         config: SavedRun | None = load_config(found.folder)
     except CbrError:

@@ -42,8 +42,8 @@ Written = dict[str, tuple[int, int]]  # relative path -> (size, mtime_ns) of wha
 
 
 class TaskDataError(CbrError):
-    """Data from outside (a task's public files, a benchmark's tables, the data of an analysis) holds
-    something cbr does not copy: the data's problem, one sentence."""
+    """Data from outside (a task's public files, a benchmark's tables, the data of an analysis)
+    holds something cbr does not copy: the data's problem, one sentence."""
 
 
 def build(

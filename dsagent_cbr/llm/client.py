@@ -18,9 +18,10 @@ from dsagent_cbr.llm.models import ModelSpec
 
 __all__ = ["BudgetExceeded", "Completion", "LLMClient"]
 
-# What cbr keeps of one reply, in characters: some 100k tokens, far past any reply a role asks for (their
-# max_tokens hold real replies to a few thousand tokens), and a bound on a broken or hostile server's: a
-# 150 MB reply took 700 MB of memory and 430 MB of run files (the journal, the ledger's cache, prompts)
+# What cbr keeps of one reply, in characters: some 100k tokens, far past any reply a role asks for
+# (their max_tokens hold real replies to a few thousand tokens), and a bound on a broken or hostile
+# server's: a 150 MB answer took cbr analyze to 1.3 GB and left 750 MB of run files (journal, cache,
+# answer files), and would have gone into later prompts
 MAX_REPLY_CHARS = 400_000
 
 

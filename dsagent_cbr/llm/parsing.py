@@ -27,8 +27,8 @@ def _looks_like_python(text: str) -> bool:
 def _parses(text: str) -> bool:
     try:
         ast.parse(text)
-    # a null byte is a ValueError before Python 3.12; a reply nested past the parser's stack (200 kB of
-    # unary minus, say) is a MemoryError or RecursionError of the parser's, not of the host
+    # a null byte is a ValueError before Python 3.12; a reply nested past the parser's stack (200 kB
+    # of unary minus, say) is a MemoryError or RecursionError of the parser's, not of the host
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True

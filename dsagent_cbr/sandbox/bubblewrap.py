@@ -361,8 +361,8 @@ def _tasks_of(uid: int) -> int:
 
 
 def _launcher(argv: list[str], policy: SandboxPolicy, group: Cgroup | None) -> list[str]:
-    """`argv` started through launch.py, which sets the run's rlimits, joins its cgroups and pins it to
-    its share of the cores, then execs it."""
+    """`argv` started through launch.py, which sets the run's rlimits, joins its cgroups and pins it
+    to its share of the cores, then execs it."""
     fsize = int(policy.disk_mb * 2**20)
     limits = {"RLIMIT_FSIZE": fsize, "RLIMIT_CORE": 0}
     # the rlimit is per user: add what it runs already

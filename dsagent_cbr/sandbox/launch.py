@@ -1,7 +1,7 @@
-"""Runs as a process of its own between cbr and the sandbox (`python -I -S launch.py SETTINGS COMMAND...`):
-it applies the run's resource limits to itself, joins the run's cgroups and, when the run has a share of
-the cores (CBR_CORES), pins itself to that many, then becomes COMMAND (bubblewrap) by exec, so that every
-process of the run starts inside all three.
+"""Runs as a process of its own between cbr and the sandbox (`python -I -S launch.py SETTINGS
+COMMAND...`): it applies the run's resource limits to itself, joins the run's cgroups and, when the
+run has a share of the cores (CBR_CORES), pins itself to that many, then becomes COMMAND
+(bubblewrap) by exec, so that every process of the run starts inside all three.
 
 cbr once did this in a preexec_fn, which CPython documents as unsafe in a process that runs threads (a
 search runs its nodes in threads): the forked child may deadlock before it execs. This file imports
@@ -19,13 +19,13 @@ LOCK = "cbr-cores.lock"
 
 
 def least_claimed(allowed: list[int], count: int, claims: dict[int, int]) -> list[int]:
-    """The `count` cores of `allowed` that the fewest pinned processes hold (the lowest first on a tie)."""
+    """The `count` cores of `allowed` that the fewest pinned processes hold, the lowest on a tie."""
     return sorted(sorted(allowed), key=lambda core: claims.get(core, 0))[:count]
 
 
 def claims(allowed: set[int]) -> dict[int, int]:
-    """How many processes are pinned to each core: those whose affinity is a part of `allowed` (other
-    runs' sandboxes), not all of it (every other process)."""
+    """How many processes are pinned to each core: those whose affinity is a part of `allowed`
+    (other runs' sandboxes), not all of it (every other process)."""
     held: dict[int, int] = {}
     for name in os.listdir("/proc"):
         try:
@@ -41,7 +41,7 @@ def claims(allowed: set[int]) -> dict[int, int]:
 def pin(count: int) -> None:
     """Keep this process, and all it starts, to `count` of the cores it may use, the least claimed;
     chosen under a lock and pinned before it is let go, so two runs starting at once take different
-    cores (each pinned to the same first ones, two runs would share them and leave the rest idle)."""
+    cores (pinned to the same first ones, two runs would share them and leave the rest idle)."""
     allowed = os.sched_getaffinity(0)
     if count >= len(allowed):
         return
