@@ -11,6 +11,7 @@ import sys
 import click
 
 from dsagent_cbr import __version__
+from dsagent_cbr.commands.printing import printable
 from dsagent_cbr.errors import CbrError
 
 # name -> (module, attribute, one-line help shown by `cbr --help` without importing the module)
@@ -96,9 +97,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, prog_name="cbr", standalone_mode=False)
     except CbrError as exc:
-        click.echo(f"Error: {exc}", err=True)
+        # its sentence names files and folders from outside, and may quote them
+        click.echo(f"Error: {printable(str(exc))}", err=True)
         for line in exc.details:
-            click.echo(line, err=True)
+            click.echo(printable(line), err=True)
         return exc.exit_code
     except click.exceptions.Abort:
         click.echo("Aborted.", err=True)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -37,6 +39,20 @@ def write_bytes_atomic(path: Path, data: bytes) -> None:
     finally:
         tmp.unlink(missing_ok=True)
     fsync_dir(path.parent)
+
+
+def fresh_folder(parent: Path, prefix: str = "") -> Path:
+    """parent/<prefix><time>-<4 random hex digits>, made by this call and no other: mkdir without
+    exist_ok claims the name atomically, so two commands started in the same second (which once
+    shared one predict folder) each get their own, and a name taken already is drawn again."""
+    while True:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        path = Path(parent) / f"{prefix}{stamp}-{secrets.token_hex(2)}"
+        try:
+            path.mkdir(parents=True, exist_ok=False)
+        except FileExistsError:
+            continue
+        return path
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -126,6 +126,56 @@ def test_the_plan_prompt_shows_the_examples_and_the_step_prompts_do_not(tmp_path
     assert all("Past analyses" not in prompt for prompt in model.prompts[1:])
 
 
+def _secret(folder: Path) -> Path:
+    """A file only root may read, as /etc/shadow is."""
+    secret = folder / "secret.txt"
+    secret.write_text("root-only secret\n")
+    secret.chmod(0o600)
+    return secret
+
+
+def _link(path: Path, target: Path) -> None:
+    path.unlink()
+    path.symlink_to(target)
+
+
+def _question(run: Path, question: str) -> None:
+    summary = json.loads((run / "summary.json").read_text())
+    (run / "summary.json").write_text(json.dumps(summary | {"question": question}))
+
+
+FORGED = {
+    "answer.md links to a root-only file": lambda run: _link(run / "answer.md", _secret(run.parent)),
+    "summary.json links to a root-only file": lambda run: _link(run / "summary.json", _secret(run.parent)),
+    "analysis.ipynb links to /etc/passwd": lambda run: _link(run / "analysis.ipynb", Path("/etc/passwd")),
+    "analysis.ipynb is a pipe": lambda run: ((run / "analysis.ipynb").unlink(), os.mkfifo(run / "analysis.ipynb")),
+    "analysis.ipynb is no JSON": lambda run: (run / "analysis.ipynb").write_text("root-only secret\n"),
+    "analysis.ipynb is JSON of another shape": lambda run: (run / "analysis.ipynb").write_text('{"cells": 3}'),
+    "answer.md is 3 GB": lambda run: os.truncate(run / "answer.md", 3 * 2**30),
+    "summary.json nests 100k deep": lambda run: (run / "summary.json").write_text("[" * 100_000 + "]" * 100_000),
+    "the question holds a lone surrogate": lambda run: _question(run, "What is \ud800 the mean?"),
+}
+
+
+@pytest.mark.parametrize("forgery", list(FORGED))
+def test_bank_keep_refuses_a_forged_run_folder_in_one_sentence_quoting_nothing(tmp_path, monkeypatch, capsys,
+                                                                              forgery):
+    """A run folder is files anyone may have made: a link in it put a root-only file into the bank (and
+    so into a later plan prompt), a notebook linked to /etc/passwd had its first line quoted in the
+    refusal, and a lone surrogate in the question was a traceback. Each is now refused, exit 2, in
+    one sentence that quotes nothing of the file, before the bank is opened."""
+    from dsagent_cbr.cli import main
+
+    monkeypatch.setenv("CBR_HOME", str(tmp_path / "home"))
+    run = answered_run(tmp_path / "run")
+    FORGED[forgery](run)
+    assert main(["bank", "keep", str(run), "--store", "faiss"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and len(err.splitlines()) == 1, err
+    assert "secret" not in err.replace("secret.txt", "") and "root:" not in err
+    assert not (tmp_path / "home").exists()  # no bank was opened, so nothing entered one
+
+
 @pytest.mark.integration
 def test_bank_keep_adds_an_analysis_once_and_refuses_one_that_did_not_answer(tmp_path):
     folder = answered_run(tmp_path / "run")

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,6 +69,20 @@ def test_nested_brackets_stay_whole_and_unbalanced_ones_end_at_the_first_close()
     assert find_items("@odd[a[b] and more\n") == [("odd", "a[b")]
 
 
+# a reply the model controls: items that never close, brackets that never balance, each 1 MB
+ADVERSARIAL = ["@x[" * 350_000, "@x[[" * 260_000, "@x" + "[" * 2**20, "[" * 2**20 + "@x[" + "]" * 2**20,
+               "@" + "x" * 2**20 + "[", ("@x[" + "[" * 1000 + "\n") * 1000]
+
+
+@pytest.mark.parametrize("reply", ADVERSARIAL, ids=range(len(ADVERSARIAL)))
+def test_reading_the_items_of_a_hostile_megabyte_takes_well_under_a_second(reply):
+    """Reading was quadratic: `"@x[" * 30000` (90 kB) took minutes, and hung `cbr analyze` past its
+    budget. Linear, a megabyte of the worst shapes reads in milliseconds."""
+    start = time.perf_counter()
+    answers_of(reply, FORMAT)
+    assert time.perf_counter() - start < 1.0
+
+
 def test_the_last_value_of_a_name_counts_and_the_placeholder_is_no_value():
     text = "Format: @mean_close_price[mean_value]\nFirst @mean_close_price[570.7], no: @mean_close_price[570.68]"
     assert answers_of(text, FORMAT) == [("mean_close_price", "570.68")]
@@ -103,6 +118,48 @@ def test_plans_are_read_in_their_usual_shapes():
     with pytest.raises(ParseError, match="no numbered steps"):
         parse_steps("I would look at the data first.")
     assert say_plan(["a", "b"], done=1) == "1. a (done)\n2. b"
+
+
+def test_a_link_or_pipe_inside_an_analysis_s_data_folder_is_refused_not_copied(tmp_path):
+    """copytree copied what a link pointed at (a file only root may read) into the kernel's data; the
+    data is now copied as a task's is (harness/workspace.copy_entry)."""
+    from dsagent_cbr.analysis.session import stage_data
+    from dsagent_cbr.harness.workspace import TaskDataError
+
+    secret = tmp_path / "secret.csv"
+    secret.write_text("root-only secret\n")
+    secret.chmod(0o600)
+    data = tmp_path / "data"
+    (data / "inner").mkdir(parents=True)
+    (data / "sales.csv").write_text("sales\n4\n")
+    (data / "inner" / "more.csv").symlink_to(secret)
+    for n, odd in enumerate((lambda p: p.symlink_to(secret), os.mkfifo)):
+        (data / "inner" / "more.csv").unlink()
+        odd(data / "inner" / "more.csv")
+        (tmp_path / f"staged{n}").mkdir()
+        with pytest.raises(TaskDataError, match=r"more.csv is (a link|not a regular file): the data of an analysis"):
+            stage_data([data], tmp_path / f"staged{n}")
+        assert "root-only" not in "".join(p.read_text() for p in (tmp_path / f"staged{n}").rglob("*.csv"))
+    (data / "inner" / "more.csv").unlink()
+    (tmp_path / "staged").mkdir()
+    staged = stage_data([data], tmp_path / "staged")
+    assert (staged["data"] / "sales.csv").read_text() == "sales\n4\n"
+
+
+def test_the_model_s_text_and_the_cells_output_reach_the_terminal_escaped(capsys):
+    """A plan or an answer that sets the window's title, clears the screen or rewrites a line is shown
+    as its escapes (commands/printing.printable), in the progress lines and the last lines alike."""
+    from dsagent_cbr.clock import Clock
+    from dsagent_cbr.commands.analyze_cmd import _print, _say
+
+    hostile = "\x1b]0;pwned\x07\x1b[2J\rdone"
+    _say(Clock(60.0), f"plan: 1. {hostile}")
+    summary = {"error": hostile, "seconds": 1.0, "cells_run": 1, "cells_failed": 0, "tokens": 1, "cost_usd": 0.0,
+               "calls": 1, "outcome": "ok", "stopped": hostile, "answers": [("m", hostile)], "exit_code": 0}
+    _print(summary, Path("/runs/r"), hostile)
+    out, err = capsys.readouterr()
+    assert not [c for c in out + err if c in "\x1b\x07\r"]
+    assert "@m[\\x1b]0;pwned\\x07\\x1b[2J\\rdone]" in out and "plan: 1. \\x1b]0;pwned" in err
 
 
 def test_the_first_cell_loads_and_describes_the_data(tmp_path, monkeypatch, capsys):
@@ -388,12 +445,12 @@ MEAN_CELL = ("mean_close = df['Close Price'].mean()\n"
              "print('mean close price:', mean_close)\nprint('rounded:', round(mean_close, 2))")
 
 
-def analyze_godrej(tmp_path, replies) -> tuple[subprocess.CompletedProcess, Path, ScriptedLLM]:
+def analyze_godrej(tmp_path, replies, budget: str = "3m") -> tuple[subprocess.CompletedProcess, Path, ScriptedLLM]:
     question, _ = dabench(9)
     with ScriptedLLM(replies) as server:
         proc = cbr([str(DABENCH / "tables" / question["file_name"]), question["question"], "--format",
                     question["format"], "--constraints", question["constraints"], "--model", "scripted",
-                    "--runs-dir", str(tmp_path / "runs"), "--budget", "3m"], environment(tmp_path, server.url))
+                    "--runs-dir", str(tmp_path / "runs"), "--budget", budget], environment(tmp_path, server.url))
     found = list((tmp_path / "runs" / "analyze" / "GODREJIND").glob("*"))
     return proc, (found[0] if found else tmp_path / "none"), server
 
@@ -454,6 +511,19 @@ def test_a_failing_cell_and_its_fix_in_the_real_kernel(tmp_path):
 
 @pytest.mark.slow
 @needs_bwrap
+def test_a_hostile_answer_ends_the_analysis_within_its_budget(tmp_path):
+    """`"@x[" * 30000` (90 kB) as the answer, twice (it lacks the name, so it is asked again): reading it
+    was quadratic, and a 60 s budget ran for ten minutes. Now the analysis ends as the model's failure."""
+    start = time.monotonic()
+    proc, run_dir, _ = analyze_godrej(tmp_path, ["1. Print the number of rows.", "```python\nprint(len(df))\n```",
+                                                 "@x[" * 30000, "@x[" * 30000], budget="60s")
+    assert time.monotonic() - start < 75, proc.stderr[-2000:]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert json.loads((run_dir / "summary.json").read_text())["answers"] == []
+
+
+@pytest.mark.slow
+@needs_bwrap
 def test_a_model_server_that_dies_is_ours(tmp_path):
     question, _ = dabench(9)
     with ScriptedLLM(lambda messages: DROP) as server:
@@ -489,6 +559,13 @@ def test_bad_input_is_one_sentence_and_no_run_folder(tmp_path):
     empty = cbr([str(DABENCH / "tables" / "GODREJIND.csv"), "  ", "--model", "scripted",
                  "--runs-dir", str(tmp_path / "runs")], env)
     assert empty.returncode == 2 and "The question is empty" in empty.stderr
+    # bytes that are not UTF-8 become lone surrogates, which no journal or bank could write
+    for args in ([b"What is \xed\xa0\x80 the mean?"], ["What is the mean?", "--format", b"@m[\xff]"]):
+        odd = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", "analyze", str(DABENCH / "tables" / "GODREJIND.csv"),
+                              *args, "--model", "scripted", "--runs-dir", str(tmp_path / "runs")],
+                             env=env, capture_output=True, text=True, timeout=600)
+        assert odd.returncode == 2 and odd.stderr.startswith("Error: The ") and "not UTF-8" in odd.stderr, odd.stderr
+        assert len(odd.stderr.splitlines()) == 1
     assert not (tmp_path / "runs").exists()
 
 

@@ -16,6 +16,7 @@ import pytest
 from conftest import SHARED_REFERENCE
 from support.scripted_llm import ScriptedLLM
 
+from dsagent_cbr.cli import main
 from dsagent_cbr.sandbox.bubblewrap import bwrap_problem
 
 DABENCH = SHARED_REFERENCE / "dabench"
@@ -59,6 +60,63 @@ def analyst(folder: Path, asked: list[str]):
         return "From the notebook.\n" + " ".join(f"@{name}[{value}]" for name, value in items)
 
     return reply
+
+
+def _secret(folder: Path) -> Path:
+    """A file only root may read, as /etc/shadow is."""
+    secret = folder / "secret.csv"
+    secret.write_text("password\nroot-only secret\n")
+    secret.chmod(0o600)
+    return secret
+
+
+def _table_linked(folder: Path) -> None:
+    table = next((folder / "tables").iterdir())
+    table.unlink()
+    table.symlink_to(_secret(folder.parent))
+
+
+def _tables_linked(folder: Path) -> None:
+    elsewhere = folder.parent / "elsewhere"
+    (folder / "tables").rename(elsewhere)
+    (folder / "tables").symlink_to(elsewhere)
+
+
+def _questions_linked(folder: Path) -> None:
+    (folder / "questions.jsonl").rename(folder.parent / "questions.jsonl")
+    (folder / "questions.jsonl").symlink_to(folder.parent / "questions.jsonl")
+
+
+HOSTILE_FOLDERS = {
+    "a table links to a root-only file": (_table_linked, "which is reached through a link"),
+    "tables/ links to another folder": (_tables_linked, "which is reached through a link"),
+    "questions.jsonl is a link": (_questions_linked, "questions.jsonl cannot be read (a link"),
+    "a table is a pipe": (lambda f: (next((f / "tables").iterdir()).unlink(),
+                                     os.mkfifo(f / "tables" / "GODREJIND.csv")), "which is not a regular file"),
+    "questions.jsonl is empty": (lambda f: (f / "questions.jsonl").write_text("\n"), "holds no questions"),
+    "a question nests 100k deep": (lambda f: (f / "questions.jsonl").write_text("[" * 100_000 + "]" * 100_000),
+                                   "line 1 is not JSON cbr can read (RecursionError)"),
+    "a question holds a lone surrogate": (
+        lambda f: (f / "questions.jsonl").write_text('{"id": 1, "question": "\\ud800"}\n'), "not Unicode"),
+}
+
+
+@pytest.mark.parametrize("hostile", list(HOSTILE_FOLDERS))
+def test_a_hostile_benchmark_folder_is_refused_in_one_sentence_before_any_question(tmp_path, monkeypatch, capsys,
+                                                                                   hostile):
+    """A table linked to a root-only file was copied into the kernel and every prompt, and left in the
+    bench's folder readable by all; an empty questions.jsonl made a table of 0 questions and exit 0; a
+    question nested past json's recursion, or with a lone surrogate, was a traceback."""
+    folder = small_folder(tmp_path)
+    damage, says = HOSTILE_FOLDERS[hostile]
+    damage(folder)
+    monkeypatch.setenv("CBR_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("CBR_BASE_URL", "http://127.0.0.1:9/v1")  # never asked: the folder is refused first
+    out = tmp_path / "out"
+    assert main(["bench", "dabench", str(folder), "--model", "scripted", "-k", "0", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("Error: ") and len(err.splitlines()) == 1 and says in err, err
+    assert not [p for p in out.rglob("*") if p.is_file()] if out.exists() else True
 
 
 @pytest.mark.slow

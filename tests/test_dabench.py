@@ -6,9 +6,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from conftest import SHARED_REFERENCE
 
 from dsagent_cbr.analysis.dabench import (
@@ -58,7 +62,7 @@ def test_malformed_folders_say_where(tmp_path):
     (tmp_path / "tables" / "t.csv").write_text("a\n1\n")
     assert load_questions(tmp_path)[0].concepts == ("Summary Statistics",)
     (tmp_path / "questions.jsonl").write_text(json.dumps(row) + "\n{not json\n")
-    with pytest.raises(CbrError, match=r"questions.jsonl, line 2: not valid JSON"):
+    with pytest.raises(CbrError, match=r"questions.jsonl, line 2 is not JSON cbr can read"):
         load_questions(tmp_path)
     (tmp_path / "labels.jsonl").write_text('{"id": 1, "common_answers": [["x", 3]]}\n')
     with pytest.raises(CbrError, match=r"labels.jsonl, line 1"):
@@ -91,6 +95,25 @@ def test_malformed_folders_say_where(tmp_path):
 )
 def test_one_value(response, expected, right):
     assert grade(extract_answers(response), [("m", expected)]) == [right]
+
+
+# eval_closed_form.py's own reader, the rule extract_answers must keep to
+THEIRS = re.compile(r"@(\w+)\[(.*?)\]")
+
+
+@given(st.text(alphabet="@x_1[] \n.", max_size=60))
+def test_answers_are_read_exactly_as_the_benchmarks_own_pattern_reads_them(response):
+    assert extract_answers(response) == dict(THEIRS.findall(response))
+
+
+@pytest.mark.parametrize("response", ["@x[" * 350_000, "@x" + "[" * 2**20, "@a[" + "x" * 2**20],
+                         ids=["open items", "open brackets", "one long value"])
+def test_grading_a_hostile_megabyte_takes_well_under_a_second(response):
+    """The pattern itself is quadratic where items never close (`"@x[" * 30000` took 12 s, so a
+    resumed bench ran its trial past its time and stopped with exit 3): the reader is linear."""
+    start = time.perf_counter()
+    extract_answers(response)
+    assert time.perf_counter() - start < 1.0
 
 
 def test_names_missing_extra_and_repeated_in_the_label():

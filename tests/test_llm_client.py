@@ -11,7 +11,7 @@ from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.llm import open_llm
 from dsagent_cbr.llm.cache import ResponseCache
-from dsagent_cbr.llm.client import LLMClient
+from dsagent_cbr.llm.client import MAX_REPLY_CHARS, LLMClient
 from dsagent_cbr.llm.ledger import BudgetExceeded, Ledger
 from dsagent_cbr.llm.local_server import free_port
 from dsagent_cbr.llm.models import ModelSpec, resolve_model, settings_model
@@ -34,6 +34,20 @@ def test_retries_429_then_succeeds(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
     assert len(records) == 1 and records[0]["completion_tokens"] == 2 and records[0]["role"] == "plan"
     assert records[0]["cost"] == pytest.approx((2 * 1000 + 2 * 2000) / 1e6)
+
+
+@pytest.mark.integration
+def test_a_reply_past_the_cap_is_cut_and_the_ledger_says_so(tmp_path):
+    """A 150 MB reply once took 700 MB of memory and 430 MB of run files: cbr keeps MAX_REPLY_CHARS of
+    a reply, and its ledger line says how much it left out; a reply within the cap is kept whole."""
+    with ScriptedLLM(["x" * (MAX_REPLY_CHARS + 1234), "y" * MAX_REPLY_CHARS]) as server:
+        client = client_for(server.url, tmp_path)
+        long, whole = client.complete("plan", HELLO), client.complete("plan", HELLO)
+    assert (len(long.text), long.cut) == (MAX_REPLY_CHARS, 1234)
+    assert (len(whole.text), whole.cut) == (MAX_REPLY_CHARS, 0)
+    records = [json.loads(line) for line in (tmp_path / "ledger.jsonl").read_text().splitlines()]
+    assert [r["reply_cut"] for r in records] == [1234, 0]
+    assert Ledger(tmp_path / "ledger.jsonl").records[0].reply_cut == 1234  # read back on a resume
 
 
 @pytest.mark.integration

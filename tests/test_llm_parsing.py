@@ -4,12 +4,21 @@ rankings, loose planner headers, debugger replies."""
 from __future__ import annotations
 
 import ast
+import re
+import time
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from dsagent_cbr.llm.parsing import ParseError, extract_code, parse_debug, parse_plan, parse_ranking
+from dsagent_cbr.llm.parsing import (
+    ParseError,
+    extract_code,
+    fenced_blocks,
+    parse_debug,
+    parse_plan,
+    parse_ranking,
+)
 
 SCRIPT = "import numpy as np\n\n\ndef train_model(X, y):\n    return np.mean(y)\n"
 
@@ -31,6 +40,30 @@ def test_several_blocks_pick_the_longest_python():
              "A fragment:\n```python\nx = 1\n```\nThe script:\n```python\n" + SCRIPT + "```\n"
              "Output:\n```\nValidation mae: 0.3\n```")
     assert extract_code(reply) == SCRIPT
+
+
+# the one-pattern reading of fenced blocks, which fenced_blocks must keep to
+FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)(?:```|\Z)", re.DOTALL)
+
+
+@given(st.text(alphabet="`py \nx=1", max_size=60))
+def test_blocks_are_read_exactly_as_the_one_pattern_reads_them(reply):
+    assert fenced_blocks(reply) == FENCE.findall(reply)
+
+
+@pytest.mark.parametrize("reply", ["```" * 350_000, "```x" * 260_000, "```python\nx = " + "-" * 200_000 + "1\n```",
+                                   "```python\nimport a\nx = " + "(" * 100_000 + "\n```"],
+                         ids=["fences", "fences and words", "deep unary", "deep brackets"])
+def test_a_hostile_megabyte_reply_is_read_quickly_and_fails_only_as_parse_error(reply):
+    """The one pattern was quadratic where fences have no line after them ("```" * 30000 took 4 s), and
+    a block nested past what Python's parser takes raised MemoryError or RecursionError: the block is
+    then a script that does not parse (the kernel says so), no error of cbr's."""
+    start = time.perf_counter()
+    try:
+        assert extract_code(reply).startswith(("x = ", "import a"))
+    except ParseError:
+        assert reply.startswith("```x") or reply == "```" * 350_000
+    assert time.perf_counter() - start < 1.0
 
 
 def test_prose_only_raises_typed_error():

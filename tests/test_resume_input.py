@@ -73,6 +73,7 @@ CONFIGS = {
     "a list": lambda path: path.write_text("[1, 2, 3]"),
     "missing keys": lambda path: edit_config(path.parent, lambda c: _drop(c, "settings")),
     "a string for a number": lambda path: edit_config(path.parent, _set_budget),
+    "nested 100k deep": lambda path: path.write_text('{"task_dir": ' + "[" * 100_000 + "]" * 100_000 + "}"),
 }
 
 
@@ -84,7 +85,8 @@ def test_a_damaged_config_is_refused_in_one_sentence(made, tmp_path, damage):
     line = refused(cbr("develop", "--resume", str(folder), "--json", env=made[1]), "config.json")
     says = {"not JSON": "not JSON", "a list": "holds a JSON array",
             "missing keys": "settings: field required",
-            "a string for a number": "develop.budget: input should be a valid number"}
+            "a string for a number": "develop.budget: input should be a valid number",
+            "nested 100k deep": "not JSON cbr can read (RecursionError)"}
     assert says[damage] in line
 
 
@@ -100,9 +102,28 @@ def _wrong_shape(journal: Path) -> None:
     journal.write_bytes(first + b"[1, 2, 3]\n" + json.dumps(step).encode() + b"\n" + b"".join(rest))
 
 
+def _nested_line(journal: Path) -> None:
+    first, *rest = journal.read_bytes().splitlines(keepends=True)
+    journal.write_bytes(first + b"[" * 100_000 + b"]" * 100_000 + b"\n" + b"".join(rest))
+
+
+def _edit_execute(journal: Path, edit) -> None:
+    """The first execute record (the starter's run) edited as `edit` says: the line stays a step."""
+    lines = [json.loads(line) for line in journal.read_bytes().splitlines()]
+    edit(next(step for step in lines if step["role"] == "execute")["output"])
+    journal.write_text("".join(json.dumps(step) + "\n" for step in lines))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("damage, says", [(_garbage_line, "line 2 (not JSON)"),
-                                          (_wrong_shape, "line 2 (not a JSON object)")])
+@pytest.mark.parametrize("damage, says", [
+    (_garbage_line, "line 2 (not JSON)"), (_wrong_shape, "line 2 (not a JSON object)"),
+    (_nested_line, "line 2 (not JSON)"),
+    (lambda journal: _edit_execute(journal, lambda output: output.pop("wall_time")),
+     "the execute record of step 0 is not one (wall_time: field required)"),
+    (lambda journal: _edit_execute(journal, lambda output: output.update(wall_time="fast")),
+     "the execute record of step 0 is not one (wall_time: input should be a valid number"),
+], ids=["garbage", "wrong shape", "nested 100k deep", "an execute record lacking a field",
+        "an execute record with text for a number"])
 def test_a_damaged_journal_line_is_refused_and_nothing_is_rewritten(made, tmp_path, damage, says):
     folder = copy_of(made, tmp_path)
     damage(folder / "journal.jsonl")

@@ -105,6 +105,41 @@ def test_child_environment_is_an_allowlist(concrete, tmp_path, monkeypatch):
     assert "OMP_WAIT_POLICY" not in child_environment(2, "/tmp")
 
 
+AFFINITY = "import os, time\nprint('CORES', sorted(os.sched_getaffinity(0)))\ntime.sleep({})\n"
+
+
+def _cores(result: RunResult) -> list[int]:
+    return json.loads(next(line for line in result.stdout.splitlines() if line.startswith("CORES"))[6:])
+
+
+@pytest.mark.integration
+@pytest.mark.skipif(machine_cores() < 2, reason="one core: nothing to pin to")
+def test_a_share_of_the_cores_pins_the_script_to_that_many(concrete, tmp_path, monkeypatch):
+    """CBR_CORES=1 set the script's thread pools to one core and left it scheduled on every core; it
+    is now pinned to one. Two runs at once take different cores (the least claimed, under a lock),
+    and a run alone keeps every core."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    monkeypatch.setenv("CBR_CORES", "1")
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(run_script, concrete, AFFINITY.format(4), run_dir=tmp_path / "first")
+        time.sleep(2.5)  # the first is pinned by then (a sandbox starts in well under a second)
+        second = run_script(concrete, AFFINITY.format(0), run_dir=tmp_path / "second")
+        both = [_cores(first.result()), _cores(second)]
+    assert [len(cores) for cores in both] == [1, 1] and both[0] != both[1], both
+    monkeypatch.delenv("CBR_CORES")
+    alone = run_script(concrete, AFFINITY.format(0), run_dir=tmp_path / "alone")
+    assert _cores(alone) == sorted(os.sched_getaffinity(0))
+
+
+def test_the_least_claimed_cores_are_chosen():
+    from dsagent_cbr.sandbox.launch import least_claimed
+
+    assert least_claimed([3, 2, 1, 0], 2, {0: 3, 1: 1}) == [2, 3]
+    assert least_claimed([0, 1, 2, 3], 3, {2: 1}) == [0, 1, 3]
+    assert least_claimed([0, 1], 1, {0: 2, 1: 2}) == [0]
+
+
 def test_workspace_is_the_only_writable_place(concrete, tmp_path):
     script = textwrap.dedent(f"""
         import os

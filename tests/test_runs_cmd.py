@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,56 @@ def test_malformed_and_stale_index_lines_are_skipped(home, tmp_path):
     result = cbr_runs("list", "--json")
     assert result.exit_code == 0, result.output
     assert [r["folder"] for r in json.loads(result.output)] == [str(run)]
+
+
+def _secret(folder: Path) -> Path:
+    """A file only root may read, as /etc/shadow is: what a link in a forged run folder points at."""
+    secret = folder / "secret"
+    secret.write_text("root-only secret\n")
+    secret.chmod(0o600)
+    return secret
+
+
+HOSTILE_RECORDS = {
+    "nested 100k deep": lambda path: path.write_text("[" * 100_000 + "]" * 100_000),
+    "nested 200 deep": lambda path: path.write_text('{"kind": ' + "[" * 200 + "]" * 200 + "}"),
+    "3 GB": lambda path: os.truncate(path, 3 * 2**30),  # sparse: it takes no room, only reading it would
+    "a link to a root-only file": lambda path: (path.unlink(), path.symlink_to(_secret(path.parent.parent))),
+    "a lone surrogate": lambda path: path.write_text('{"kind": "search", "task": "\\ud800"}'),
+    "a pipe": lambda path: (path.unlink(), os.mkfifo(path)),
+}
+
+
+@pytest.mark.parametrize("damage", list(HOSTILE_RECORDS))
+def test_a_damaged_record_makes_its_one_run_unreadable_and_the_rest_list(three, damage):
+    """A record nested 100k deep killed `cbr runs list` for every run (RecursionError), and a 3 GB one
+    was read whole (6.3 GB of memory, 87 s): each is now its own run's "unreadable record", found
+    without reading past MAX_RECORD_BYTES, and nothing of what a link points at is shown."""
+    old, failed, going = three
+    HOSTILE_RECORDS[damage](old / "summary.json")
+    HOSTILE_RECORDS[damage](going / "config.json")  # a run with no record yet: its config is all it has
+    start = time.monotonic()
+    result = cbr_runs("list", "--json")
+    assert result.exit_code == 0, result.output
+    outcomes = {r["id"]: r["outcome"] for r in json.loads(result.output)}
+    assert outcomes == {old.name: "unreadable record", failed.name: "agent_failure",
+                        going.name: "unreadable record"}
+    table = cbr_runs("list")
+    assert table.exit_code == 0 and table.output.count("unreadable record") == 2
+    shown = cbr_runs("show", old.name)
+    assert shown.exit_code == 0 and "outcome:        unreadable record" in shown.output
+    assert "secret" not in table.output + shown.output and time.monotonic() - start < 10
+
+
+def test_text_from_records_and_folder_names_reaches_the_terminal_escaped(home, tmp_path):
+    """A folder name and a record's task that set the window's title and clear the screen, and rich
+    markup: each is shown as its escapes, as written, and runs nothing."""
+    run = make_run(tmp_path / "runs", "a\x1b[2Jtask[bold]", "20260106-090000-\x1b]0;pwned\x07")
+    table, shown = cbr_runs("list"), cbr_runs("show", run.name)
+    assert table.exit_code == 0 and shown.exit_code == 0, table.output + shown.output
+    for output in (table.output, shown.output):
+        assert "\x1b" not in output and "\x07" not in output
+        assert "\\x1b]0;pwned\\x07" in output and "a\\x1b[2Jtask[bold]" in output.replace("\n", "")
 
 
 def test_new_run_dir_registers_in_the_home_and_rm_takes_it_out(tmp_path):

@@ -6,13 +6,13 @@ most the step in flight (its torn line is dropped on reading and cut off before 
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from dsagent_cbr.bounded import Unreadable, parse_json
 from dsagent_cbr.errors import Cancelled, CbrError
 from dsagent_cbr.files import append_lines, json_line, whole_lines
 
@@ -73,8 +73,8 @@ class RunJournal:
 
     def _parsed(self, number: int, raw: bytes) -> dict[str, object]:
         try:
-            record = json.loads(raw)
-        except ValueError:  # not JSON, or not UTF-8
+            record = parse_json(raw, "the line")
+        except Unreadable:  # not JSON, not UTF-8, nested past json's recursion or bounded.MAX_DEPTH
             raise CbrError(f"Journal {self.path} is damaged at line {number} (not JSON).") from None
         problem = _shape_problem(record)
         if problem:
@@ -107,6 +107,13 @@ class RunJournal:
             append_lines(self.path, [json_line(record)])
             self._remember(record)
         return record["output"]  # type: ignore[return-value]
+
+    def damaged(self, iteration: int, role: str, why: object) -> CbrError:
+        """A recorded step whose output its role cannot take back (a result lacking a field)."""
+        return CbrError(
+            f"Journal {self.path} is damaged: the {role} record of step {iteration} is not one "
+            f"({why})."
+        )
 
     def recorded(self, iteration: int, role: str, attempt: int = 0) -> object | None:
         """A completed step's output, or None when the journal does not hold it."""

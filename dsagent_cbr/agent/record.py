@@ -7,13 +7,13 @@ it as a diagnostic, and the test score is only carried along to be reported."""
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, computed_field
 
+from dsagent_cbr.bounded import Absent, Unreadable, read_json
 from dsagent_cbr.errors import CbrError, Outcome
 from dsagent_cbr.files import write_text_atomic
 
@@ -202,12 +202,15 @@ def overclaims(row: Row, direction: str) -> bool:
 
 
 def load_record(run_dir: Path) -> RunRecord:
-    """The record of a run folder; one sentence when there is none or it is not one."""
+    """The record of a run folder; one sentence when there is none or it is not one (a link, over
+    MAX_RECORD_BYTES, nested too deep: bounded.py)."""
     path = Path(run_dir) / SUMMARY
     try:
-        return RunRecord.model_validate(json.loads(path.read_text(encoding="utf-8")))
-    except FileNotFoundError:
+        return RunRecord.model_validate(read_json(path))
+    except Absent:
         raise CbrError(f"{run_dir} is not a finished run folder (no {SUMMARY}).") from None
-    except (OSError, ValueError, ValidationError) as exc:
+    except Unreadable as exc:
+        raise CbrError(f"{exc}.") from None
+    except ValidationError as exc:
         first = str(exc).splitlines()[0]
         raise CbrError(f"{path} is not a run record cbr can read ({first}).") from None

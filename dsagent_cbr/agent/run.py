@@ -146,17 +146,20 @@ class Run:
         self.say(t, "refit" if refit else "execute", attempt)
         folder = folder or (self.run_dir / "refit" if refit else step_dir(self.run_dir, t, attempt))
         write_text_atomic(folder / "script.py", code)
-        with heartbeat(self.progress, iteration=t, role="refit" if refit else "execute"):
-            return RunResult.from_dict(
-                self.journal.step(
-                    t,
-                    "refit" if refit else "execute",
-                    lambda: self.executor.run(
-                        code, folder / "exec", refit=refit, timeout=timeout, cancel=cancel
-                    ).to_dict(),
-                    attempt=attempt,
-                )
+        role = "refit" if refit else "execute"
+        with heartbeat(self.progress, iteration=t, role=role):
+            output = self.journal.step(
+                t,
+                role,
+                lambda: self.executor.run(
+                    code, folder / "exec", refit=refit, timeout=timeout, cancel=cancel
+                ).to_dict(),
+                attempt=attempt,
             )
+        try:
+            return RunResult.from_dict(output)
+        except ValueError as exc:  # a replayed record someone edited
+            raise self.journal.damaged(t, role, exc) from None
 
     def open_for(self, t: int, *, halted: bool = False) -> None:
         """Step t may go on: the run's record is not closed and, with `halted`, no stop has begun (a node's

@@ -5,16 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import json
-import secrets
-import time
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from dsagent_cbr.agent.runs_index import register
+from dsagent_cbr.bounded import Absent, Unreadable, read_json
 from dsagent_cbr.errors import CbrError
-from dsagent_cbr.files import write_json_atomic, write_text_atomic
+from dsagent_cbr.files import fresh_folder, write_json_atomic, write_text_atomic
 from dsagent_cbr.harness.plan import Held
 from dsagent_cbr.harness.upload import write_submission
 from dsagent_cbr.tasks.model import Task
@@ -24,9 +23,7 @@ def new_run_dir(runs_dir: Path, task_name: str, home: Path | None = None) -> Pat
     """runs_dir/<task>/<run-id>/, the id its start time and a random tail. With `home`, the folder is also
     noted in its index of runs (runs_index.py), for `cbr runs`; without it (an experiment's runs in a
     scratch folder) it is not."""
-    run_id = time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
-    path = runs_dir / task_name / run_id
-    path.mkdir(parents=True, exist_ok=False)
+    path = fresh_folder(runs_dir / task_name)
     if home is not None:
         # the index is a convenience (`cbr runs list` also looks in runs_dir): a home it cannot write to
         # must not stop a run
@@ -66,12 +63,12 @@ class SavedRun(BaseModel):
 def load_config(run_dir: Path) -> SavedRun:
     """A run folder's config.json, or one sentence naming it and what is wrong with it."""
     path = run_dir / "config.json"
-    if not path.is_file():
-        raise CbrError(f"{run_dir} is not a run folder (no config.json).")
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:  # a decoding error is a ValueError too
-        raise CbrError(f"{path} is not JSON cbr can read ({exc}).") from None
+        data = read_json(path)
+    except Absent:
+        raise CbrError(f"{run_dir} is not a run folder (no config.json).") from None
+    except Unreadable as exc:
+        raise CbrError(f"{exc}.") from None
     if not isinstance(data, dict):
         kind = json_kind(data)
         raise CbrError(

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from dsagent_cbr.bounded import Unreadable, parse_json
 from dsagent_cbr.files import append_lines, json_line, whole_lines, write_bytes_atomic
 
 INDEX = "runs.jsonl"
@@ -64,7 +64,7 @@ def register(home: Path, run_dir: Path, task: str) -> Entry:
 def _parse(raw: bytes) -> Entry | None:
     """An index line as an entry, or None for anything else."""
     try:
-        data = json.loads(raw)
+        data = parse_json(raw, INDEX)
         run_dir = data["run_dir"]
         task = data["task"]
         started = data["started"]
@@ -72,7 +72,7 @@ def _parse(raw: bytes) -> Entry | None:
             return None
         # a naive time (a hand-written line) is taken as local, so that it compares with the others
         return Entry(Path(run_dir), task, datetime.fromisoformat(started).astimezone())
-    except (ValueError, TypeError, KeyError):  # a decoding error is a ValueError too
+    except (Unreadable, ValueError, TypeError, KeyError):  # a decoding error is a ValueError too
         return None
 
 

@@ -8,19 +8,19 @@ out every case of that key: an analysis is never an example for the question it 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-import nbformat
+from pydantic import BaseModel, ValidationError
 
 from dsagent_cbr.analysis.agent import NOTEBOOK
-from dsagent_cbr.analysis.answer import ANSWER_MD
+from dsagent_cbr.analysis.answer import ANSWER_BYTES, ANSWER_MD
 from dsagent_cbr.analysis.notebook import RAISES
 from dsagent_cbr.analysis.steps import describe_code
 from dsagent_cbr.analysis.summary import SUMMARY
 from dsagent_cbr.bank.cases import Case, content_id
+from dsagent_cbr.bounded import Absent, Unreadable, read_capped, read_json
 from dsagent_cbr.errors import CbrError
 
 KIND = "analysis"
@@ -28,6 +28,8 @@ SCRIPT_CHARS = 20_000  # of the cells' code kept in a case
 ANSWER_CHARS = 2_000
 EXAMPLE_CODE_CHARS = 3_000  # of a case's code in a prompt: its head and its tail
 TITLE_CHARS = 100
+# what `cbr bank keep` reads of a run's notebook, its outputs included (a plot is some 50 kB)
+NOTEBOOK_BYTES = 32 * 2**20
 
 
 class Bank(Protocol):
@@ -99,37 +101,61 @@ def analysis_case(run_dir: Path, source_kind: str, **extra: Any) -> Case:
 
 def _summary(run_dir: Path) -> dict[str, Any]:
     path = run_dir / SUMMARY
-    if not path.is_file():
-        raise CbrError(f"{run_dir} is not a `cbr analyze` run folder: it has no {SUMMARY}.")
     try:
-        summary = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise CbrError(f"{path} cannot be read ({exc}).") from None
+        summary = read_json(path)
+    except Absent:
+        raise CbrError(
+            f"{run_dir} is not a `cbr analyze` run folder: it has no {SUMMARY}."
+        ) from None
+    except Unreadable as exc:
+        raise CbrError(f"{exc}.") from None
     if not isinstance(summary, dict) or not isinstance(summary.get("question"), str):
         raise CbrError(f"{path} is not the summary of an analysis (it has no question).")
     return summary
+
+
+class _Tags(BaseModel):
+    tags: list[str] = []
+
+
+class _Cell(BaseModel):
+    cell_type: str
+    source: str | list[str] = ""  # nbformat writes a cell's lines as a list
+    metadata: _Tags = _Tags()
+
+
+class _Notebook(BaseModel):
+    """What a case takes of a notebook: read as JSON of this shape, not by nbformat, whose errors
+    quote the file they could not read."""
+
+    cells: list[_Cell]
 
 
 def _cells_code(notebook: Path, leave_out: str) -> str:
     """The code of the notebook's cells that ran without error, each headed by its number, but for
     cells whose code is `leave_out`."""
     try:
-        cells = nbformat.read(notebook, as_version=4).cells
-    except (OSError, ValueError) as exc:  # nbformat's read errors are ValueErrors
-        raise CbrError(f"{notebook} cannot be read as a notebook ({exc}).") from None
-    code = [
-        c.source
-        for c in cells
-        if c.cell_type == "code"
-        and RAISES not in c.get("metadata", {}).get("tags", [])
-        and c.source.strip() != leave_out.strip()
+        cells = _Notebook.model_validate(read_json(notebook, NOTEBOOK_BYTES)).cells
+    except Unreadable as exc:
+        raise CbrError(f"{exc}.") from None
+    except ValidationError as exc:
+        where = ".".join(str(part) for part in exc.errors()[0]["loc"])
+        raise CbrError(f"{notebook} is not a notebook cbr can read ({where}).") from None
+    sources = [
+        "".join(c.source) for c in cells if c.cell_type == "code" and RAISES not in c.metadata.tags
     ]
+    code = [source for source in sources if source.strip() != leave_out.strip()]
     return "\n\n".join(f"# In[{n}]:\n{source.rstrip()}" for n, source in enumerate(code, start=1))
 
 
 def _answer_text(run_dir: Path) -> str:
-    path = run_dir / ANSWER_MD
-    return path.read_text(encoding="utf-8", errors="replace").strip() if path.is_file() else ""
+    try:
+        raw = read_capped(run_dir / ANSWER_MD, ANSWER_BYTES)
+    except Absent:
+        return ""
+    except Unreadable as exc:
+        raise CbrError(f"{exc}.") from None
+    return raw.decode("utf-8", errors="replace").strip()
 
 
 def went_wrong(steps: list[Any]) -> list[str]:

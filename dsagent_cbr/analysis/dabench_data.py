@@ -6,17 +6,21 @@ see the labels; only the grader (dabench_grade.py, dabench_run.py) ever calls `l
 
 from __future__ import annotations
 
-import json
+import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsagent_cbr.bounded import Unreadable, parse_json, read_capped
 from dsagent_cbr.errors import CbrError
 
 QUESTIONS = "questions.jsonl"
 LABELS = "labels.jsonl"
 TABLES = "tables"
+# questions.jsonl or labels.jsonl: the reference folder's questions take 50 kB
+MAX_FILE_BYTES = 64 * 2**20
 
 # A label is the list of (name, value) pairs the response must give as @name[value].
 Label = list[tuple[str, str]]
@@ -48,14 +52,30 @@ def load_questions(folder: str | Path) -> list[Question]:
         question = _question(row, path, number)
         if question.id in seen:
             raise CbrError(f"{path}, line {number}: question {question.id} appears twice.")
-        if not question.table(folder).is_file():
+        problem = _table_problem(folder, question.file_name)
+        if problem:
             raise CbrError(
                 f"{path}, line {number}: question {question.id} names the table "
-                f"{question.file_name!r}, which is not in {folder / TABLES}."
+                f"{question.file_name!r}, which {problem}."
             )
         seen.add(question.id)
         questions.append(question)
+    if not questions:
+        raise CbrError(f"{path} holds no questions.")
     return questions
+
+
+def _table_problem(folder: Path, name: str) -> str | None:
+    """Why tables/<name> is not a table cbr copies, or None: a link (to a file only root may read,
+    which would reach the kernel and every prompt) or a pipe is refused, as in a task's data."""
+    tables = folder / TABLES
+    try:
+        modes = os.lstat(tables).st_mode, os.lstat(tables / name).st_mode
+    except OSError:
+        return f"is not in {tables}"
+    if stat.S_ISLNK(modes[0]) or stat.S_ISLNK(modes[1]):
+        return "is reached through a link: a benchmark's tables must be regular files"
+    return None if stat.S_ISREG(modes[1]) else "is not a regular file"
 
 
 def load_labels(folder: str | Path) -> dict[int, Label]:
@@ -76,18 +96,18 @@ def load_labels(folder: str | Path) -> dict[int, Label]:
 
 
 def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Each non-blank line's JSON object with its line number (from 1)."""
+    """Each non-blank line's JSON object with its line number (from 1), read through bounded.py."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise CbrError(f"{path} cannot be read ({exc.strerror or exc}).") from exc
+        lines = read_capped(path, MAX_FILE_BYTES).splitlines()
+    except Unreadable as exc:
+        raise CbrError(f"{exc}.") from None
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise CbrError(f"{path}, line {number}: not valid JSON ({exc.msg}).") from exc
+            row = parse_json(line, f"{path}, line {number}")
+        except Unreadable as exc:
+            raise CbrError(f"{exc}.") from None
         if not isinstance(row, dict):
             raise CbrError(f"{path}, line {number}: expected a JSON object.")
         yield number, row

@@ -21,13 +21,12 @@ that fails to answer scores lower, and the denominator is always the questions a
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from dsagent_cbr.analysis.answer import dabench_items
 from dsagent_cbr.analysis.dabench_data import Label, Question
 
-ANSWER = re.compile(r"@(\w+)\[(.*?)\]")
 TOLERANCE = 1e-6
 LEVELS = ("easy", "medium", "hard")
 
@@ -48,7 +47,7 @@ class Graded:
 
 def extract_answers(text: str) -> dict[str, str]:
     """The response's @name[value] answers; a name given twice keeps its last value."""
-    return {name: value for name, value in ANSWER.findall(text or "")}
+    return dict(dabench_items(text or ""))
 
 
 def is_right(value: str | None, expected: str) -> bool:

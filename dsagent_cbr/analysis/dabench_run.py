@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Callable
 from pathlib import Path
 
 from dsagent_cbr.analysis.dabench_data import Label, Question, load_labels, load_questions
 from dsagent_cbr.analysis.dabench_grade import Graded, extract_answers, figures, grade_response
 from dsagent_cbr.analysis.dabench_table import markdown_table
+from dsagent_cbr.bounded import Unreadable, parse_json
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.harness.workspace import copy_entry
 
 ANSWERS = "answers.jsonl"
 FIGURES = "figures.json"
@@ -78,7 +79,8 @@ def _staged_table(folder: Path, question: Question, out_dir: Path) -> Path:
     staged = out_dir / "tables" / question.file_name
     if not staged.is_file():
         staged.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(question.table(folder), staged)
+        # a link in the benchmark's folder, to a file only root may read, would reach every prompt
+        copy_entry(question.table(folder), staged, "a benchmark's tables")
     return staged
 
 
@@ -139,8 +141,8 @@ def _whole_lines(path: Path) -> list[str]:
 
 def _record(line: str) -> dict | None:
     try:
-        record = json.loads(line)
-    except json.JSONDecodeError:
+        record = parse_json(line.encode("utf-8", errors="replace"), ANSWERS)
+    except Unreadable:
         return None
     ok = (
         isinstance(record, dict)

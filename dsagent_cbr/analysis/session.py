@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import json
 import secrets
-import shutil
 import stat
 import sys
 import threading
@@ -29,6 +28,7 @@ import zmq
 from jupyter_client.blocking import BlockingKernelClient
 
 from dsagent_cbr.errors import CbrError, InfrastructureError
+from dsagent_cbr.harness.workspace import copy_entry
 from dsagent_cbr.sandbox import ProcessOutcome, SandboxPolicy, run_sandboxed
 from dsagent_cbr.sandbox.bubblewrap import WORKSPACE
 from dsagent_cbr.sandbox.scratch import Scratch, scratch
@@ -231,7 +231,7 @@ def _launch(proc: KernelProcess, data: dict[str, Path]) -> dict[str, object]:
         )
     for name, source in data.items():  # mount points, or (unsandboxed) plain copies
         if not isolate:
-            _copy(source, space.path / name)
+            copy_entry(source, space.path / name, "the data of an analysis")
         elif source.is_dir():
             (space.path / name).mkdir()
         else:
@@ -334,16 +334,11 @@ def drain(client: BlockingKernelClient) -> None:
                 get(timeout=0.05)
 
 
-def _copy(source: Path, target: Path) -> None:
-    if source.is_dir():
-        shutil.copytree(source, target)
-    else:
-        shutil.copy2(source, target)
-
-
 def stage_data(files: list[Path], folder: Path) -> dict[str, Path]:
     """Copies of the data under `folder` (owned by cbr, read-only), by the name the cells use: the
-    user's own files are never bound into the sandbox, so nothing there can reach them."""
+    user's own files are never bound into the sandbox, so nothing there can reach them. A path the
+    user names is theirs to resolve; inside a folder, a link (which could lead to a file only root
+    may read) or a pipe is refused, as in a task's data."""
     staged: dict[str, Path] = {}
     for source in files:
         source = Path(source).resolve()
@@ -351,7 +346,7 @@ def stage_data(files: list[Path], folder: Path) -> dict[str, Path]:
         if name in staged or name == CONNECTION_FILE or name.startswith(SOCKETS):
             raise CbrError(f"Two data files, or a data file and the kernel, share a name: {name}")
         target = folder / name
-        _copy(source, target)
+        copy_entry(source, target, "the data of an analysis")
         for path in [target, *(target.rglob("*") if target.is_dir() else [])]:
             path.chmod(0o555 if path.is_dir() else 0o444)
         staged[name] = target

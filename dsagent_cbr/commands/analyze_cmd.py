@@ -26,6 +26,7 @@ from dsagent_cbr.commands.options import (
     seed_option,
     trial_seed,
 )
+from dsagent_cbr.commands.printing import printable
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
 
@@ -147,6 +148,7 @@ def _checked(
 ) -> tuple[Path, Settings, SandboxPolicy, Clock]:
     """Everything the run needs, checked before its folder is made: one sentence and exit 2 for a
     missing file, an empty question, a bad duration, no model, a server that does not answer."""
+    from dsagent_cbr.bounded import is_unicode
     from dsagent_cbr.clock import Clock
     from dsagent_cbr.llm.models import check_reachable, settings_model
     from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy, require_sandbox
@@ -156,6 +158,10 @@ def _checked(
         raise CbrError(f"No data file at {data}.")
     if not question.strip():
         raise CbrError("The question is empty: give it as the second argument, in quotes.")
+    texts = {"question": question, "--format": options["answer_format"]}
+    for name, text in (texts | {"--constraints": options["constraints"]}).items():
+        if not is_unicode(text):  # its bytes were not UTF-8: no prompt, record or bank takes it
+            raise CbrError(f"The {name} is not UTF-8 text: give it again as plain text.")
     budget = budget_seconds(options["budget"])
     settings = load_settings(
         model=options["model"],
@@ -217,8 +223,9 @@ def _retrieve(settings: Settings, config: AnalysisConfig, k: int, clock: Clock) 
 
 
 def _say(clock: Clock, line: str) -> None:
-    """A progress line on stderr, after the seconds the budget has left."""
-    click.echo(f"[{clock.left():4.0f} s left] {line}", err=True)
+    """A progress line on stderr, after the seconds the budget has left; it quotes the model's plan
+    and the cells' output, shown escaped."""
+    click.echo(f"[{clock.left():4.0f} s left] {printable(line)}", err=True)
 
 
 def _new_run_dir(settings: Settings, path: Path) -> Path:
@@ -308,7 +315,7 @@ def _print(summary: dict[str, Any], run_dir: Path, text: str) -> None:
     from dsagent_cbr.clock import say_duration
 
     if summary["error"]:
-        click.echo(f"Error: {summary['error']}", err=True)
+        click.echo(f"Error: {printable(summary['error'])}", err=True)
     took = say_duration(summary["seconds"], exact=False)
     cells = f"{summary['cells_run']} cells run, {summary['cells_failed']} failed"
     cost = f"{summary['tokens']} tokens, ${summary['cost_usd']:.4f}"
@@ -323,8 +330,8 @@ def _print(summary: dict[str, Any], run_dir: Path, text: str) -> None:
         click.echo(
             f"To keep it as an example for other questions: cbr bank keep {run_dir}", err=True
         )
-    for label, value in rows:
-        click.echo(f"{label + ':':<{WIDTH}}{value}")
+    for label, value in rows:  # the answer is the model's text
+        click.echo(f"{label + ':':<{WIDTH}}{printable(value)}")
 
 
 def _short(text: str) -> str:

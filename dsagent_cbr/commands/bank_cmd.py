@@ -12,6 +12,7 @@ import click
 
 from dsagent_cbr.bank.checks import CASE_MODALITIES, CASE_TASK_TYPES, FILE_SOURCE_KINDS, KINDS
 from dsagent_cbr.commands.options import bank_options, json_option
+from dsagent_cbr.commands.printing import printable
 from dsagent_cbr.errors import CbrError
 
 _KIND = click.option(
@@ -264,7 +265,8 @@ def keep(run: Path, **opts: Any) -> None:
     report = _open(opts, seed=False).add([case])
     if report.failed:
         raise CbrError(f"{run}: {report.failed[0][1]}; nothing was kept.")
-    click.echo(f"{'kept' if report.added else 'already kept'}: analysis {case.id} ({case.title})")
+    kept = "kept" if report.added else "already kept"
+    click.echo(f"{kept}: analysis {case.id} ({printable(case.title)})")
 
 
 @bank.command("import")
@@ -347,8 +349,9 @@ def list_cases(
             if c.extra.get("run")
             else ""
         )
+        name = printable((c.task_name or c.title)[:70])
         click.echo(
-            f"{c.id}  {c.modality or '?':<12} {c.source_kind or '?':<9} {(c.task_name or c.title)[:70]}{origin}"
+            f"{c.id}  {c.modality or '?':<12} {c.source_kind or '?':<9} {name}{printable(origin)}"
         )
 
 
@@ -366,12 +369,13 @@ def show(case_id: str, as_json: bool, **opts: Any) -> None:
         click.echo(json.dumps(data, indent=2, default=str))
         return
     text, script = data.pop("text"), data.pop("script")
+    # a case's text came from a page, a notebook or a run folder: shown, never run by the terminal
     for key, value in data.items():
         if value not in ("", None, {}):
-            click.echo(f"{key}: {value}")
-    click.echo("\n" + text)
+            click.echo(f"{key}: {printable(str(value))}")
+    click.echo("\n" + printable(text, lines=True))
     if script:
-        click.echo("\n--- script ---\n" + script)
+        click.echo("\n--- script ---\n" + printable(script, lines=True))
 
 
 @bank.command("stats")

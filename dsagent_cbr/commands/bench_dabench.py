@@ -143,7 +143,8 @@ def run_folder(runs: Path, question_id: int) -> Path | None:
 def analyze_answerer(model: str, budget: float, seed: int, runs: Path, k: int = 2) -> Answerer:
     """An answerer that runs `cbr analyze` on the question's table, as a process of its own."""
 
-    from dsagent_cbr.analysis.answer import ANSWER_MD
+    from dsagent_cbr.analysis.answer import ANSWER_BYTES, ANSWER_MD
+    from dsagent_cbr.bounded import read_capped
 
     def answer(question: Question, table: Path) -> str:
         command = [
@@ -169,7 +170,9 @@ def analyze_answerer(model: str, budget: float, seed: int, runs: Path, k: int = 
                 f"{_last_line(done.stderr)}"
             )
         run = run_folder(runs, question.id)
-        return (run / ANSWER_MD).read_text(encoding="utf-8") if run else ""
+        # the trial's own answer.md, a bounded read all the same (bounded.py)
+        raw = read_capped(run / ANSWER_MD, ANSWER_BYTES) if run else b""
+        return raw.decode("utf-8", errors="replace")
 
     return answer
 

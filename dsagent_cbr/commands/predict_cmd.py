@@ -8,19 +8,18 @@ NEW.csv, in its order."""
 from __future__ import annotations
 
 import contextlib
-import json
 import tempfile
-import time
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import click
 
+from dsagent_cbr.bounded import Unreadable, read_json
 from dsagent_cbr.commands.options import policy_from, sandbox_options
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
-from dsagent_cbr.files import write_text_atomic
+from dsagent_cbr.files import fresh_folder, write_text_atomic
 from dsagent_cbr.harness.grading import EXTRA_COLUMNS
 from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_csv
 from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
@@ -40,11 +39,9 @@ def run_solution(run_dir: Path) -> Path:
 
 def was_refit(run_dir: Path) -> bool:
     """The run's submission came from its solution's refit on every labelled row (summary.json says so)."""
-    import json
-
     try:
-        summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        summary = read_json(run_dir / "summary.json")
+    except Unreadable:
         return False
     refit = summary.get("refit") if isinstance(summary, dict) else None
     return isinstance(refit, dict) and refit.get("status") == "ok"
@@ -57,10 +54,10 @@ def run_task_dir(run_dir: Path, tasks_dir: Path, given: str | None) -> Path:
 
     if given:
         return find_task(given, tasks_dir)
-    config = run_dir / "config.json"
-    if config.is_file():
-        task_dir = json.loads(config.read_text(encoding="utf-8")).get("task_dir")
-        if task_dir and Path(task_dir).is_dir():
+    with contextlib.suppress(Unreadable):
+        config = read_json(run_dir / "config.json")
+        task_dir = config.get("task_dir") if isinstance(config, dict) else None
+        if isinstance(task_dir, str) and task_dir and Path(task_dir).is_dir():
             return Path(task_dir)
     from dsagent_cbr.agent.record import load_record
 
@@ -120,8 +117,7 @@ def predict_rows(
     notes: list[str] = []
     new = _new_rows(task, new_csv, notes)
     columns = list(task.classes) if task.metric_name == "logloss" else list(task.target)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    folder = run_dir / f"predict-{stamp}"
+    folder = fresh_folder(run_dir, "predict-")  # its own, however many predict at once
     with tempfile.TemporaryDirectory(prefix=f"cbr-predict-{task.name}-") as scratch:
         public = Path(scratch)
         for name in task.public_files:
@@ -181,7 +177,8 @@ def predict_rows(
     "--out",
     type=click.Path(dir_okay=False, path_type=Path),
     default=None,
-    help="Where to write the predictions (default: RUN_DIR/predict-<time>/submission.csv).",
+    help="Where to write the predictions "
+    "(default: RUN_DIR/predict-<time>-<random>/submission.csv).",
 )
 @click.option(
     "--task",

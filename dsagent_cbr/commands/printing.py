@@ -1,7 +1,9 @@
-"""What develop and deploy print when they end, read from the run's record."""
+"""What develop and deploy print when they end, read from the run's record; and text from outside (a
+record, a reply, a folder's name) made safe for a terminal."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -9,6 +11,25 @@ import click
 
 if TYPE_CHECKING:
     from dsagent_cbr.agent.record import RunRecord
+
+
+# C0 and C1 controls (ESC starts a sequence that sets a window's title or clears the screen; a bare
+# CR rewrites the line) and lone surrogates (a file name that is not UTF-8), none of which a
+# terminal should be handed
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+
+
+def printable(text: str, *, lines: bool = False) -> str:
+    """`text` with each control character shown as its escape (\\x1b), so nothing from outside
+    drives the terminal; with `lines`, line breaks and tabs stay."""
+
+    def escaped(match: re.Match[str]) -> str:
+        char = match.group()
+        if lines and char in "\n\t":
+            return char
+        return ascii(char)[1:-1]
+
+    return _CONTROL.sub(escaped, text)
 
 
 def say_score(value: float | None, missing: str = "none") -> str:

@@ -6,6 +6,7 @@ before the index, or with another home); what is shown of it is read from its fo
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from dsagent_cbr.agent.record import SUMMARY, RunRecord, load_record
 from dsagent_cbr.agent.rundir import SavedRun, load_config
 from dsagent_cbr.clock import say_duration
 from dsagent_cbr.commands.options import json_option
-from dsagent_cbr.commands.printing import say_score
+from dsagent_cbr.commands.printing import printable, say_score
 from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
 
@@ -148,13 +149,15 @@ def find_runs(settings: Settings) -> list[Found]:
 
 
 def view(found: Found) -> RunView:
+    """What the run's files say of it; a damaged file (bounded.py refuses it) stops no other run."""
     try:
         config: SavedRun | None = load_config(found.folder)
     except CbrError:
         # an edited or half-written config.json: the record, if any, still says the rest
         config = None
-    if not (found.folder / SUMMARY).is_file():
-        return RunView(found, None, config, UNFINISHED)
+    # anything by that name (a link, a pipe) is a record to read, or an unreadable one
+    if not os.path.lexists(found.folder / SUMMARY):
+        return RunView(found, None, config, UNFINISHED if config else UNREADABLE)
     try:
         record = load_record(found.folder)
     except CbrError:
@@ -238,6 +241,7 @@ def _print_table(views: list[RunView]) -> None:
 
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table("id", "task", "kind", "model", "metric", "selection", "outcome", "took", "folder")
     table.columns[0].no_wrap = True  # an id is what `cbr runs show` takes: never cut
@@ -247,7 +251,7 @@ def _print_table(views: list[RunView]) -> None:
         name_or_path.overflow = "fold"
     for v in views:
         r = v.record
-        table.add_row(
+        cells = (
             v.id,
             v.task,
             v.kind,
@@ -258,6 +262,8 @@ def _print_table(views: list[RunView]) -> None:
             took(r.took if r else None),
             shown(v.found.folder),
         )
+        # Text, not str: a name like "[bold]" is no markup of rich's, and escapes are shown, not run
+        table.add_row(*(Text(printable(cell)) for cell in cells))
     # off a terminal (a pipe, a file) no width limits the table: a folded path could not be pasted back
     Console(width=None if sys.stdout.isatty() else WIDE).print(table)
 
@@ -279,7 +285,7 @@ def show(run: str, runs_dir: Path | None, as_json: bool) -> None:
         return
     for label, value in _facts(v):
         if value:
-            click.echo(f"{label + ':':<16}{value}")
+            click.echo(f"{label + ':':<16}{printable(value)}")
 
 
 def _facts(v: RunView) -> list[tuple[str, str | None]]:

@@ -22,6 +22,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from dsagent_cbr.bounded import Unreadable, read_open
+
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
@@ -78,16 +80,10 @@ def read_bytes(folder: Path, name: str, limit: int = MAX_FILE_BYTES) -> bytes:
         raise Missing(f"the script wrote no {name}") from None
     except OSError as exc:
         raise ArtefactError(f"{name} is not a regular file cbr may read ({exc.strerror})") from exc
-    with os.fdopen(fd, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        if size > limit:
-            raise ArtefactError(
-                f"{name} is {size / 2**20:.1f} MB; at most {limit / 2**20:.1f} MB is read"
-            )
-        data = fh.read(limit + 1)
-    if len(data) > limit:  # grew while being read
-        raise ArtefactError(f"{name} is over {limit / 2**20:.1f} MB")
-    return data
+    try:
+        return read_open(fd, name, limit)
+    except Unreadable as exc:
+        raise ArtefactError(str(exc)) from None
 
 
 def _copy_file(source: Path, relative: str, dest: Path, budget: int) -> int:

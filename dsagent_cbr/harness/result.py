@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -88,8 +89,21 @@ class RunResult:
         write_text_atomic(path, self.to_json())
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunResult:
-        return cls(**{k: v for k, v in data.items() if k in cls.__dataclass_fields__})
+    def from_dict(cls, data: Any) -> RunResult:
+        """The result a dict records (a journal's line, which anyone may have edited): a ValueError
+        in one line when it is not one, so a replay never fails later on a missing or odd field."""
+        from pydantic import ValidationError
+
+        if not isinstance(data, dict):
+            raise ValueError(f"a {type(data).__name__}, not a result")
+        try:
+            return _schema().validate_python(
+                {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+            )
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(part) for part in first["loc"]) or "the result"
+            raise ValueError(f"{where}: {first['msg'][:1].lower()}{first['msg'][1:]}") from None
 
     @property
     def score(self) -> float | None:
@@ -109,3 +123,10 @@ class RunResult:
                 f"cbr on {self.selection_rows} held-back rows; what the run is judged by); {printed}."
             )
         return f"Ran in {self.wall_time:.1f}s; {printed}."
+
+
+@cache
+def _schema() -> Any:
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(RunResult)

@@ -47,7 +47,8 @@ Written = dict[str, tuple[int, int]]  # relative path -> (size, mtime_ns) of wha
 
 
 class TaskDataError(CbrError):
-    """A task's public data holds something a workspace cannot take: the task's problem, one sentence."""
+    """Data from outside (a task's public files, a benchmark's tables, the data of an analysis)
+    holds something cbr does not copy: the data's problem, one sentence."""
 
 
 def build(
@@ -291,27 +292,30 @@ def _dsagent_files(task: Task, held: Held | None, refit: bool) -> dict[str, pd.D
 
 
 # -- copies, regular files only -------------------------------------------------------------------------------
-def _refuse(path: Path, what: str) -> TaskDataError:
-    return TaskDataError(
-        f"{path} is {what}: a task's public data must be regular files and folders of them."
-    )
+def _refuse(path: Path, kind: str, what: str) -> TaskDataError:
+    return TaskDataError(f"{path} is {kind}: {what} must be regular files and folders of them.")
 
 
-def copy_entry(source: Path, target: Path) -> None:
-    """Copy a public file, or a folder of them, without following a link or opening anything that is not
-    a regular file (a pipe would block the run, a device never end)."""
+def copy_entry(source: Path, target: Path, what: str = "a task's public data") -> None:
+    """Copy a file, or a folder of them, without following a link or opening anything that is not
+    a regular file (a link could lead to a file only root may read, a pipe would block the run, a
+    device never end); `what` names the data in a refusal."""
     info = os.lstat(source)
     if stat.S_ISDIR(info.st_mode):
         target.mkdir(exist_ok=True)
         for entry in sorted(os.scandir(source), key=lambda e: e.name):
-            copy_entry(source / entry.name, target / entry.name)
+            copy_entry(source / entry.name, target / entry.name, what)
         return
     if not stat.S_ISREG(info.st_mode):
-        raise _refuse(source, "a link" if stat.S_ISLNK(info.st_mode) else "not a regular file")
-    fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        kind = "a link" if stat.S_ISLNK(info.st_mode) else "not a regular file"
+        raise _refuse(source, kind, what)
+    try:
+        fd = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:  # a link since the lstat (ELOOP), or no longer there
+        raise _refuse(source, f"not a file cbr can open ({exc.strerror})", what) from None
     with os.fdopen(fd, "rb") as src:
         if not stat.S_ISREG(os.fstat(src.fileno()).st_mode):  # swapped since the lstat
-            raise _refuse(source, "not a regular file")
+            raise _refuse(source, "not a regular file", what)
         with target.open("wb") as out:
             shutil.copyfileobj(src, out, 2**20)
 

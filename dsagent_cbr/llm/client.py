@@ -18,6 +18,12 @@ from dsagent_cbr.llm.models import ModelSpec
 
 __all__ = ["BudgetExceeded", "Completion", "LLMClient"]
 
+# What cbr keeps of one reply, in characters: some 100k tokens, far past any reply a role asks for
+# (their max_tokens hold real replies to a few thousand tokens), and a bound on a broken or hostile
+# server's: a 150 MB answer took cbr analyze to 1.3 GB and left 750 MB of run files (journal, cache,
+# answer files), and would have gone into later prompts
+MAX_REPLY_CHARS = 400_000
+
 
 @dataclass
 class Completion:
@@ -29,6 +35,7 @@ class Completion:
     cached: bool
     model: str
     parsed: Any = None  # what `validate` made of the text, when the caller gave one
+    cut: int = 0  # characters of the reply past MAX_REPLY_CHARS, not kept
 
 
 class LLMClient:
@@ -106,20 +113,23 @@ class LLMClient:
         start = time.monotonic()
         response = self._call_with_retries(messages, params, timeout)
         latency = time.monotonic() - start
-        text = response.choices[0].message.content or ""
+        whole = response.choices[0].message.content or ""
+        text, cut = whole[:MAX_REPLY_CHARS], max(0, len(whole) - MAX_REPLY_CHARS)
         usage = response.usage
         p_tok = int(getattr(usage, "prompt_tokens", 0) or 0)
         c_tok = int(getattr(usage, "completion_tokens", 0) or 0)
         cost = self.spec.cost(p_tok, c_tok)
         with self._books:
             self.ledger.record(
-                CallRecord(role, self.model, p_tok, c_tok, round(latency, 3), cost, cached=False)
+                CallRecord(
+                    role, self.model, p_tok, c_tok, round(latency, 3), cost, False, reply_cut=cut
+                )
             )
         parsed = validate(text) if validate else None  # a ParseError leaves here, before the cache
         if self.cache is not None:
             with self._books:
                 self.cache.put(key, self.spec.name, text, p_tok, c_tok)
-        return Completion(text, p_tok, c_tok, cost, latency, False, self.model, parsed)
+        return Completion(text, p_tok, c_tok, cost, latency, False, self.model, parsed, cut)
 
     def usage(self) -> Usage:
         totals = self.ledger.summary()

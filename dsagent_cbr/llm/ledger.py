@@ -32,6 +32,7 @@ class CallRecord:
     cost: float
     cached: bool
     time: float = 0.0
+    reply_cut: int = 0  # characters past client.MAX_REPLY_CHARS, which cbr did not keep
 
 
 def _call(path: Path, number: int, line: str) -> CallRecord:

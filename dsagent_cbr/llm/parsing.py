@@ -27,15 +27,34 @@ def _looks_like_python(text: str) -> bool:
 def _parses(text: str) -> bool:
     try:
         ast.parse(text)
-    except SyntaxError:
+    # a null byte is a ValueError before Python 3.12; a reply nested past the parser's stack (200 kB
+    # of unary minus, say) is a MemoryError or RecursionError of the parser's, not of the host
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False
     return True
+
+
+def fenced_blocks(reply: str) -> list[tuple[str, str]]:
+    """(language, body) of each fenced block, as `_FENCE.findall` reads them, in time linear in the
+    reply: the pattern alone is quadratic where fences have no line break after them ("```" * 30000,
+    90 kB, took 4 s). A fence past the last line break opens no block, so none is tried there; one
+    before it always does."""
+    last = reply.rfind("\n")
+    blocks: list[tuple[str, str]] = []
+    at = 0
+    while 0 <= (opened := reply.find("```", at)) < last:
+        match = _FENCE.match(reply, opened)
+        if match is None:
+            break
+        blocks.append((match.group(1), match.group(2)))
+        at = match.end()
+    return blocks
 
 
 def extract_code(reply: str, role: str = "program") -> str:
     """The script in a reply: the longest python-looking fenced block (an unterminated fence runs to
     the end), else the reply itself when it parses as Python."""
-    blocks = [(lang.lower(), body.strip("\n")) for lang, body in _FENCE.findall(reply)]
+    blocks = [(lang.lower(), body.strip("\n")) for lang, body in fenced_blocks(reply)]
     candidates = [b for lang, b in blocks if lang in ("python", "py", "python3", "") and b.strip()]
     candidates = [b for b in candidates if _looks_like_python(b)] or candidates
     if candidates:

@@ -38,7 +38,7 @@ from pathlib import Path
 
 import psutil
 
-from dsagent_cbr.cores import shared, usable_cores
+from dsagent_cbr.cores import machine_cores, shared, usable_cores
 from dsagent_cbr.errors import InfrastructureError
 from dsagent_cbr.sandbox import usage
 from dsagent_cbr.sandbox.cgroups import Cgroup
@@ -361,7 +361,8 @@ def _tasks_of(uid: int) -> int:
 
 
 def _launcher(argv: list[str], policy: SandboxPolicy, group: Cgroup | None) -> list[str]:
-    """`argv` started through launch.py, which sets the run's rlimits and joins its cgroups, then execs it."""
+    """`argv` started through launch.py, which sets the run's rlimits, joins its cgroups and pins it
+    to its share of the cores, then execs it."""
     fsize = int(policy.disk_mb * 2**20)
     limits = {"RLIMIT_FSIZE": fsize, "RLIMIT_CORE": 0}
     # the rlimit is per user: add what it runs already
@@ -370,7 +371,12 @@ def _launcher(argv: list[str], policy: SandboxPolicy, group: Cgroup | None) -> l
         limits["RLIMIT_NPROC"] = policy.pids + _tasks_of(
             SANDBOX_UID if runs_as_root() else os.getuid()
         )
-    settings = {"limits": limits, "cgroups": group.procs_files() if group else []}
+    settings = {
+        "limits": limits,
+        "cgroups": group.procs_files() if group else [],
+        # a share of the machine (CBR_CORES): its threads keep to that many cores, so must it
+        "cores": policy.cores if policy.cores < machine_cores() else None,
+    }
     return [sys.executable, "-I", "-S", str(LAUNCH), json.dumps(settings), *argv]
 
 

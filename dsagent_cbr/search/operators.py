@@ -148,7 +148,10 @@ class Operators:
             f"on the other ({other}), each half graded with the other's weights; the best single node "
             f"of each half, graded on the other, scores {made.get('single')}"
         )
-        result = RunResult.from_dict(made["result"])
+        try:
+            result = RunResult.from_dict(made.get("result"))
+        except ValueError as exc:  # a replayed record someone edited
+            raise run.journal.damaged(t, "ensemble", exc) from None
         run.consider(row, (folder / "script.py").read_text(encoding="utf-8"), result)
 
     def blend(self, folder: Path) -> dict[str, object]:
