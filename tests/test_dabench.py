@@ -11,9 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_REFERENCE
 from hypothesis import given
 from hypothesis import strategies as st
-from conftest import SHARED_REFERENCE
 
 from dsagent_cbr.analysis.dabench import (
     SEED_PAPERS,
