@@ -57,6 +57,11 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "predict",
         "Re-run a run's solution on new rows.",
     ),
+    "refit": (
+        "dsagent_cbr.commands.refit_cmd",
+        "refit",
+        "Refit a run's solution on every labelled row, later.",
+    ),
     "runs": ("dsagent_cbr.commands.runs_cmd", "runs", "List, show and remove past runs."),
     "bench": (
         "dsagent_cbr.commands.bench_cmd",

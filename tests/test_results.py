@@ -196,3 +196,23 @@ def test_cbr_run_writes_the_file_to_upload_at_the_run_folder_s_root(tmp_path):
     graded = pd.read_csv(tmp_path / "run" / "workspace" / "submission.csv")
     assert submitted["id"].tolist() == pd.read_csv(task.public_dir / "test.csv")["id"].tolist()
     assert len(graded) > len(submitted) and "the file to upload" in proc.stdout
+
+
+@pytest.mark.slow
+def test_cbr_refit_finishes_a_refit_the_run_did_not_make(tmp_path):
+    """A run that submitted its first fit (here --no-refit; a budget that ran out does the same) is refit
+    later: no new node, its selection refit on every labelled row, its submission rewritten."""
+    task = prepared("concrete-strength")
+    proc = cbr("develop", str(task.root), "--model", "none", "-T", "1", "--store", "faiss", "--runs-dir",
+               str(tmp_path / "runs"), "--no-refit", "--no-retain", "--json", home=tmp_path / "home", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    folder = Path(json.loads(proc.stdout)["run_dir"])
+    first_fit = (folder / "submission.csv").read_bytes()
+    proc = cbr("refit", str(folder), home=tmp_path / "home", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "learned:         refit on every labelled row" in proc.stdout
+    summary = json.loads((folder / "summary.json").read_text())
+    assert summary["refit"]["status"] == "ok" and summary["stopped"] == "refit later by cbr refit after 1 node(s)"
+    assert len(summary["rows"]) == 1 and (folder / "submission.csv").read_bytes() != first_fit
+    missing = cbr("refit", str(tmp_path / "nowhere"), home=tmp_path / "home", cwd=tmp_path)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr

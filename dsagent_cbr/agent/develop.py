@@ -57,6 +57,8 @@ class DevelopConfig:
     address: str | None = None  # --address: the Ray cluster its nodes' scripts run on
     # --in-turn: with --parallel 1, a model's node does not run beside the others
     in_turn: bool = False
+    # `cbr refit`: the run resumed to refit its selection, with no new node
+    refit_only: bool = False
     policy: dict[str, Any] = field(default_factory=lambda: asdict(SandboxPolicy()))
 
     @property

@@ -102,6 +102,8 @@ class Refit(BaseModel):
     test_after_refit: float | None = None
     # how its test predictions agreed with the first fit's, in words: what judged it
     agreement: str | None = None
+    # a blend's: the share of its weight whose members were refit (the others submitted as first fits)
+    share: float | None = None
     # per early-stopped model: [first fit's rounds, the refit's own]
     rounds: list[list[int]] | None = None
 

@@ -14,6 +14,8 @@ selection rows when the refit was judged there, and was submitted (real AUROC 0.
 
 from __future__ import annotations
 
+import shlex
+
 import numpy as np
 
 from dsagent_cbr.agent.record import Refit
@@ -22,6 +24,10 @@ from dsagent_cbr.tasks.metrics import Metric
 REFIT_NOTE = (
     "the submitted model also learned the selection rows, which stop being a fair judge of it: the "
     "selection score judged the script before the refit"
+)
+CUT_NOTE = (
+    "the refit reached its deadline, so its boosting was cut short: a model of fewer rounds than its "
+    "first fit had is not submitted"
 )
 FALL = 0.1  # of a score's lead over the prior baseline: how much worse it may come out again
 DISTANCES = ("accuracy", "rmse", "mse", "mae", "rmsle", "mcrmse")
@@ -42,6 +48,14 @@ def stopping_note(rounds: list[list[int]] | None) -> str:
         for first, had in rounds
     )
     return f"; its early-stopped models kept the first fit's stopping points: {kept}"
+
+
+def cut_short(wall_time: float, deadline: float) -> bool:
+    """Whether a refit ran past its deadline (the seconds its run was given to train in): its LightGBM
+    and XGBoost then stopped where they were (untrusted/bootstrap.py), one round in on caravan, whose
+    refit so cut scored AUROC 0.644 where its first fit scored 0.727. Read off the clock, not the
+    script's output."""
+    return wall_time >= deadline
 
 
 def refitted(test: float | None, rounds: list[list[int]] | None, agreement: str) -> Refit:
@@ -137,7 +151,7 @@ def _shown(value: float | None) -> str:
     return "unknown" if value is None else f"{value:.4g}"
 
 
-def submission_line(refit: Refit | None, source: str = "selected") -> str:
+def submission_line(refit: Refit | None, source: str = "selected", run_dir: str = "RUN") -> str:
     """What the submission learned from, in one line, for the summary and the report; `source` is the
     record's submission_from."""
     if source == "starter":
@@ -147,7 +161,15 @@ def submission_line(refit: Refit | None, source: str = "selected") -> str:
         )
     if refit is None:
         return "the first fit, which learned from the training rows the selection rows left (--no-refit)"
+    if refit.status == "ok" and refit.share is not None and refit.share < 1:
+        return (
+            f"a blend whose members weighing {refit.share:.0%} were refit on every labelled row, the "
+            "others submitted as their first fits; the selection score judged it before the refit"
+        )
     if refit.status == "ok":
         return "refit on every labelled row; the selection score judged the script before the refit"
     reason = refit.why or refit.error or refit.status
-    return f"the first fit: the refit was not submitted ({refit.status}: {reason})"
+    later = ""
+    if refit.status in ("skipped", "cut", "timeout"):  # what more time would have made
+        later = f"; `cbr refit {shlex.quote(run_dir)}` refits it later"
+    return f"the first fit: the refit was not submitted ({refit.status}: {reason}){later}"

@@ -40,7 +40,7 @@ from dsagent_cbr.harness.baseline import prior_score
 from dsagent_cbr.harness.plan import Held, hold_out
 from dsagent_cbr.harness.readers import read_refit_rounds
 from dsagent_cbr.harness.result import RunResult
-from dsagent_cbr.harness.run import REFIT_VARIABLE
+from dsagent_cbr.harness.run import REFIT_VARIABLE, predict_room
 from dsagent_cbr.harness.upload import test_values, write_submission
 from dsagent_cbr.llm.parsing import ParseError
 from dsagent_cbr.sandbox.scratch import clear_folder
@@ -330,9 +330,10 @@ class Run:
 
     def refit_best(self, refit_other: Callable[[Row], Refit | None] | None = None) -> None:
         """--refit: the selected script once more, given every labelled row (the selection rows too) and
-        told to learn from its validation rows; its predictions become the submission unless its score on
-        the selection rows, which it learned, falls (agent/refit.py). The selection score stays the
-        record's estimate: it judged the script before the refit, not the model submitted."""
+        told to learn from its validation rows; its predictions become the submission unless they lie too
+        far from the first fit's or it was cut short at its deadline (agent/refit.py). The selection score
+        stays the record's estimate: it judged the script before the refit, not the model submitted.
+        `refit_other`: the loop's own refit of the selected row (the search plans its refits)."""
         if not (self.wants_refit and self.best and self.best.script):
             return
         if refit_other is not None and (made := refit_other(self.best)) is not None:
@@ -348,10 +349,16 @@ class Run:
         if late is not None:
             self.record.refit = late
             return
-        result = self.execute(self.best.iteration, 0, code, refit=True, timeout=self.clock.limit())
+        limit = self.clock.limit()
+        result = self.execute(self.best.iteration, 0, code, refit=True, timeout=limit)
         if not result.ok:
             self.record.refit = Refit(
                 status=result.status, error=result.error, test_after_refit=result.test_metric
+            )
+            return
+        if limit is not None and refit.cut_short(result.wall_time, limit - predict_room(limit)):
+            self.record.refit = Refit(
+                status="cut", why=refit.CUT_NOTE, test_after_refit=result.test_metric
             )
             return
         rounds = read_refit_rounds(Path(result.workspace))

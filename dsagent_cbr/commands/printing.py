@@ -60,7 +60,9 @@ def echo_results(record: RunRecord, width: int, bank: str = "the bank") -> None:
         ("submission", record.submission),
         (
             "learned",
-            submission_line(record.refit, record.submission_from) if record.submission else None,
+            submission_line(record.refit, record.submission_from, record.run_dir)
+            if record.submission
+            else None,
         ),
     ]
     for label, value in lines:

@@ -397,7 +397,7 @@ def _facts(rows: list[dict[str, Any]], summary: dict[str, Any]) -> list[tuple[st
         refit = summary.get("refit")
         refit = Refit.model_validate(refit) if refit else None
         source = summary.get("submission_from", "selected")
-        facts.append(("submission", submission_line(refit, source)))
+        facts.append(("submission", submission_line(refit, source, summary.get("run_dir", "RUN"))))
     facts.append(("stopped", summary.get("stopped", "")))
     if summary.get("tokens"):
         facts.append(

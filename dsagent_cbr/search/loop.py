@@ -9,6 +9,7 @@ labelled.
         move = choose(tree)      draft | transplant | tune | ensemble (operators.py)
                                  plan | improve | debug (the model's, model_moves.py) | stop
         start the node, --parallel of them at once; each stamps its own start and end
+        meanwhile, the leading nodes are refit on every labelled row (refits.py)
     ensemble once more when the tree grew since the last one (a blend on the host: seconds)
     select the last blend, or the best single node when taking it did better on the same cross-fitted rows
     retain (task, best single script) once, when its selection score beats the starter's
@@ -36,6 +37,7 @@ from dsagent_cbr.search.model_moves import ModelMoves
 from dsagent_cbr.search.operators import Operators
 from dsagent_cbr.search.parallel import Beside, Pool, node_executor, node_pool
 from dsagent_cbr.search.policy import Move, View, choose, out_of_time
+from dsagent_cbr.search.refits import Refits
 from dsagent_cbr.search.tree import Tree
 from dsagent_cbr.tasks.model import Task
 
@@ -106,7 +108,7 @@ def develop_search(
                 run.retain(
                     best, search.tree.script(best), f"search node {best.iteration} ({best.step})"
                 )
-        return run.close(search.operators.refit_of if search else None)
+        return run.close(search.refits.submit if search else None)
 
 
 class Search:
@@ -131,6 +133,8 @@ class Search:
         self.model = (
             ModelMoves(self.tree, self.operators.execute, clock, config, model) if model else None
         )
+        self.refits = Refits(self.operators)
+        self.refitting: dict[Future[None], Row] = {}  # the leading nodes being refit meanwhile
 
     def grow(self) -> None:
         """Nodes until the cap, the budget or the policy says stop; each node journaled, so a resumed run
@@ -144,6 +148,8 @@ class Search:
                 raise
         self.last_ensemble(t + 1)
         self.final_choice()
+        if self.config.refit_only:
+            why = "refit later by cbr refit"
         self.run.record.stopped = f"{why} after {len(self.run.rows)} node(s)"
         left = self.clock.left()
         # the budget stopped it with seconds left: the end kept for the refit and the record did
@@ -156,6 +162,9 @@ class Search:
         t, why = 0, ""
         while True:
             while (room := self.room(running)) is not None:
+                if room != "model" and (leader := self.refits.next()) is not None:
+                    self.refitting[pool.submit(self.refits.refit, leader)] = leader
+                    continue
                 move, why = self.next_move(t + 1, room)
                 if move is None:  # nothing to start now; with nodes running, perhaps once they end
                     break
@@ -164,27 +173,33 @@ class Search:
                 beside = asks_model(move.operator) and isinstance(pool, Beside)
                 start = pool.beside if beside else pool.submit  # type: ignore[union-attr]
                 running[start(self.node, row)] = row
-            if not running:
+            if not running and not self.refitting:
                 return t, why
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in sorted(done, key=lambda f: running[f].iteration):
+            done, _ = wait([*running, *self.refitting], return_when=FIRST_COMPLETED)
+            for future in sorted(
+                done, key=lambda f: (running.get(f) or self.refitting[f]).iteration
+            ):
                 future.result()  # the budget, an interrupt or a failure of ours ends the run here
-                self.run.end(running.pop(future))
+                if future in self.refitting:
+                    self.refitting.pop(future)
+                else:
+                    self.run.end(running.pop(future))
 
     def drain(self, running: dict[Future[None], Row]) -> None:
         """A stop: the nodes in flight are cancelled (their scripts killed, Run.halt) and waited for, so that
         none changes the run once it is recorded; one still waiting on a model after DRAIN_SECONDS can
         change nothing either (Run.open_for)."""
         self.run.halt.set()
-        wait(running, timeout=DRAIN_SECONDS)
+        wait([*running, *self.refitting], timeout=DRAIN_SECONDS)
 
     def room(self, running: dict[Future[None], Row]) -> str | None:
         """The kind of node that may start now (policy.View.room), None when none may: --parallel nodes at
         once, and one model node beside them when it is written beside them."""
+        busy = len(running) + len(self.refitting)  # a refit takes a plain node's place
         if not self.beside:
-            return "any" if len(running) < self.config.parallel else None
+            return "any" if busy < self.config.parallel else None
         by_model = sum(asks_model(r.operator) for r in running.values())
-        plain, model = len(running) - by_model < self.config.parallel, by_model < 1
+        plain, model = busy - by_model < self.config.parallel, by_model < 1
         return "any" if plain and model else "plain" if plain else "model" if model else None
 
     def next_move(self, t: int, room: str) -> tuple[Move | None, str]:

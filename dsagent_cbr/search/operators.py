@@ -7,7 +7,7 @@ script in the sandbox within what is left of the budget:
     ensemble    a blend of the graded nodes' predictions, judged on rows that did not choose it
                 (ensemble.py); on the host, in seconds
 
-and the refit of a selected blend (each member once more on every labelled row)."""
+The refits of the nodes that lead are refits.py's."""
 
 from __future__ import annotations
 
@@ -19,15 +19,14 @@ from pathlib import Path
 
 from dsagent_cbr.adapter import Adapted, adapt_case
 from dsagent_cbr.agent.develop import DevelopConfig
-from dsagent_cbr.agent.record import Operator, Refit, Row, Status
-from dsagent_cbr.agent.rundir import publish_outputs, step_dir
+from dsagent_cbr.agent.record import Operator, Row, Status
+from dsagent_cbr.agent.rundir import step_dir
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.harness.plan import hold_out
-from dsagent_cbr.harness.readers import ArtefactError, read_refit_rounds
+from dsagent_cbr.harness.readers import ArtefactError
 from dsagent_cbr.harness.result import RunResult
-from dsagent_cbr.harness.run import REFIT_VARIABLE
 from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.search import ensemble, tuning
 from dsagent_cbr.search.drafts import general_cases
@@ -206,57 +205,3 @@ class Operators:
             "single": made.single,
             "result": result.to_dict(),
         }
-
-    def refit_of(self, row: Row) -> Refit | None:
-        """--refit of a selected node the run cannot refit as one script (a blend); None for the others."""
-        return self.refit_blend(row) if row.operator == Operator.ENSEMBLE else None
-
-    def refit_blend(self, row: Row) -> Refit:
-        """--refit of the selected blend: each member once more on every labelled row (in the sandbox, its
-        early-stopped models keeping their stopping points, as a single script's refit does), then their
-        test predictions blended with the weights the search chose, and judged against the blend's first
-        fit as a single script's refit is (agent/refit.py)."""
-        run, held = self.run, self.held
-        assert held is not None and row.members
-        needed = sum(self.tree.row(i).wall_time or 0.0 for i in row.members)
-        late = run.too_late_to_refit(needed, "the members' first fits")  # refit one after another
-        if late is not None:
-            return late
-        view = held.for_refit()
-        ids = ensemble.row_ids(run.task, view)
-        members = []
-        rounds = []
-        for node in (self.tree.row(i) for i in row.members):
-            code = self.tree.script(node)
-            if REFIT_VARIABLE not in code:
-                return Refit(
-                    status="skipped",
-                    why=f"member node {node.iteration} does not read {REFIT_VARIABLE}",
-                )
-            folder = run.run_dir / "refit" / f"node-{node.iteration:02d}"
-            limit = self.clock.limit()
-            result = run.execute(node.iteration, 0, code, refit=True, folder=folder, timeout=limit)
-            workspace = Path(result.workspace)
-            member = (
-                ensemble.load(run.task, view, ids, node.iteration, workspace, code)
-                if result.ok
-                else None
-            )
-            if member is None:
-                why = result.error or "its predictions could not be read back"
-                return Refit(
-                    status=result.status if not result.ok else "failed",
-                    error=f"member node {node.iteration}'s refit: {why}",
-                )
-            members.append(member)
-            rounds += read_refit_rounds(workspace) or []
-        workspace = run.run_dir / "refit" / "exec" / "workspace"
-        try:
-            grades = ensemble.refit(run.task, view, ids, members, row.members, workspace)
-        except ArtefactError as exc:
-            return Refit(status="failed", error=f"the refit members' blend: {exc}")
-        first = self.tree.workspace(row)
-        judged = run.judged_refit(first, workspace, grades.test, rounds or None)
-        if judged.status == "ok":
-            publish_outputs(run.run_dir, run.task, self.tree.script(row), workspace, view)
-        return judged

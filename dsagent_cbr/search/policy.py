@@ -59,6 +59,8 @@ TIE = 0.02  # rates this close are a tie: a few milliseconds either way decide n
 # rows its first fit learned (80% of the 80% the selection rows leave), so it takes longer than that fit
 REFIT_ROOM = 1.5
 ENDING = 5.0  # seconds for the last blend, the bank's retain and the record
+# a blend's members weighing less are submitted as their first fits: not worth a refit's time
+MIN_WEIGHT = 0.1
 
 
 @dataclass(frozen=True)

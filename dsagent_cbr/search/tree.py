@@ -14,7 +14,7 @@ from dsagent_cbr.agent.rundir import row_workspace
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.search import tuning
-from dsagent_cbr.search.policy import Arm, Family, reserve
+from dsagent_cbr.search.policy import MIN_WEIGHT, Arm, Family, reserve
 
 
 class Tree:
@@ -22,6 +22,7 @@ class Tree:
         self.run = run
         # each node's run, for the model's improve and debug
         self.results: dict[int, RunResult] = {}
+        self.refitted: set[int] = set()  # the nodes refit on every labelled row (search/refits.py)
 
     @property
     def rows(self) -> list[Row]:
@@ -114,12 +115,23 @@ class Tree:
             and chain(r) < depth
         ]
 
+    def leading(self, row: Row | None = None) -> list[Row]:
+        """The nodes whose refits the submission of `row` (the run's best, by default) is made from: the
+        row itself, or the members of a blend that weigh MIN_WEIGHT or more, the heaviest first."""
+        row = self.run.best if row is None else row
+        if row is None:
+            return []
+        if row.operator != Operator.ENSEMBLE:
+            return [row] if row.script else []
+        weights = sorted((row.members or {}).items(), key=lambda kv: -kv[1])
+        return [self.row(i) for i, w in weights if w >= MIN_WEIGHT]
+
     def reserve(self, clock: Clock) -> float:
-        """Seconds of what the `clock` has left kept for the run's end (policy.reserve): the refit of
-        the best single node, when the run refits and it fits. A selected blend's members are refit only
-        if the time is left then."""
-        best = self.best_single()
-        return reserve(best.wall_time if self.run.wants_refit and best else None, clock.left())
+        """Seconds of what the `clock` has left kept for the run's end (policy.reserve): the refit of the
+        heaviest leading node not refit yet, when the run refits and it fits."""
+        waiting = [r for r in self.leading() if r.iteration not in self.refitted]
+        seconds = waiting[0].wall_time if self.run.wants_refit and waiting else None
+        return reserve(seconds, clock.left())
 
     def arms(self, now: float) -> tuple[Arm, Arm]:
         """(the plain moves' arm, the model's), for the policy: each node's own time (so far, while it

@@ -1,0 +1,212 @@
+"""The search's refits, planned from the start rather than left to the budget's last seconds. A refit is
+the node's script once more on every labelled row (agent/refit.py judges it against its first fit). A run
+that kept it for the end lost it whenever the end came short: on a 20k-row table a one-minute run
+submitted its first fit (RMSE 4.056) where the refit of the same script scored 3.847, and at five
+minutes a blend's refit needed all its members' fits again and was skipped on 6 of 11 tables.
+
+So the nodes that lead are refit while the search goes on, one at a time, in a node's place:
+
+    leading      the run's best node, or the members of the best blend that weigh MIN_WEIGHT or more,
+                 the heaviest first (tree.leading)
+    when         once the drafts are done (the leaders before them seldom last), or at once when what is
+                 left of the budget would not hold the leader's refit much later (LATE)
+    which fit    a refit that reached its deadline (its boosting cut short) or fell too far from its
+                 first fit is not used: the first fit stands in for it
+
+At the end the selected node's submission is its refit; a blend's is the blend of its members' refits
+where they are ready and their first fits where not. Each node is refit once, across resumes."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from dsagent_cbr.agent import refit
+from dsagent_cbr.agent.record import Operator, Refit, Row
+from dsagent_cbr.agent.rundir import publish_outputs
+from dsagent_cbr.errors import Cancelled
+from dsagent_cbr.harness.plan import Held, hold_out
+from dsagent_cbr.harness.readers import ArtefactError, read_refit_rounds
+from dsagent_cbr.harness.run import REFIT_VARIABLE, predict_room
+from dsagent_cbr.search import ensemble
+from dsagent_cbr.search.operators import Operators
+from dsagent_cbr.search.policy import ENDING, REFIT_ROOM
+
+LATE = 3.0  # refit the leader before the drafts are done when less than this many of its refits are left
+
+
+@dataclass(frozen=True)
+class NodeRefit:
+    """One node's refit: its record (agent/record.py's Refit) and where it left its predictions."""
+
+    record: Refit
+    workspace: Path | None = None
+
+    @property
+    def used(self) -> bool:
+        return self.record.status == "ok"
+
+
+class Refits:
+    def __init__(self, operators: Operators) -> None:
+        self.operators = operators
+        self.tree = operators.tree
+        self.run = operators.run
+        self.clock = operators.clock
+        self.done: dict[int, NodeRefit] = {}
+        self.running: set[int] = set()
+        self._lock = threading.Lock()
+        held = hold_out(self.run.task)
+        self.held: Held | None = held if self.run.wants_refit else None
+
+    # -- while the search goes on --------------------------------------------------------------------
+    def next(self) -> Row | None:
+        """The leading node to refit now, or None; it is marked as running."""
+        if self.held is None:
+            return None
+        drafted = self.tree.taken(Operator.DRAFT) >= len(self.operators.general)
+        with self._lock:
+            for node in self.tree.leading():
+                if node.iteration in self.done or node.iteration in self.running:
+                    continue
+                need = REFIT_ROOM * (node.wall_time or 0.0)
+                if self.clock.left() < need + ENDING or REFIT_VARIABLE not in self.tree.script(
+                    node
+                ):
+                    continue
+                if drafted or self.clock.left() < LATE * need:
+                    self.running.add(node.iteration)
+                    return node
+        return None
+
+    def refit(self, node: Row) -> None:
+        """Refit `node` (in the node pool) and keep how it went; a refit the run's stop cancelled leaves
+        nothing."""
+        try:
+            made = self._refit(node)
+        except Cancelled:
+            return
+        finally:
+            with self._lock:
+                self.running.discard(node.iteration)
+        with self._lock:
+            self.done[node.iteration] = made
+            self.tree.refitted.add(node.iteration)
+
+    def _refit(self, node: Row) -> NodeRefit:
+        run, t = self.run, node.iteration
+        code = self.tree.script(node)
+        folder = run.run_dir / "refit" / f"node-{t:02d}"
+        with self.operators.cores:  # scripts that take turns take this one's too
+            run.open_for(t, halted=True)
+            limit = self.clock.limit()
+            result = run.execute(
+                t, 0, code, refit=True, folder=folder, timeout=limit, cancel=run.halt
+            )
+        if not result.ok:
+            return NodeRefit(Refit(status=result.status, error=result.error))
+        workspace = Path(result.workspace)
+        if limit is not None and refit.cut_short(result.wall_time, limit - predict_room(limit)):
+            return NodeRefit(
+                Refit(status="cut", why=refit.CUT_NOTE, test_after_refit=result.test_metric)
+            )
+        rounds = read_refit_rounds(workspace)
+        judged = run.judged_refit(self.tree.workspace(node), workspace, result.test_metric, rounds)
+        return NodeRefit(judged, workspace)
+
+    # -- at the end ----------------------------------------------------------------------------------
+    def submit(self, row: Row) -> Refit:
+        """The selected row's submission from what was refit (its own refit, or its blend's members'),
+        after refitting late what still fits the budget; published when any refit is used."""
+        for node in self.tree.leading(row):
+            if self._late_refit_fits(node):
+                self.refit(node)
+        if row.operator != Operator.ENSEMBLE:
+            return self._single(row)
+        return self._blend(row)
+
+    def _late_refit_fits(self, node: Row) -> bool:
+        took = node.wall_time or 0.0
+        return (
+            self.held is not None
+            and node.iteration not in self.done
+            and REFIT_VARIABLE in self.tree.script(node)
+            and self.run.too_late_to_refit(took, f"node {node.iteration}'s first fit") is None
+        )
+
+    def _single(self, row: Row) -> Refit:
+        made = self.done.get(row.iteration)
+        if made is None and REFIT_VARIABLE not in self.tree.script(row):
+            return Refit(
+                status="skipped", why=f"the selected script does not read {REFIT_VARIABLE}"
+            )
+        if made is None:
+            left = max(self.clock.left(), 0)
+            why = f"{left:.0f} s of the budget left, and the first fit took {row.wall_time or 0:.0f} s"
+            return Refit(status="skipped", why=why)
+        if made.used and made.workspace is not None and self.held is not None:
+            code = self.tree.script(row)
+            view = self.held.for_refit()
+            publish_outputs(self.run.run_dir, self.run.task, code, made.workspace, view)
+        return made.record
+
+    def _blend(self, row: Row) -> Refit:
+        """The blend's members' refits where used, their first fits where not, blended with its weights."""
+        assert row.members is not None and self.held is not None
+        task, held, view = self.run.task, self.held, self.held.for_refit()
+        ids = ensemble.row_ids(task, view)
+        members, refit_weight, parts = [], 0.0, []
+        for node in (self.tree.row(i) for i in row.members):
+            made = self.done.get(node.iteration)
+            used = made is not None and made.used and made.workspace is not None
+            member = self._member(node, made.workspace if used else None, held, view)
+            if member is None:
+                return Refit(status="failed", error=f"member node {node.iteration}'s predictions")
+            members.append(member)
+            weight = row.members[node.iteration]
+            refit_weight += weight if used else 0.0
+            parts.append(f"node {node.iteration} ({weight:g}) {'refit' if used else 'first fit'}")
+        if refit_weight == 0:
+            return Refit(
+                status="skipped",
+                why="no member of the blend was refit in time",
+                agreement="; ".join(parts),
+            )
+        workspace = self.run.run_dir / "refit" / "exec" / "workspace"
+        try:
+            grades = ensemble.refit(task, view, ids, members, row.members, workspace)
+        except ArtefactError as exc:
+            return Refit(status="failed", error=f"the refit members' blend: {exc}")
+        publish_outputs(self.run.run_dir, task, self.tree.script(row), workspace, view)
+        return Refit(
+            status="ok",
+            why=refit.REFIT_NOTE,
+            agreement="; ".join(parts),
+            test_after_refit=grades.test,
+            share=round(refit_weight / sum(row.members.values()), 3),
+        )
+
+    def _member(
+        self, node: Row, refit_workspace: Path | None, held: Held, view: Held
+    ) -> ensemble.Member | None:
+        """A member's test-row predictions: its refit's, or its first fit's test rows."""
+        task, code = self.run.task, self.tree.script(node)
+        if refit_workspace is not None:
+            return ensemble.load(
+                task, view, ensemble.row_ids(task, view), node.iteration, refit_workspace, code
+            )
+        first = ensemble.load(
+            task,
+            held,
+            ensemble.row_ids(task, held),
+            node.iteration,
+            self.tree.workspace(node),
+            code,
+        )
+        if first is None:
+            return None
+        scores = None if first.scores is None else first.scores[: held.test_rows]
+        return ensemble.Member(
+            node.iteration, code, first.values[: held.test_rows], scores, first.classes
+        )
