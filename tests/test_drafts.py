@@ -26,21 +26,25 @@ def _in_a_scratch_folder(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
 
 
-def test_a_table_gets_lightgbm_then_xgboost_then_a_forest_with_the_task_s_loss_and_outputs():
+def test_a_table_gets_lightgbm_its_defaults_xgboost_then_a_forest_with_the_task_s_loss_and_outputs():
     hotel = general_cases(prepared("hotel-rates"))  # regression graded by mean absolute error
-    assert [c.task_name for c in hotel] == ["general", "general-xgboost", "general-forest"]
+    assert [c.task_name for c in hotel] == ["general", "general-default", "general-xgboost", "general-forest"]
     # both keep the squared loss and stop early on the absolute error
     assert 'metric="l1"' in hotel[0].script and "lgb.LGBMRegressor(" in hotel[0].script
     assert "objective" not in hotel[0].script
-    assert "xgb.XGBRegressor(" in hotel[1].script and 'eval_metric="mae"' in hotel[1].script
-    assert "lightgbm" not in hotel[1].script  # the second draft is XGBoost through and through
+    # the floor: LightGBM as it comes, every setting its default, no early stopping
+    assert "lgb.LGBMRegressor(random_state=0, verbose=-1, n_jobs=THREADS)" in hotel[1].script
+    assert "early_stopping" not in hotel[1].script
+    assert "xgb.XGBRegressor(" in hotel[2].script and 'eval_metric="mae"' in hotel[2].script
+    assert "lightgbm" not in hotel[2].script  # the third draft is XGBoost through and through
     smoke = general_cases(prepared("smoke-ban"))
-    assert "lgb.LGBMClassifier(" in smoke[0].script and "xgb.XGBClassifier(" in smoke[1].script
-    assert "metric=None" in smoke[0].script and "eval_metric=None" in smoke[1].script
+    assert "lgb.LGBMClassifier(" in smoke[0].script and "xgb.XGBClassifier(" in smoke[2].script
+    assert "lgb.LGBMClassifier(random_state=0" in smoke[1].script
+    assert "metric=None" in smoke[0].script and "eval_metric=None" in smoke[2].script
     # the forest: every category as codes, trees added until the harness's deadline, no booster
-    forest = smoke[2].script
+    forest = smoke[3].script
     assert "ExtraTreesClassifier(" in forest and "CODES_ABOVE = -1" in forest and "CBR_DEADLINE" in forest
-    assert "lightgbm" not in forest and "xgboost" not in forest and "ExtraTreesRegressor" in hotel[2].script
+    assert "lightgbm" not in forest and "xgboost" not in forest and "ExtraTreesRegressor" in hotel[3].script
 
 
 def test_text_gets_a_linear_model_then_trees_and_trees_learn_one_target_at_a_time():
@@ -126,8 +130,8 @@ def test_free_text_beside_other_columns_is_a_table_whose_drafts_learn_from_every
     assert create_task(request).modality == "tabular"  # the statement is text, beside another column
     task = load_task(tmp_path / "task")
     drafts = general_cases(task)
-    assert [c.task_name for c in drafts] == ["general", "general-linear", "general-xgboost"]
-    code = adapt_case(drafts[1], task)["code"]
+    assert [c.task_name for c in drafts] == ["general", "general-default", "general-linear", "general-xgboost"]
+    code = adapt_case(drafts[2], task)["code"]
     assert "LogisticRegression(C=4.0" in code and "lightgbm" not in code
     scope: dict = {"__name__": "adapted"}
     exec(compile(code, "adapted.py", "exec"), scope)  # our own general solution, not generated code

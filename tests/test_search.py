@@ -38,6 +38,11 @@ def task():
     return prepared("concrete-strength")
 
 
+def boosters(task) -> list[Case]:
+    """The first two drafts without the floor (LightGBM's defaults): LightGBM and XGBoost."""
+    return [c for c in general_cases(task) if c.task_name != "general-default"][:2]
+
+
 def fake_adapter(case: Case, task: object) -> dict:
     if case.task_name == "unadaptable":
         return {"error": "no rule for this pair"}
@@ -62,7 +67,7 @@ def executor(predictions: object = None) -> FakeExecutor:
 
 def test_the_search_drafts_transplants_tunes_ensembles_and_retains_its_best_single_once(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
-    monkeypatch.setattr(search_module, "general_cases", lambda task: general_cases(task)[:2])  # the flow: two drafts
+    monkeypatch.setattr(search_module, "general_cases", boosters)  # the flow: two drafts
     bank = FakeBank(solutions=[solution("first"), solution("unadaptable"), solution("good")])
     runs = executor(noisy_answers(task))
     record = develop_search(task, DevelopConfig(iterations=8), tmp_path, bank, runs)
@@ -144,7 +149,7 @@ def test_the_budget_ends_the_search_and_shrinks_the_last_nodes_time_limit(task, 
 
 def test_a_resumed_search_replays_its_tree_and_grows_it(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
-    monkeypatch.setattr(search_module, "general_cases", lambda task: general_cases(task)[:2])  # the flow: two drafts
+    monkeypatch.setattr(search_module, "general_cases", boosters)  # the flow: two drafts
     bank = FakeBank(solutions=[solution("first"), solution("good")])
     first = develop_search(task, DevelopConfig(iterations=3), tmp_path, bank, executor(noisy_answers(task)))
     assert [r.operator for r in first.rows] == ["draft", "draft", "transplant", "ensemble"]  # the leg's last blend
@@ -297,6 +302,7 @@ class Overlapping(FakeExecutor):
 
 def test_with_parallel_two_nodes_run_at_once_and_the_tree_resumes_the_same(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    monkeypatch.setattr(search_module, "general_cases", boosters)
     bank = FakeBank(solutions=[solution("first"), solution("good")])
     runs = Overlapping(task, 0.2)
     record = develop_search(task, DevelopConfig(iterations=7, parallel=2), tmp_path, bank, runs)
@@ -370,7 +376,7 @@ class Stopping(FakeExecutor):
 
 def test_a_stop_cancels_the_nodes_in_flight_and_nothing_changes_after_the_record(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
-    monkeypatch.setattr(search_module, "general_cases", lambda task: general_cases(task)[:2])  # the flow: two drafts
+    monkeypatch.setattr(search_module, "general_cases", boosters)  # the flow: two drafts
     runs = Stopping(task)
     record = develop_search(task, DevelopConfig(iterations=9, parallel=2), tmp_path,
                             FakeBank(solutions=[solution("first")]), runs)

@@ -47,6 +47,7 @@ from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.tasks.model import Task
 
 T = TypeVar("T")
+FLOOR_BASELINE = "default LightGBM"  # the baselines' name for the search's floor draft
 FIRST_GRADED = "first graded run better than the starter"
 
 
@@ -97,6 +98,8 @@ class Run:
         self.starter_seconds: float | None = None
         self.starter: RunResult | None = None  # its run: the submission when no node grades
         self.reference = reference  # the hand-written reference's, for the report only
+        # LightGBM's defaults, as the search drafts them: the floor a submission stands against
+        self.floor: float | None = None
         # set when a failure of ours or the budget stopped the run
         self.ended: Outcome | None = None
         # a --parallel search's nodes consider their rows from their own threads
@@ -481,6 +484,7 @@ class Run:
             "starter": self.baseline,
             "prior": self.prior,
             "reference": self.reference,
+            FLOOR_BASELINE: self.floor,
         }
         record.took = round(self.clock.now(), 1)
         record.model_errors = self.journal.errors()

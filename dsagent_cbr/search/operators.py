@@ -29,7 +29,7 @@ from dsagent_cbr.harness.readers import ArtefactError
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.search import ensemble, tuning
-from dsagent_cbr.search.drafts import general_cases
+from dsagent_cbr.search.drafts import FLOOR, GENERAL, general_cases
 from dsagent_cbr.search.tree import Tree, tuned_from
 
 
@@ -101,6 +101,8 @@ class Operators:
         notes = "; ".join(adapted["notes"]) or "same task type"
         row.log = f"Adapted {row.case} ({notes}): {result.feedback().splitlines()[0]}"
         run.consider(row, adapted["code"], result)
+        if row.case == f"{GENERAL}-{FLOOR}" and result.ok:
+            run.floor = result.score
 
     def tune(self, row: Row) -> None:
         """The family root's script with Optuna's next values for its model literals."""
