@@ -11,7 +11,7 @@ import pytest
 from conftest import REPO, prepared
 
 from dsagent_cbr.adapter import AdapterError, CaseSolution, adapt_solution
-from dsagent_cbr.adapter.rewrites import input_kinds
+from dsagent_cbr.adapter.case_inputs import input_kinds
 from dsagent_cbr.bank.casefiles import solution_from_folder
 from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.tasks.export import dsagent_copy

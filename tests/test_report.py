@@ -14,7 +14,9 @@ from support.records import as_record
 
 from dsagent_cbr.agent.model_family import describe_model
 from dsagent_cbr.agent.progress import LiveProgress, heartbeat, progress_line
-from dsagent_cbr.report.run_report import build_metrics_figure, leaderboard, write_report
+from dsagent_cbr.report.figures import build_metrics_figure
+from dsagent_cbr.report.rows import leaderboard
+from dsagent_cbr.report.run_report import write_report
 
 REPO = Path(__file__).resolve().parents[1]
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -320,7 +322,7 @@ def test_feature_and_column_names_that_are_invalid_mathtext_are_drawn_as_plain_t
 
 
 def test_plain_text_labels_are_not_parsed_as_mathtext():
-    from dsagent_cbr.report.run_report import PLAIN_TEXT, build_importance_figure, plain_png
+    from dsagent_cbr.report.figures import PLAIN_TEXT, build_importance_figure, plain_png
 
     made = []
 

@@ -299,10 +299,10 @@ def test_a_script_cannot_pass_its_failure_off_as_the_sandboxs(concrete, tmp_path
 def test_a_sandbox_that_cannot_start_is_ours(concrete, tmp_path, monkeypatch):
     import pytest
 
-    from dsagent_cbr.sandbox import SandboxUnavailable, bubblewrap
+    from dsagent_cbr.sandbox import SandboxUnavailable, run
 
-    real = bubblewrap.bwrap_argv
-    monkeypatch.setattr(bubblewrap, "bwrap_argv", lambda *a, **k: [real(*a, **k)[0], "--no-such-option", *real(*a, **k)[1:]])
+    real = run.bwrap_argv
+    monkeypatch.setattr(run, "bwrap_argv", lambda *a, **k: [real(*a, **k)[0], "--no-such-option", *real(*a, **k)[1:]])
     with pytest.raises(SandboxUnavailable, match="failed to start the script"):
         run_script(concrete, "print('never runs')\n", run_dir=tmp_path / "broken")
 

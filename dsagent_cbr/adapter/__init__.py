@@ -1,5 +1,7 @@
 """The structural adapter: a past (task, solution) pair's script carried over to a new task without a
-model. adapt.py rewrites the case's code for the new task's data, rewrites.py holds its AST rewrites, and
+model. adapt.py rewrites the case's code for the new task's data with the AST readings and rewrites of
+case_inputs.py (the form of the case's inputs), estimators.py (classifiers for regressors, losses,
+probabilities) and target_transforms.py (a regression target's transform stripped), and
 untrusted/adapter_shim.py is the run-time code transplanted into every adapted script."""
 
 from __future__ import annotations

@@ -13,16 +13,18 @@ import ast
 from dataclasses import dataclass, field, replace
 from importlib import resources
 
-from dsagent_cbr.adapter.rewrites import (
+from dsagent_cbr.adapter.case_inputs import input_kinds
+from dsagent_cbr.adapter.estimators import (
     TO_CLASSIFIER,
-    AdapterError,
     EstimatorSwap,
-    input_kinds,
     proba_variant,
     rename_imports,
+    unpin_multiclass_loss,
+)
+from dsagent_cbr.adapter.syntax import AdapterError
+from dsagent_cbr.adapter.target_transforms import (
     strip_target_transforms,
     strip_transformed_target_regressor,
-    unpin_multiclass_loss,
 )
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.tasks.model import Task

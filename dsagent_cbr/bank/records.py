@@ -1,4 +1,5 @@
-"""What the stores hold of a case (its flat filter fields) and what adding cases reports."""
+"""What the stores hold of a case (its flat filter fields), which cases a store holds, and what adding
+cases reports."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from dataclasses import dataclass, field
 
 from dsagent_cbr.bank.cases import Case, modality_family
 from dsagent_cbr.bank.checks import KINDS
+from dsagent_cbr.bank.store import VectorStore
 
 
 @dataclass
@@ -34,3 +36,8 @@ def metadata_of(case: Case) -> dict[str, str | float | int | bool]:
 
 def by_kind(cases: list[Case]) -> dict[str, list[Case]]:
     return {kind: [c for c in cases if c.kind == kind] for kind in KINDS}
+
+
+def present_ids(store: VectorStore) -> set[str]:
+    """Every case id the store holds, of any kind."""
+    return set().union(*(store.ids(kind) for kind in KINDS))

@@ -18,7 +18,7 @@ from typing import Any
 from dsagent_cbr.bench.measures import measure, selection_cells, untested_tasks
 from dsagent_cbr.config import PROJECT_ROOT
 from dsagent_cbr.files import write_bytes_atomic, write_json_atomic, write_text_atomic
-from dsagent_cbr.report.run_report import PLAIN_TEXT
+from dsagent_cbr.report.figures import PLAIN_TEXT
 
 # What a trial's score depends on besides cbr's commit: an anchor measured again on other releases of these
 # (FLAML's timed search above all) is a different anchor, so the table names them. AutoGluon's releases are
@@ -306,7 +306,7 @@ def markdown(report: dict[str, Any], title: str) -> str:
 
 def plot(report: dict[str, Any], path: Path, title: str) -> None:
     """The PNG of normalised score by task and agent. Task and agent names and the command are a user's
-    text: every label is drawn plain (report/run_report.py's PLAIN_TEXT: no mathtext, no TeX)."""
+    text: every label is drawn plain (report/figures.py's PLAIN_TEXT: no mathtext, no TeX)."""
     import matplotlib
 
     # read when a text is made, and tick labels are made in savefig

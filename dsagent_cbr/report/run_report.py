@@ -6,10 +6,10 @@ the scripts its rows name and the feature-importance file, each atomically, in r
 rows, each with the `model` family and `params` its script trains), `metrics.png`, `importance.png` (when
 the run kept feature importance), `tree.png` (a search), `report.md` and `report.html`. It may be
 called after every iteration.
-Every label in a figure is drawn as plain text (no mathtext, no TeX): a feature or column name is the
-script's or the user's text. A figure that cannot be drawn is logged and named in the report by one line;
-it never ends the run. Every value report.md prints has its HTML characters escaped (report.html is
-escaped by Jinja), and a table cell its pipes, so that no string a script or a user's data left is markup.
+Every label in a figure is drawn as plain text (figures.py). A figure that cannot be drawn is logged and
+named in the report by one line; it never ends the run. Every value report.md prints has its HTML
+characters escaped (report.html is escaped by Jinja), and a table cell its pipes, so that no string a
+script or a user's data left is markup.
 Only rows with status "ok" and a score are ranked, by the score they were judged by (the selection
 score; the printed validation only for a task without selection rows) in the metric's direction; the
 printed validation is shown beside it, flagged where it claims much more, and the test score is shown,
@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import base64
 import html
-import io
 import json
 import logging
-import math
 from collections.abc import Callable
 from functools import cache
 from pathlib import Path
@@ -35,49 +33,24 @@ from dsagent_cbr.agent.record import Estimate, Refit, Row, RunRecord, overclaims
 from dsagent_cbr.agent.refit import submission_line
 from dsagent_cbr.agent.rundir import step_path
 from dsagent_cbr.files import write_bytes_atomic, write_text_atomic
+from dsagent_cbr.report.figures import (
+    TOP_FEATURES,
+    build_importance_figure,
+    build_metrics_figure,
+    plain_png,
+)
+from dsagent_cbr.report.rows import fmt, fmt_seconds, leaderboard, one_line, ranked
 from dsagent_cbr.report.tree_figure import build_tree_figure, operator_gains
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-TOP_FEATURES = 20
-# A figure's labels may be untrusted text (a feature or column name from the script's importances, the
-# task's metric name): drawn as they are, never parsed as mathtext (`$x^$` raises) nor handed to TeX (a
-# user's matplotlibrc may turn it on). rc settings are read when a text is made, and tick labels are made
-# when the figure is drawn: so figures are built and saved under these (see `plain_png`).
-PLAIN_TEXT = {"text.parse_math": False, "text.usetex": False}
+    Figures = list[tuple[str, str, Callable[[], Figure]]]  # (file name, what it shows, builder)
 
 log = logging.getLogger(__name__)
 
 
-def fmt(value: float | None) -> str:
-    return "—" if value is None else f"{value:.5g}"
-
-
-def fmt_seconds(seconds: float | None) -> str:
-    if seconds is None:
-        return "—"
-    return f"{seconds:.1f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
-
-
-def _one_line(text: Any, limit: int) -> str:
-    line = " ".join(str(text or "").split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
-
-
-def ranked(row: dict[str, Any]) -> bool:
-    score = row.get("score")
-    return row.get("status") == "ok" and isinstance(score, int | float) and math.isfinite(score)
-
-
-def leaderboard(rows: list[dict[str, Any]], direction: str) -> list[dict[str, Any]]:
-    """Ranked rows by score, best first (stable on ties), then the failed ones in order."""
-    if direction not in ("minimize", "maximize"):
-        raise ValueError(f"direction must be minimize or maximize, not {direction!r}")
-    good = sorted(
-        (r for r in rows if ranked(r)), key=lambda r: r["score"], reverse=direction == "maximize"
-    )
-    return good + [r for r in rows if not ranked(r)]
+# --- what the report reads and draws ---------------------------------------------------------------------
 
 
 def _script_of(run_dir: Path, row: dict[str, Any]) -> Path | None:
@@ -107,169 +80,7 @@ def _complete(run_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-# --- figures ---------------------------------------------------------------------------------------------
-
-
-def build_metrics_figure(
-    rows: list[dict[str, Any]],
-    metric: str,
-    direction: str,
-    baselines: dict[str, float | None] | None = None,
-    judged: str = "selection",
-) -> Figure:
-    """The score each row was judged by (and, faded, the printed validation and the test score) per
-    iteration; failed iterations as red crosses on the axis; starter and reference scores as lines.
-    Integer iterations on the x axis."""
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    fig = Figure(figsize=(10, 4), dpi=100)
-    ax = fig.add_subplot()
-    good = [r for r in rows if ranked(r)]
-    if good:
-        ax.plot(
-            [r["iteration"] for r in good],
-            [r["score"] for r in good],
-            "o-",
-            color="#1f77b4",
-            label=judged,
-            zorder=3,
-        )
-        printed = [r for r in good if judged == "selection" and r.get("valid") is not None]
-        if printed:
-            ax.plot(
-                [r["iteration"] for r in printed],
-                [r["valid"] for r in printed],
-                "^:",
-                color="#888",
-                alpha=0.7,
-                label="validation the script printed (not used to select)",
-            )
-        tested = [r for r in good if r.get("test") is not None]
-        if tested:
-            ax.plot(
-                [r["iteration"] for r in tested],
-                [r["test"] for r in tested],
-                "s--",
-                color="#ff7f0e",
-                alpha=0.8,
-                label="test (reported, not used to select)",
-            )
-        best = leaderboard(good, direction)[0]
-        ax.plot(
-            [best["iteration"]],
-            [best["score"]],
-            "*",
-            color="#f2c14e",
-            markersize=20,
-            zorder=2,
-            label=f"best {judged} (iteration {best['iteration']})",
-        )
-    baseline_lines(
-        ax,
-        [r[k] for r in good for k in ("score", "test") if r.get(k) is not None],
-        baselines,
-        judged,
-    )
-    failed = [r["iteration"] for r in rows if not ranked(r)]
-    if failed:  # on the x axis whatever the y range: x in data units, y in axes units
-        ax.plot(
-            failed,
-            [0.0] * len(failed),
-            "x",
-            color="#d62728",
-            markersize=10,
-            mew=2.5,
-            transform=ax.get_xaxis_transform(),
-            clip_on=False,
-            label="failed (no score)",
-        )
-    if not good:
-        ax.text(
-            0.5,
-            0.5,
-            "no iteration produced a score",
-            transform=ax.transAxes,
-            ha="center",
-            va="center",
-            color="#777",
-        )
-    iterations = sorted({int(r["iteration"]) for r in rows})
-    if iterations:
-        ax.set_xlim(iterations[0] - 0.5, iterations[-1] + 0.5)
-        if len(iterations) <= 25:
-            ax.set_xticks(iterations)
-        else:
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.margins(y=0.15)
-    ax.set_xlabel("iteration")
-    ax.set_ylabel(f"{metric} ({'lower' if direction == 'minimize' else 'higher'} is better)")
-    ax.ticklabel_format(axis="y", useOffset=False)  # scores as they are, not as an offset to decode
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="best", framealpha=0.85)
-    fig.tight_layout()
-    return fig
-
-
-# any other anchor (FLAML): dashed red
-LINE_STYLES = {"starter": (":", "#555"), "reference": ("-.", "#2ca02c")}
-
-
-def baseline_lines(
-    ax: Any, scores: list[float], baselines: dict[str, float | None] | None, judged: str
-) -> None:
-    """The starter's, the reference's and an AutoML anchor's scores as lines; one far off the rows' scores
-    (a random starter often is) is named above the plot rather than squashing the iterations flat."""
-    off_scale = []
-    for name, value in (baselines or {}).items():
-        if value is None:
-            continue
-        style, colour = LINE_STYLES.get(name, ("--", "#d62728"))
-        label = f"{name} {'validation' if name == 'reference' else judged} {fmt(value)}"
-        low, high = (min(scores), max(scores)) if scores else (value, value)
-        reach = 2 * max(high - low, 0.1 * abs(high))
-        if not low - reach <= value <= high + reach:
-            off_scale.append(f"{'↑' if value > high else '↓'} {label} (off the scale)")
-        else:
-            ax.axhline(value, linestyle=style, color=colour, label=label)
-    if off_scale:
-        ax.set_title("   ".join(off_scale), loc="left", fontsize=8, color="#555")
-
-
-def build_importance_figure(importance: dict[str, float], top: int = TOP_FEATURES) -> Figure:
-    """Horizontal bars of the `top` features by absolute importance, the largest at the top."""
-    from matplotlib.figure import Figure
-
-    items = sorted(importance.items(), key=lambda kv: abs(kv[1]), reverse=True)[:top][::-1]
-    fig = Figure(figsize=(10, 0.8 + 0.28 * max(len(items), 1)), dpi=100)
-    ax = fig.add_subplot()
-    ax.barh([_one_line(k, 40) for k, _ in items], [v for _, v in items], color="#4c72b0")
-    ax.set_xlabel("importance")
-    ax.tick_params(axis="y", labelsize=8)
-    ax.grid(axis="x", alpha=0.3)
-    fig.tight_layout()
-    return fig
-
-
-def _png(fig: Figure) -> bytes:
-    buffer = io.BytesIO()
-    # a little wider than the HTML page's column: scaled down, sharp
-    fig.savefig(buffer, format="png", dpi=110)
-    return buffer.getvalue()
-
-
-def plain_png(build: Callable[[], Figure]) -> bytes:
-    """The PNG of the figure `build` makes, every text in it plain: built and drawn under PLAIN_TEXT."""
-    import matplotlib
-
-    with matplotlib.rc_context(PLAIN_TEXT):
-        return _png(build())
-
-
-def _draw(
-    figures: list[tuple[str, str, Callable[[], Figure]]],
-) -> tuple[dict[str, bytes], dict[str, str]]:
+def _draw(figures: Figures) -> tuple[dict[str, bytes], dict[str, str]]:
     """Each (file name, what it shows, builder) drawn: the PNGs by file name, and for each that could not
     be drawn the one line the report shows instead (the failure itself is logged)."""
     images, not_drawn = {}, {}
@@ -338,7 +149,7 @@ def _templates(markdown: bool = False) -> Any:
 def _status(row: dict[str, Any]) -> str:
     if row["status"] == "ok" or not row["error"]:
         return str(row["status"])
-    return f"{row['status']}: {_one_line(row['error'], 110)}"
+    return f"{row['status']}: {one_line(row['error'], 110)}"
 
 
 def _judged(summary: dict[str, Any]) -> str:
@@ -410,21 +221,14 @@ def _flag(row: dict[str, Any], direction: str) -> str:
     return " ⚠" if overclaims(Row.model_validate(row), direction) else ""
 
 
-def _view(
-    title: str,
-    rows: list[dict[str, Any]],
-    summary: dict[str, Any],
-    importance_note: str | None,
-    images: dict[str, bytes],
-) -> dict[str, Any]:
-    """Everything both templates show, as display strings."""
-    direction = summary["direction"]
+def _leaderboard_rows(
+    rows: list[dict[str, Any]], direction: str, best: int | None
+) -> list[dict[str, Any]]:
+    """The leaderboard's lines: ranked rows by score, numbered, then the failed ones."""
     board = leaderboard(rows, direction)
     n_ranked = sum(ranked(r) for r in rows)
-    best = summary.get("best_iteration")
-    label = "candidate" if rows and all(r["candidate"] for r in rows) else "iteration"
     rank = {id(r): n for n, r in enumerate(board[:n_ranked], 1)}
-    leader = [
+    return [
         {
             "rank": rank.get(id(r), "—"),
             "label": r["candidate"] or r["iteration"],
@@ -441,11 +245,15 @@ def _view(
         }
         for r in board
     ]
-    iterations = [
+
+
+def _iteration_rows(rows: list[dict[str, Any]], direction: str) -> list[dict[str, Any]]:
+    """The iterations' lines, in the order they ran."""
+    return [
         {
             "label": r["candidate"] or r["iteration"],
-            "case": _one_line(r["case"], 60),
-            "step": _one_line(r["step"], 160),
+            "case": one_line(r["case"], 60),
+            "step": one_line(r["step"], 160),
             "status": r["status"],
             "debug": r["debug_attempts"],
             "score": fmt(r["score"]),
@@ -456,31 +264,45 @@ def _view(
         }
         for r in rows
     ]
-    errors = (
-        [
-            {
-                "iteration": e.get("iteration"),
-                "role": e.get("role"),
-                "error": _one_line(e.get("error"), 300),
-            }
-            for e in summary.get("model_errors") or []
-        ]
-        if summary.get("model") != "none"
-        else []
-    )
+
+
+def _model_errors(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The model's errors, one line each; none for a run without a model."""
+    if summary.get("model") == "none":
+        return []
+    return [
+        {
+            "iteration": e.get("iteration"),
+            "role": e.get("role"),
+            "error": one_line(e.get("error"), 300),
+        }
+        for e in summary.get("model_errors") or []
+    ]
+
+
+def _view(
+    title: str,
+    rows: list[dict[str, Any]],
+    summary: dict[str, Any],
+    importance_note: str | None,
+    images: dict[str, bytes],
+) -> dict[str, Any]:
+    """Everything both templates show, as display strings."""
+    direction = summary["direction"]
+    best = summary.get("best_iteration")
     return {
         "title": title,
         "facts": _facts(rows, summary),
         "metric": summary.get("metric", ""),
         "direction": direction,
         "judged": _judged(summary),
-        "label": label,
-        "leaderboard": leader,
-        "iterations": iterations,
+        "label": "candidate" if rows and all(r["candidate"] for r in rows) else "iteration",
+        "leaderboard": _leaderboard_rows(rows, direction, best),
+        "iterations": _iteration_rows(rows, direction),
         "has_test": any(r["test"] is not None for r in rows),
         "has_step": any(r["step"] != r["case"] for r in rows),  # the search's step is its case
         "overclaims": any(_flag(r, direction) for r in rows),
-        "errors": errors,
+        "errors": _model_errors(summary),
         "importance_note": importance_note,
         "top_features": TOP_FEATURES,
         "best_solution": "best_solution.py" if best is not None else None,
@@ -488,13 +310,15 @@ def _view(
     }
 
 
-def write_report(run_dir: Path, record: RunRecord) -> None:
-    run_dir, title = Path(run_dir), f"cbr {record.kind}: {record.task}"
-    summary = record.model_dump(mode="json")
-    rows = [_complete(run_dir, row) for row in summary["rows"]]
-    write_text_atomic(run_dir / "rows.json", json.dumps(rows, indent=2, default=str))
+def _figures(
+    record: RunRecord,
+    rows: list[dict[str, Any]],
+    summary: dict[str, Any],
+    importance: dict[str, float] | None,
+) -> Figures:
+    """The run's figures, each still to be drawn: the metric, the importance when kept, a search's tree."""
     metric, direction = str(summary.get("metric", "")), summary["direction"]
-    figures = [
+    figures: Figures = [
         (
             "metrics.png",
             f"chart of {metric} per iteration",
@@ -503,7 +327,6 @@ def write_report(run_dir: Path, record: RunRecord) -> None:
             ),
         )
     ]
-    importance, note = _read_importance(run_dir, summary.get("feature_importance"))
     if importance:
         figures.append(
             (
@@ -512,8 +335,7 @@ def write_report(run_dir: Path, record: RunRecord) -> None:
                 lambda: build_importance_figure(importance),
             )
         )
-    operators, search = [], record.kind == "search"
-    if search:
+    if record.kind == "search":
         figures.append(
             (
                 "tree.png",
@@ -523,9 +345,20 @@ def write_report(run_dir: Path, record: RunRecord) -> None:
                 ),
             )
         )
-        gains = operator_gains(rows, direction, record.baselines.get("starter"))
+    return figures
+
+
+def write_report(run_dir: Path, record: RunRecord) -> None:
+    run_dir, title = Path(run_dir), f"cbr {record.kind}: {record.task}"
+    summary = record.model_dump(mode="json")
+    rows = [_complete(run_dir, row) for row in summary["rows"]]
+    write_text_atomic(run_dir / "rows.json", json.dumps(rows, indent=2, default=str))
+    importance, note = _read_importance(run_dir, summary.get("feature_importance"))
+    operators, search = [], record.kind == "search"
+    if search:
+        gains = operator_gains(rows, summary["direction"], record.baselines.get("starter"))
         operators = [{**o, "gain": fmt(o["gain"])} for o in gains]
-    images, not_drawn = _draw(figures)
+    images, not_drawn = _draw(_figures(record, rows, summary, importance))
     for name, data in images.items():
         write_bytes_atomic(run_dir / name, data)
     view = {

@@ -7,6 +7,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dsagent_cbr.agent.record import Operator
+from dsagent_cbr.report.figures import baseline_lines, draw_best, draw_failed, score_axes
+from dsagent_cbr.report.rows import ranked
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -45,11 +47,22 @@ def build_tree_figure(
 ) -> Figure:
     from matplotlib.figure import Figure
 
-    from dsagent_cbr.report.run_report import baseline_lines, ranked
-
     fig = Figure(figsize=(10, 4.5), dpi=100)
     ax = fig.add_subplot()
     graded = {r["iteration"]: r for r in rows if ranked(r)}
+    _draw_edges(ax, graded)
+    _draw_nodes(ax, graded)
+    if best in graded:
+        draw_best(ax, _ended(graded[best]), graded[best]["score"], f"selected (node {best})")
+    draw_failed(ax, [_ended(r) for r in rows if not ranked(r)], markersize=8, mew=2)
+    baseline_lines(ax, [r["score"] for r in graded.values()], baselines, "selection")
+    score_axes(ax, "seconds into the run (when the node ended)", metric, direction)
+    fig.tight_layout()
+    return fig
+
+
+def _draw_edges(ax: Any, graded: dict[Any, dict[str, Any]]) -> None:
+    """A grey line from each graded node to each graded node it grew from."""
     for r in graded.values():
         for source in (graded[s] for s in _sources(r) if s in graded):
             ax.plot(
@@ -60,6 +73,10 @@ def build_tree_figure(
                 lw=0.8,
                 zorder=1,
             )
+
+
+def _draw_nodes(ax: Any, graded: dict[Any, dict[str, Any]]) -> None:
+    """The graded nodes as dots, a colour per operator."""
     for operator, colour in COLOURS.items():
         nodes = [r for r in graded.values() if r.get("operator") == operator]
         if nodes:
@@ -71,39 +88,6 @@ def build_tree_figure(
                 label=operator,
                 zorder=3,
             )
-    if best in graded:
-        ax.plot(
-            [_ended(graded[best])],
-            [graded[best]["score"]],
-            "*",
-            color="#f2c14e",
-            markersize=20,
-            zorder=2,
-            label=f"selected (node {best})",
-        )
-    failed = [_ended(r) for r in rows if not ranked(r)]
-    if failed:
-        ax.plot(
-            failed,
-            [0.0] * len(failed),
-            "x",
-            color="#d62728",
-            markersize=8,
-            mew=2,
-            transform=ax.get_xaxis_transform(),
-            clip_on=False,
-            label="failed (no score)",
-        )
-    baseline_lines(ax, [r["score"] for r in graded.values()], baselines, "selection")
-    ax.set_xlabel("seconds into the run (when the node ended)")
-    ax.set_ylabel(f"{metric} ({'lower' if direction == 'minimize' else 'higher'} is better)")
-    ax.ticklabel_format(axis="y", useOffset=False)
-    ax.margins(y=0.15)
-    ax.grid(alpha=0.3)
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8, loc="best", framealpha=0.85)
-    fig.tight_layout()
-    return fig
 
 
 def operator_gains(

@@ -2,8 +2,8 @@
 itself runs in, so that whatever caps cbr (a container, a CI job, `systemd-run -p MemoryMax=`) caps the
 script too. cgroup v2, or v1's memory and pids hierarchies, whichever holds each controller. Where a
 controller cannot be delegated to a child of cbr's own cgroup (v2 forbids it while that cgroup holds
-processes of its own, unless it is the root), the run goes without it: sandbox.py then polls the tree's
-memory and sets RLIMIT_NPROC, and the result says which way it was measured.
+processes of its own, unless it is the root), the run goes without it: it then polls the tree's
+memory (watch.py) and sets RLIMIT_NPROC (run.py), and the result says which way it was measured.
 
 A group is named cbr-<pid>-<hex> after the cbr process that made it. Groups whose maker is dead (a cbr
 killed with SIGKILL cannot remove its own) are removed by the next cbr that makes one beside them."""
