@@ -1,6 +1,6 @@
 """One IPython kernel process, run as untrusted code in the bubblewrap sandbox for a whole session.
 
-The kernel is one `run_sandboxed` command (sandbox/bubblewrap.py) in a thread of its own: the session's
+The kernel is one `run_sandboxed` command (sandbox/run.py) in a thread of its own: the session's
 wall time is the command's time limit, and its memory, processes and disk limits bound every cell, and
 whatever the cells start, together. cbr talks to it over ZeroMQ on unix sockets (`transport: ipc`) that
 the kernel binds inside its workspace, so the sandbox keeps no network at all: cbr connects to the
