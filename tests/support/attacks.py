@@ -320,7 +320,10 @@ def artefact_attacks() -> dict[str, Attack]:
             import pandas as pd
             ids = pd.read_csv("test.csv")["id"]
             with open("submission.csv", "w") as fh:
-                fh.write(",".join(["id", "compressive_strength", *(f"c{i}" for i in range(2_000_000))]) + "\\n")
+                fh.write("id,compressive_strength")
+                for start in range(0, 2_000_000, 100_000):  # a piece at a time: the header, not memory, is the attack
+                    fh.write("".join(f",c{i}" for i in range(start, start + 100_000)))
+                fh.write("\\n")
                 for i in ids:
                     fh.write(f"{i},30\\n")
             print("Validation rmse: 1.0")
