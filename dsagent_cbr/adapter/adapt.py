@@ -27,6 +27,7 @@ from dsagent_cbr.adapter.target_transforms import (
     strip_transformed_target_regressor,
 )
 from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.python_syntax import parse as parse_python
 from dsagent_cbr.tasks.model import Task
 
 __all__ = ["AdapterError", "Adaptation", "CaseSolution", "adapt_solution", "unwrap_adapted"]
@@ -296,7 +297,7 @@ def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
         "# --- end of transplanted code ---",
     ]
     code = _splice(starter_text, starter, "\n".join(block))
-    ast.parse(code)
+    parse_python(code)
     return Adaptation(code=code, notes=notes)
 
 
@@ -330,7 +331,7 @@ def unwrap_adapted(script: str) -> tuple[str, dict | None]:
     the shim's account of it (its kind, the forms of its inputs), so that adapting it again transplants
     one copy, not the old wrapper inside a new one. Any other script comes back unchanged, with None."""
     try:
-        tree = ast.parse(script)
+        tree = parse_python(script)
     except SyntaxError:
         return script, None
     config = next((s.value for s in tree.body if "_CBR_TASK" in _top_level_names(s)), None)
@@ -357,9 +358,9 @@ def unwrap_adapted(script: str) -> tuple[str, dict | None]:
 
 def _parse_pair(case: CaseSolution, target: Task) -> tuple[ast.Module, ast.Module, str]:
     try:
-        source = ast.parse(case.script)
+        source = parse_python(case.script)
         starter_text = target.starter.read_text(encoding="utf-8")
-        starter = ast.parse(starter_text)
+        starter = parse_python(starter_text)
     except SyntaxError as exc:
         raise AdapterError(f"cannot apply: a script does not parse ({exc})") from exc
     missing = set(CASE_FUNCTIONS) - {s.name for s in source.body if isinstance(s, ast.FunctionDef)}

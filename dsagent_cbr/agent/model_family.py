@@ -12,6 +12,8 @@ import ast
 import re
 from dataclasses import dataclass
 
+from dsagent_cbr.python_syntax import parse as parse_python
+
 UNKNOWN = "unknown"
 
 # constructor name -> family; names matched exactly, then the patterns below
@@ -330,7 +332,7 @@ def _conditional_calls(tree: ast.Module) -> set[ast.Call]:
 
 def describe_model(code: str) -> ModelInfo:
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except (SyntaxError, ValueError):
         return ModelInfo(UNKNOWN, "")
     reader = _Reader(tree)

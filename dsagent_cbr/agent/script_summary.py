@@ -19,6 +19,7 @@ from collections.abc import Callable
 
 from dsagent_cbr.adapter import unwrap_adapted
 from dsagent_cbr.agent.model_family import UNKNOWN, describe_model
+from dsagent_cbr.python_syntax import parse as parse_python
 
 MAX_CHARS = 200
 NOT_PARSED = "a script that does not parse"
@@ -330,7 +331,7 @@ def summarise_script(code: str) -> str:
     """One line: the model, its key parameters and the feature steps, e.g.
     `Logistic regression (C=1.0); features: TF-IDF of text, one-hot`."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     # ValueError: a NUL byte in the text
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return NOT_PARSED
@@ -349,7 +350,7 @@ def _unwrapped(code: str, tree: ast.Module) -> tuple[str, ast.Module]:
     in every transplant and say nothing of what the case in it does."""
     try:
         inner = unwrap_adapted(code)[0]
-        return (inner, ast.parse(inner)) if inner != code else (code, tree)
+        return (inner, parse_python(inner)) if inner != code else (code, tree)
     # the shim's settings read as no literal, e.g. {[1]: 2}
     except (SyntaxError, TypeError, ValueError):
         return code, tree
@@ -389,7 +390,7 @@ def _blend(tree: ast.Module) -> str | None:
 def _member_family(code: str) -> str:
     """A member's model family: a blend's line has no room for more."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return "a script that does not parse"
     code, tree = _unwrapped(code, tree)

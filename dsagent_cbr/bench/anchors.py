@@ -15,6 +15,7 @@ import ast
 from pathlib import Path
 from typing import Any
 
+from dsagent_cbr.python_syntax import parse as parse_python
 from dsagent_cbr.tasks.model import Task
 
 SETTINGS_START, SETTINGS_END = (
@@ -76,7 +77,7 @@ def model_code(template: Path, values: dict[str, Any]) -> str:
 
 def splice(starter: str, code: str) -> str:
     """The starter with its train_model and predict replaced by `code` (at train_model's place)."""
-    tree = ast.parse(starter)
+    tree = parse_python(starter)
     at = [
         i
         for i, n in enumerate(tree.body)

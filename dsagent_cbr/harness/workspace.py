@@ -35,6 +35,7 @@ import numpy as np
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.harness.plan import NPY, Held, id_key, read_text_csv
 from dsagent_cbr.harness.selection_key import task_seed
+from dsagent_cbr.python_syntax import parse as parse_python
 from dsagent_cbr.tasks.dsagent_layout import SUBMIT
 from dsagent_cbr.tasks.headers import csv_header
 from dsagent_cbr.tasks.model import Task
@@ -96,7 +97,7 @@ def _write(content: pd.DataFrame | np.ndarray, path: Path) -> None:
 def submission_stand_in(source: str) -> str:
     """DS-Agent's submission.py as the workspace gets it: its imports, helpers and constants, with a
     submit function that only saves the predictions (untrusted/dsagent_capture.py) for the grader."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     keep = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
     literal = ast.Constant | ast.List | ast.Tuple | ast.Dict
     body = [

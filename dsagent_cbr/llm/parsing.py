@@ -4,8 +4,9 @@ A reply that cannot be used raises ParseError, one typed error the agent can act
 
 from __future__ import annotations
 
-import ast
 import re
+
+from dsagent_cbr.python_syntax import parse as parse_python
 
 
 class ParseError(ValueError):
@@ -26,7 +27,7 @@ def _looks_like_python(text: str) -> bool:
 
 def _parses(text: str) -> bool:
     try:
-        ast.parse(text)
+        parse_python(text)
     # a null byte is a ValueError before Python 3.12; a reply nested past the parser's stack (200 kB
     # of unary minus, say) is a MemoryError or RecursionError of the parser's, not of the host
     except (SyntaxError, ValueError, RecursionError, MemoryError):

@@ -14,6 +14,7 @@ import re
 from importlib import resources
 
 from dsagent_cbr.bank.cases import Case
+from dsagent_cbr.python_syntax import parse as parse_python
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.tasks.table_facts import free_text_in, labelled_rows
 
@@ -303,8 +304,12 @@ def _edited(script: str, edits: list[tuple[str, str]]) -> str:
 def _with_functions(script: str, functions: str) -> str:
     """The script with `functions` in place of its own functions of those names (where the first of
     them was); none of them: the script as it is."""
-    names = {node.name for node in ast.parse(functions).body if isinstance(node, ast.FunctionDef)}
-    own = [n for n in ast.parse(script).body if isinstance(n, ast.FunctionDef) and n.name in names]
+    names = {
+        node.name for node in parse_python(functions).body if isinstance(node, ast.FunctionDef)
+    }
+    own = [
+        n for n in parse_python(script).body if isinstance(n, ast.FunctionDef) and n.name in names
+    ]
     if not own:
         return script
     lines = script.splitlines(keepends=True)

@@ -16,6 +16,8 @@ import ast
 import math
 from dataclasses import dataclass
 
+from dsagent_cbr.python_syntax import parse as parse_python
+
 # name: (kind, low, high). Only names whose meaning is known are tuned: a literal of unknown meaning may
 # be a probability, a seed or a shape, and moving it could only break the script.
 SPACE: dict[str, tuple[str, float, float]] = {
@@ -90,7 +92,7 @@ def knobs(script: str) -> list[Knob]:
     """The tunable literals of the first model constructor that has any; none in a script that does not
     parse (a model's broken script is a node too)."""
     try:
-        tree = ast.parse(script)
+        tree = parse_python(script)
     except (SyntaxError, ValueError):
         return []
     stops_early = "early_stopping" in script

@@ -17,6 +17,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from dsagent_cbr.python_syntax import parse as parse_python
 from dsagent_cbr.tasks.headers import csv_header
 
 SUBMIT = "submit_predictions_for_test_set"
@@ -112,8 +113,8 @@ def analyse(env: Path, problems: list[str]) -> DsagentGrading | None:
     """How to grade the folder without showing its labels; each problem found is one line in `problems`."""
     where = env / "submission.py"
     try:
-        submission = ast.parse(where.read_text(encoding="utf-8"))
-        starter = ast.parse((env / "train.py").read_text(encoding="utf-8"))
+        submission = parse_python(where.read_text(encoding="utf-8"))
+        starter = parse_python((env / "train.py").read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError) as exc:
         problems.append(f"{where}: cannot be read as Python ({exc})")
         return None

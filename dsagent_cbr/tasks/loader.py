@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.python_syntax import parse as parse_python
 from dsagent_cbr.tasks.dsagent_layout import DsagentGrading, training_csv
 from dsagent_cbr.tasks.metrics import get_metric
 from dsagent_cbr.tasks.model import MODALITIES, STAGES, TASK_TYPES, Task
@@ -135,7 +136,7 @@ def _check_starter(starter: Path, problems: list[str], *, skeleton: bool) -> Non
         problems.append(f"{starter}: starter script missing")
         return
     try:
-        tree = ast.parse(starter.read_text(encoding="utf-8"))
+        tree = parse_python(starter.read_text(encoding="utf-8"))
     except (SyntaxError, UnicodeDecodeError) as exc:
         problems.append(f"{starter}: does not parse ({exc})")
         return

@@ -6,9 +6,10 @@ the task suite's starters use, so past solutions transplant onto these starters 
 
 from __future__ import annotations
 
-import ast
 import json
 from dataclasses import dataclass
+
+from dsagent_cbr.python_syntax import parse as parse_python
 
 # Regression metrics as the grader computes them (dsagent_cbr.tasks.metrics), written out in numpy.
 _REGRESSION_FUNCTIONS = {
@@ -180,5 +181,5 @@ def starter_script(spec: StarterSpec) -> str:
         )
     lines.append('    submission.to_csv("submission.csv", index=False)')
     code = "\n".join(lines) + "\n"
-    ast.parse(code)
+    parse_python(code)
     return code
