@@ -13,24 +13,23 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 import pytest
 from conftest import SHARED_REFERENCE
-from support.fakes import FakeModel
+from support.analysis_fakes import FakeClock, FakeKernel, cell, run
 from support.scripted_llm import DROP, ScriptedLLM
 
 from dsagent_cbr.analysis import CellResult
-from dsagent_cbr.analysis.agent import NOTEBOOK, Analysis, AnalysisConfig, analyze
+from dsagent_cbr.analysis.agent import NOTEBOOK, Analysis, AnalysisConfig
 from dsagent_cbr.analysis.answer import (
     answers_of,
     find_items,
     merged,
-    missing_names,
     placeholders,
 )
+from dsagent_cbr.analysis.answer_format import missing_names, read_format
 from dsagent_cbr.analysis.steps import (
     describe_code,
     frame_names,
@@ -39,7 +38,6 @@ from dsagent_cbr.analysis.steps import (
     say_plan,
 )
 from dsagent_cbr.analysis.summary import save_run, summary_of
-from dsagent_cbr.clock import Clock
 from dsagent_cbr.errors import BudgetExceeded, InfrastructureError, Outcome
 from dsagent_cbr.llm.parsing import ParseError
 from dsagent_cbr.llm.prompts import PromptError, render, variables
@@ -207,69 +205,18 @@ def test_optional_parts_show_only_when_given():
     plan = {name: "" for name in variables("analyze_plan")} | {"question": "q", "max_steps": 4}
     assert "Past analyses" not in render("analyze_plan", **plan)
     assert "Past analyses of other questions" in render("analyze_plan", **plan | {"examples": "case 1"})
-    answer = {name: "" for name in variables("analyze_answer")} | {"answer_format": "@m[v]"}
-    assert "@name[value]" in render("analyze_answer", **answer)
+    asked = read_format("@m[v]")
+    answer = {name: "" for name in variables("analyze_answer")} | {
+        "answer_format": "@m[v]", **asked.for_prompt()}
+    assert "- @m[v]\n" in render("analyze_answer", **answer)
     again = render("analyze_answer", **answer | {"missing": "m", "previous": "It is 3."})
     assert "lacks the item(s) m" in again and "It is 3." in again
-    assert "@name[value]" not in render("analyze_answer", **answer | {"answer_format": ""})
+    assert "@m[v]" not in render("analyze_answer", **answer | {"answer_format": ""})
     cell = render("analyze_cell", **{name: "x" for name in variables("analyze_cell")})
     assert cell.count("```python") == 1 and "pandas, numpy" in cell and "no\nnetwork" in cell
 
 
 # ---- the loop, with a fake model and a fake kernel ----
-
-
-@dataclass
-class FakeKernel:
-    """Runs nothing: a cell holding a key of `errors` fails with its error; the others print `out`.
-    `clock` (when given) advances `seconds` per cell, as a budget sees it."""
-
-    errors: dict[str, str] = field(default_factory=dict)
-    clock: FakeClock | None = None
-    seconds: float = 0.0
-    data_names: list[str] = field(default_factory=lambda: ["sales.csv"])
-    runs: list[str] = field(default_factory=list)
-    timeouts: list[float] = field(default_factory=list)
-    restarts: int = 0
-
-    def run_cell(self, code: str, timeout: float = 60.0) -> CellResult:
-        self.runs.append(code)
-        self.timeouts.append(timeout)
-        if self.clock is not None:
-            self.clock.spent += self.seconds
-        error = next((e for key, e in self.errors.items() if key in code), None)
-        if error == "die":
-            return CellResult(code, ok=False, error="the kernel died", kernel_died=True)
-        if error:
-            return CellResult(code, ok=False, error=error)
-        return CellResult(code, ok=True, stdout=f"out of {code.splitlines()[0]}\n")
-
-    def restart(self) -> None:
-        self.restarts += 1
-
-
-class FakeClock(Clock):
-    def __init__(self, budget: float) -> None:
-        super().__init__(budget)
-        self.spent = 0.0
-
-    def now(self) -> float:
-        return self.spent
-
-
-def cell(code: str) -> str:
-    return f"Here it is.\n```python\n{code}\n```"
-
-
-def run(tmp_path, replies, kernel=None, clock=None, **config) -> tuple[Analysis, FakeModel, FakeKernel]:
-    model = FakeModel(replies)
-    kernel = kernel or FakeKernel()
-    config = AnalysisConfig("What is the mean of sales?", answer_format="@mean_sales[value]", **config)
-    lines: list[str] = []
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    result = analyze(config, kernel, model, tmp_path, clock, lines.append)
-    result.lines = lines  # type: ignore[attr-defined]
-    return result, model, kernel
 
 
 def test_a_failing_cell_fixed_by_debug_leaves_only_the_fix_in_the_notebook(tmp_path):

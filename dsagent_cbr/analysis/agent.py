@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dsagent_cbr.agent.journal import RunJournal
-from dsagent_cbr.analysis.answer import answers_of, merged, missing_names
+from dsagent_cbr.analysis.answer import answers_of, merged
+from dsagent_cbr.analysis.answer_format import missing_names, read_format
 from dsagent_cbr.analysis.cells import CellResult, capped
 from dsagent_cbr.analysis.kernel import KernelDied
 from dsagent_cbr.analysis.notebook import write_notebook
@@ -419,11 +420,13 @@ class _Run:
             result.stopped = f"the answer lacks {lacks}"
 
     def _ask_answer(self, note: str, previous: str, missing: list[str]) -> str:
+        asked = read_format(self.config.answer_format)
         prompt = render(
             "analyze_answer",
             question=self.config.question,
             constraints=self.config.constraints,
             answer_format=self.config.answer_format,
+            **asked.for_prompt(),
             notebook=self._shown(),
             note=note,
             previous=previous,
