@@ -83,7 +83,7 @@ def grade_here(folder: Path) -> dict:
     from dsagent_cbr.analysis.dabench import grade_response, load_labels, load_questions
 
     class Kernel:
-        data_names = ["table.csv"]
+        data_names, data_folder = ["table.csv"], None
 
         def run_cell(self, code: str, timeout: float = 60.0) -> CellResult:
             return CellResult(code, ok=True, stdout="computed\n")

@@ -31,8 +31,6 @@ from dsagent_cbr.analysis.answer import (
 )
 from dsagent_cbr.analysis.answer_format import missing_names, read_format
 from dsagent_cbr.analysis.steps import (
-    describe_code,
-    frame_names,
     notebook_text,
     parse_steps,
     say_plan,
@@ -158,19 +156,6 @@ def test_the_model_s_text_and_the_cells_output_reach_the_terminal_escaped(capsys
     out, err = capsys.readouterr()
     assert not [c for c in out + err if c in "\x1b\x07\r"]
     assert "@m[\\x1b]0;pwned\\x07\\x1b[2J\\rdone]" in out and "plan: 1. \\x1b]0;pwned" in err
-
-
-def test_the_first_cell_loads_and_describes_the_data(tmp_path, monkeypatch, capsys):
-    (tmp_path / "sales.csv").write_text("city,sales\nLyon,3\nNantes,\n")
-    monkeypatch.chdir(tmp_path)
-    scope: dict = {}
-    exec(describe_code(["sales.csv"]), scope)
-    out = capsys.readouterr().out
-    assert scope["df"].shape == (2, 2) and "shape (2, 2)" in out and "sales" in out
-    assert "missing values per column" in out and out.rstrip().endswith("1")  # the one missing sale
-    assert frame_names(["a.csv", "b.json"]) == ["df_1", "df_2"]
-    assert "pd.read_json('b.json')" in describe_code(["a.csv", "b.json"])
-    assert "open('notes.bin').read(2000)" in describe_code(["notes.bin"])
 
 
 def test_the_notebook_in_a_prompt_keeps_the_first_cell_and_the_latest_outputs():
@@ -364,7 +349,10 @@ def test_prompts_see_the_question_format_and_data_and_examples_only_the_plan(tmp
     }, examples="A past analysis: the median of prices.")
     assert all("What is the mean of sales?" in p and "sales.csv" in p for p in model.prompts[:2])
     assert "median of prices" in model.prompts[0] and "median of prices" not in model.prompts[1]
-    assert "out of import pandas as pd" in model.prompts[0]  # the first cell's output
+    assert "out of # Runs untrusted" in model.prompts[0]  # the first cell's output
+    # its code as prompts show it: the calls, not cbr's helpers
+    assert "df = describe('sales.csv', 'df', 'table')" in model.prompts[0]
+    assert "def sniff_encoding" not in model.prompts[0]
 
 
 # ---- the real command: the real kernel in the sandbox, a scripted model ----

@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,11 +26,10 @@ from dsagent_cbr.agent.journal import RunJournal
 from dsagent_cbr.analysis.answer import answers_of, merged
 from dsagent_cbr.analysis.answer_format import missing_names, read_format
 from dsagent_cbr.analysis.cells import CellResult, capped
+from dsagent_cbr.analysis.describe import data_files, data_line, first_cell
 from dsagent_cbr.analysis.kernel import KernelDied
 from dsagent_cbr.analysis.notebook import write_notebook
 from dsagent_cbr.analysis.steps import (
-    describe_code,
-    frame_names,
     notebook_text,
     parse_steps,
     printed,
@@ -60,6 +59,9 @@ class Kernel(Protocol):
 
     @property
     def data_names(self) -> list[str]: ...
+
+    @property
+    def data_folder(self) -> Path | None: ...
 
     def run_cell(self, code: str, timeout: float = ...) -> CellResult: ...
 
@@ -154,10 +156,10 @@ class _Run:
         self.iteration = 0  # the journal's step number: 0 the data and the plan, then one per step
         self.intro: list[CellResult] = []  # a first cell that failed: shown, never in the notebook
         self.cut_short = False
-        self.data = ", ".join(
-            f"{name} (loaded as {frame} by the first cell)"
-            for name, frame in zip(kernel.data_names, frame_names(kernel.data_names), strict=True)
-        )
+        self.files = data_files(kernel.data_names, kernel.data_folder)
+        self.data = data_line(self.files)
+        # the first cell as it runs, and as prompts show it (without cbr's helpers)
+        self.first_code, self.first_shown = first_cell(self.files)
 
     # ---- the run ----
 
@@ -193,7 +195,7 @@ class _Run:
             self.result.stopped, self.cut_short = str(exc), True
 
     def _describe(self) -> None:
-        cell = self._run_cell(describe_code(self.kernel.data_names), "describe", 0)
+        cell = self._run_cell(self.first_code, "describe", 0)
         self.say(f"cell 1 (cbr describes the data): {'ok' if cell.ok else 'failed'}")
         if cell.ok:
             self._keep(cell)
@@ -374,7 +376,11 @@ class _Run:
                 raise StepsEnd("the kernel died again while the kept cells ran")
 
     def _shown(self) -> str:
-        return notebook_text(self.intro + self.result.kept)
+        cells = [
+            replace(cell, code=self.first_shown) if cell.code == self.first_code else cell
+            for cell in self.intro + self.result.kept
+        ]
+        return notebook_text(cells, files=len(self.files))
 
     def _keep(self, cell: CellResult) -> None:
         self.result.kept.append(cell)

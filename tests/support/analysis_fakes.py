@@ -32,6 +32,7 @@ class FakeKernel:
     clock: FakeClock | None = None
     seconds: float = 0.0
     data_names: list[str] = field(default_factory=lambda: ["sales.csv"])
+    data_folder: Path | None = None
     runs: list[str] = field(default_factory=list)
     timeouts: list[float] = field(default_factory=list)
     restarts: int = 0
