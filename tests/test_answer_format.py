@@ -11,6 +11,7 @@ from dsagent_cbr.analysis.answer_format import missing_names, read_format
 from dsagent_cbr.analysis.dabench_grade import extract_answers, grade
 from dsagent_cbr.errors import Outcome
 
+
 def answered(tmp_path, answer_format: str, *answers: str):
     replies = {"analyze_plan": ["1. Compute it."], "analyze_cell": [cell("print(4)")],
                "analyze_answer": list(answers)}

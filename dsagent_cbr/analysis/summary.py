@@ -12,12 +12,14 @@ from dsagent_cbr.analysis.answer import write_answer
 from dsagent_cbr.files import write_json_atomic
 
 SUMMARY = "summary.json"
+KIND = "analyze"  # what `cbr runs` tells an analysis's summary.json from develop's record by
 
 
 def summary_of(config: AnalysisConfig, result: Analysis, facts: dict[str, Any]) -> dict[str, Any]:
     """The run in one JSON object; `facts` are the command's (data, model, seed, seconds, usage)."""
     settings = {k: v for k, v in asdict(config).items() if k not in ("question", "examples")}
     return {
+        "kind": KIND,
         "question": config.question,
         "format": config.answer_format,
         "constraints": config.constraints,

@@ -1,5 +1,6 @@
-"""`cbr analyze DATA QUESTION --model M`: a question about a data file answered by a notebook that
-the model writes cell by cell, in a sandboxed kernel (dsagent_cbr/analysis/)."""
+"""`cbr analyze DATA... QUESTION --model M`: a question about data files (tables, JSON, their
+documentation, or a folder of them) answered by a notebook that the model writes cell by cell, in a
+sandboxed kernel (dsagent_cbr/analysis/)."""
 
 from __future__ import annotations
 
@@ -60,7 +61,7 @@ def _duration(option: str, text: str) -> float:
 
 
 @click.command()
-@click.argument("data")
+@click.argument("data", nargs=-1, required=True)
 @click.argument("question")
 @click.option(
     "--format",
@@ -120,20 +121,20 @@ def _duration(option: str, text: str) -> float:
 @click.option("--max-cost", type=float, default=None, help="Refuse calls beyond this many dollars.")
 @no_cache_option
 @json_option
-def analyze(data: str, question: str, **options: Any) -> None:
-    """Answer QUESTION about the data file DATA with a notebook the model writes and runs, cell by
-    cell, in a sandboxed Jupyter kernel."""
+def analyze(data: tuple[str, ...], question: str, **options: Any) -> None:
+    """Answer QUESTION about the DATA (one or more files: tables, JSON, documentation; or a folder of
+    them) with a notebook the model writes and runs, cell by cell, in a sandboxed Jupyter kernel."""
     started = process_start()  # the budget is the command's wall clock, from the process's start
-    path, settings, policy, clock = _checked(data, question, options, started)
+    paths, settings, policy, clock = _checked(data, question, options, started)
     config = _config(question, options)
     seed = trial_seed(options["seed"])
-    run_dir = _new_run_dir(settings, path)
+    run_dir = _new_run_dir(settings, paths)
     interrupt_once()
     examples = _retrieve(settings, config, options["k"], clock)
-    result, usage = _run(path, config, settings, policy, clock, run_dir, seed)
+    result, usage = _run(paths, config, settings, policy, clock, run_dir, seed)
     budget = budget_seconds(options["budget"])
     facts = {"budget_s": budget, "examples": [asdict(e) for e in examples]}
-    summary = _save(run_dir, path, config, result, usage, settings, policy, seed, clock, facts)
+    summary = _save(run_dir, paths, config, result, usage, settings, policy, seed, clock, facts)
     if options["as_json"]:
         click.echo(json.dumps(summary, indent=2))
     else:
@@ -143,9 +144,23 @@ def analyze(data: str, question: str, **options: Any) -> None:
         raise SystemExit(result.outcome.exit_code)
 
 
+def _data_paths(data: tuple[str, ...]) -> list[Path]:
+    """The data the user named: files or folders, each there, no two by the same name (the kernel
+    shows each under its own name)."""
+    paths = [Path(name).expanduser() for name in data]
+    for name, path in zip(data, paths, strict=True):
+        if not (path.is_file() or path.is_dir()):
+            raise CbrError(f"No data file or folder at {name}.")
+    names = [path.resolve().name for path in paths]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise CbrError(f"Two data files or folders share the name {twice[0]}: rename one.")
+    return paths
+
+
 def _checked(
-    data: str, question: str, options: dict[str, Any], started: float
-) -> tuple[Path, Settings, SandboxPolicy, Clock]:
+    data: tuple[str, ...], question: str, options: dict[str, Any], started: float
+) -> tuple[list[Path], Settings, SandboxPolicy, Clock]:
     """Everything the run needs, checked before its folder is made: one sentence and exit 2 for a
     missing file, an empty question, a bad duration, no model, a server that does not answer."""
     from dsagent_cbr.bounded import is_unicode
@@ -153,9 +168,7 @@ def _checked(
     from dsagent_cbr.llm.models import check_reachable, settings_model
     from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy, require_sandbox
 
-    path = Path(data).expanduser()
-    if not path.is_file():
-        raise CbrError(f"No data file at {data}.")
+    paths = _data_paths(data)
     if not question.strip():
         raise CbrError("The question is empty: give it as the second argument, in quotes.")
     texts = {"question": question, "--format": options["answer_format"]}
@@ -182,7 +195,7 @@ def _checked(
         isolate=not options["no_sandbox"],
     )
     require_sandbox(policy.isolate)
-    return path, settings, policy, Clock(max(budget - ENDING_SECONDS, budget / 2), started)
+    return paths, settings, policy, Clock(max(budget - ENDING_SECONDS, budget / 2), started)
 
 
 def _config(question: str, options: dict[str, Any]) -> AnalysisConfig:
@@ -228,17 +241,18 @@ def _say(clock: Clock, line: str) -> None:
     click.echo(f"[{clock.left():4.0f} s left] {printable(line)}", err=True)
 
 
-def _new_run_dir(settings: Settings, path: Path) -> Path:
-    """runs_dir/analyze/<the data's name>/<run-id>/ (not in the index of runs: `cbr runs` reads
-    develop's and deploy's records)."""
+def _new_run_dir(settings: Settings, paths: list[Path]) -> Path:
+    """runs_dir/analyze/<the data's name>/<run-id>/, noted in the index of runs for `cbr runs`; the
+    name is the first file's or folder's, with how many more there are."""
     from dsagent_cbr.agent.rundir import new_run_dir
 
-    name = re.sub(r"[^\w.-]+", "-", path.stem).strip("-.")[:60] or "data"
-    return new_run_dir(settings.runs_dir / "analyze", name)
+    name = re.sub(r"[^\w.-]+", "-", paths[0].resolve().stem).strip("-.")[:60] or "data"
+    name += f"-and-{len(paths) - 1}-more" if len(paths) > 1 else ""
+    return new_run_dir(settings.runs_dir / "analyze", name, settings.home)
 
 
 def _run(
-    path: Path,
+    paths: list[Path],
     config: AnalysisConfig,
     settings: Settings,
     policy: SandboxPolicy,
@@ -259,8 +273,8 @@ def _run(
     try:
         with contextlib.ExitStack() as stack:
             client = stack.enter_context(open_llm(settings, run_dir=run_dir, seed=seed))
-            say(f"starting the kernel in the sandbox with {path.name}")
-            kernel = stack.enter_context(SandboxedKernel([path], policy=policy))
+            say(f"starting the kernel in the sandbox with {', '.join(p.name for p in paths)}")
+            kernel = stack.enter_context(SandboxedKernel(paths, policy=policy))
             result = analyze(config, kernel, client, run_dir, clock, say)
     except (InfrastructureError, KeyboardInterrupt) as exc:
         outcome = outcome_of(exc)
@@ -277,7 +291,7 @@ def _run(
 
 def _save(
     run_dir: Path,
-    path: Path,
+    paths: list[Path],
     config: AnalysisConfig,
     result: Analysis,
     usage: dict[str, Any],
@@ -292,7 +306,7 @@ def _save(
     from dsagent_cbr.analysis.summary import save_run, summary_of
 
     facts = {
-        "data": str(path.resolve()),
+        "data": [str(path.resolve()) for path in paths],
         "model": settings.model,
         "seed": seed,
         **given,
