@@ -35,6 +35,7 @@ from dsagent_cbr.analysis.steps import (
     printed,
     say_plan,
 )
+from dsagent_cbr.analysis.waiting import waiting
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.errors import CbrError, Outcome, OutOfTime, outcome_of
 from dsagent_cbr.llm.parsing import ParseError, extract_code
@@ -154,6 +155,7 @@ class _Run:
         self.journal = RunJournal(run_dir)
         self.result = Analysis()
         self.iteration = 0  # the journal's step number: 0 the data and the plan, then one per step
+        self.step = 0  # the plan's step being done, as progress lines number it
         self.intro: list[CellResult] = []  # a first cell that failed: shown, never in the notebook
         self.cut_short = False
         self.files = data_files(kernel.data_names, kernel.data_folder)
@@ -224,6 +226,7 @@ class _Run:
         """Step done+1 of the plan; how many steps are done after it (a re-plan renumbers them)."""
         self.iteration += 1
         plan, number = self.result.plan, done + 1
+        self.step = number
         step = plan[done]
         head = f"step {number}/{len(plan)}"
         cell, attempt, errors = self._write_cell(number, step), 0, []
@@ -339,17 +342,31 @@ class _Run:
             return {"prompt": prompt, "reply": reply.text, "parsed": reply.parsed}
 
         try:
-            done = self.journal.step(self.iteration, role, call, attempt=attempt)
+            with waiting(self.say, self._awaited(role, attempt), timeout):
+                done = self.journal.step(self.iteration, role, call, attempt=attempt)
         except OutOfTime as exc:
             raise StepsEnd(f"the time budget ended during a call ({exc})") from None
         return done["parsed"] if validate else done["reply"]
+
+    def _awaited(self, role: str, attempt: int) -> str:
+        """What a call of `role` waits for, in a progress line."""
+        step = f"step {self.step}/{len(self.result.plan)}"
+        return {
+            "analyze_plan": "the model's plan",
+            "analyze_replan": "the model's new plan",
+            "analyze_cell": f"the model's cell for {step}",
+            "analyze_debug": f"the model's fix {attempt} for {step}",
+            "analyze_answer": "the model's answer",
+        }[role]
 
     # ---- the kernel ----
 
     def _run_cell(self, code: str, role: str, attempt: int) -> CellResult:
         limit = min(self.config.cell_timeout, self._time_left(True, MIN_CALL_SECONDS))
+        what = "cbr's first cell" if role == "describe" else f"the cell of step {self.step}"
         try:
-            cell = self.kernel.run_cell(code, timeout=limit)
+            with waiting(self.say, f"{what} to run", limit):
+                cell = self.kernel.run_cell(code, timeout=limit)
         except KernelDied as exc:
             cell = CellResult(code=code, ok=False, error=str(exc), kernel_died=True)
         self.result.cells_run += 1

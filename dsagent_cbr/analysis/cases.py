@@ -18,7 +18,7 @@ from dsagent_cbr.analysis.agent import NOTEBOOK
 from dsagent_cbr.analysis.answer import ANSWER_BYTES, ANSWER_MD
 from dsagent_cbr.analysis.describe import is_first_cell
 from dsagent_cbr.analysis.notebook import RAISES
-from dsagent_cbr.analysis.summary import SUMMARY
+from dsagent_cbr.analysis.run_record import SUMMARY
 from dsagent_cbr.bank.cases import Case, content_id
 from dsagent_cbr.bounded import Absent, Unreadable, read_capped, read_json
 from dsagent_cbr.errors import CbrError

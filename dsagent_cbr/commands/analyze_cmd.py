@@ -32,10 +32,13 @@ from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
 
 if TYPE_CHECKING:  # the kernel's and the model's imports stay lazy: `cbr --help` is instant
+    from collections.abc import Callable
+
     from dsagent_cbr.analysis.agent import Analysis, AnalysisConfig
     from dsagent_cbr.analysis.cases import Example
     from dsagent_cbr.clock import Clock
     from dsagent_cbr.config import Settings
+    from dsagent_cbr.llm.client import LLMClient
     from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 
 NEEDS_MODEL = (
@@ -49,6 +52,7 @@ KERNEL_SLACK = 120.0
 # budget ended in a model call took up to 55 s without them)
 ENDING_SECONDS = 8.0
 WIDTH = 10
+PROBE_SECONDS = 30.0  # at most, for the local model's speed probe (a fifth of the budget at most)
 
 
 def _duration(option: str, text: str) -> float:
@@ -129,6 +133,7 @@ def analyze(data: tuple[str, ...], question: str, **options: Any) -> None:
     config = _config(question, options)
     seed = trial_seed(options["seed"])
     run_dir = _new_run_dir(settings, paths)
+    _save_start(run_dir, paths, config, settings.model)
     interrupt_once()
     examples = _retrieve(settings, config, options["k"], clock)
     result, usage = _run(paths, config, settings, policy, clock, run_dir, seed)
@@ -216,16 +221,18 @@ def _retrieve(settings: Settings, config: AnalysisConfig, k: int, clock: Clock) 
     """Past analyses of other questions into config.examples. The bank is an aid: when it cannot be
     read the analysis goes on without it, and says so."""
     from dsagent_cbr.analysis.cases import examples_text, retrieve
+    from dsagent_cbr.analysis.waiting import waiting
     from dsagent_cbr.bank import open_bank
 
     if k == 0:
         return []
     try:
-        bank = open_bank(settings, seed=False)  # the seed files hold insights, never analyses
-        try:
-            cases, examples = retrieve(bank, config.question, config.constraints, k)
-        finally:
-            bank.close()
+        with waiting(functools.partial(_say, clock), "the bank's past analyses"):
+            bank = open_bank(settings, seed=False)  # the seed files hold insights, never analyses
+            try:
+                cases, examples = retrieve(bank, config.question, config.constraints, k)
+            finally:
+                bank.close()
     except CbrError as exc:
         _say(clock, f"no past analyses: the bank failed ({exc})")
         return []
@@ -264,6 +271,8 @@ def _run(
     the kernel not starting) or an interrupt then still leave a run that says so."""
     from dsagent_cbr.analysis import SandboxedKernel, write_notebook
     from dsagent_cbr.analysis.agent import NOTEBOOK, Analysis, analyze
+    from dsagent_cbr.analysis.kernel import START_TIMEOUT
+    from dsagent_cbr.analysis.waiting import waiting
     from dsagent_cbr.errors import InfrastructureError, outcome_of
     from dsagent_cbr.llm import open_llm
 
@@ -272,9 +281,12 @@ def _run(
     client = None
     try:
         with contextlib.ExitStack() as stack:
-            client = stack.enter_context(open_llm(settings, run_dir=run_dir, seed=seed))
+            with waiting(say, f"the model {settings.model} to be ready"):
+                client = stack.enter_context(open_llm(settings, run_dir=run_dir, seed=seed))
+            _say_speed(client, clock, say)
             say(f"starting the kernel in the sandbox with {', '.join(p.name for p in paths)}")
-            kernel = stack.enter_context(SandboxedKernel(paths, policy=policy))
+            with waiting(say, "the kernel to start", START_TIMEOUT):
+                kernel = stack.enter_context(SandboxedKernel(paths, policy=policy))
             result = analyze(config, kernel, client, run_dir, clock, say)
     except (InfrastructureError, KeyboardInterrupt) as exc:
         outcome = outcome_of(exc)
@@ -287,6 +299,29 @@ def _run(
     if client is not None:
         usage = dict(client.usage())
     return result, usage
+
+
+def _say_speed(client: LLMClient, clock: Clock, say: Callable[[str], None]) -> None:
+    """The local model's speed, measured as the run begins: on a CPU a call takes minutes, which the
+    user should know before waiting, and whether the budget holds an analysis at that speed."""
+    from dsagent_cbr.analysis.waiting import waiting
+    from dsagent_cbr.llm.local_speed import analysis_note
+
+    if client.spec.provider != "local":
+        return
+    left = clock.left()
+    limit = min(PROBE_SECONDS, max(left / 5, 5.0))
+    with waiting(say, "the local model's answer to a speed probe", limit):
+        note = analysis_note(client.spec.base_url or "", left, limit)
+    if note:
+        say(note)
+
+
+def _save_start(run_dir: Path, paths: list[Path], config: AnalysisConfig, model: str) -> None:
+    from dsagent_cbr.analysis.summary import save_start
+
+    data = [str(path.resolve()) for path in paths]
+    save_start(run_dir, config, {"data": data, "model": model, "run_dir": str(run_dir)})
 
 
 def _save(
