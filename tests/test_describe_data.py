@@ -56,7 +56,8 @@ def test_several_files_tables_json_and_documentation_each_described(tmp_path, mo
         ("table", "df_flights"), ("table", "df_airlines"), ("json", "json_fees"),
         ("text", "text_manual"), ("text", "text_notes"), ("other", "file_logo")]
     scope, out = described(tmp_path, monkeypatch, capsys, names)
-    assert scope["df_flights"]["delay"].sum() == 2 and scope["df_airlines"].loc[0, "name"] == "United"
+    assert scope["df_flights"]["delay"].sum() == 2
+    assert scope["df_airlines"].loc[0, "name"] == "United"
     assert scope["json_fees"]["v"] == 2 and scope["text_manual"].startswith("# Manual")
     assert "its headings: # Manual | ## Delays" in out and "'rules': a list of 1 item(s)" in out
     assert "== logo.bin: a file of 2 bytes, not read" in out
@@ -82,8 +83,9 @@ def test_the_only_table_is_df_and_prompts_see_the_cell_without_its_helpers():
     assert [f.variable for f in data_files(["a.csv", "a.tsv"])] == ["df_a", "df_a_2"]
 
 
-@pytest.mark.parametrize(("head", "table"), [("a\tb\n1\t2\n3\t4\n", True), ("a;b\n1;2\n", True),
-                                             ("Read me, then\nthe data.\n", False), ("one line\n", False)])
+@pytest.mark.parametrize(("head", "table"), [
+    ("a\tb\n1\t2\n3\t4\n", True), ("a;b\n1;2\n", True),
+    ("Read me, then\nthe data.\n", False), ("one line\n", False)])
 def test_a_txt_file_is_a_table_when_its_lines_share_a_separator(head, table):
     assert looks_tabular(head) is table
 

@@ -22,7 +22,8 @@ from dsagent_cbr.analysis.dabench import load_labels, load_questions
 from dsagent_cbr.sandbox.bubblewrap import bwrap_problem
 
 REPO = Path(__file__).resolve().parents[1]
-needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None, reason=f"no sandbox: {bwrap_problem()}")
+needs_bwrap = pytest.mark.skipif(bwrap_problem() is not None,
+                                 reason=f"no sandbox: {bwrap_problem()}")
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +40,8 @@ def test_the_set_loads_each_question_naming_its_files_and_documentation(flights_
     assert all(q.files == (*builder.FILES.values(), builder.DOCUMENTATION) for q in questions)
     assert all(path.is_file() for path in questions[0].tables(folder))
     answers = {qid: dict(pairs) for qid, pairs in labels.items()}
-    assert answers[1] == {"airline": "United Air Lines Inc."} and answers[8] == {"idle_airlines": ""}
+    assert answers[1] == {"airline": "United Air Lines Inc."}
+    assert answers[8] == {"idle_airlines": ""}  # the empty answer
     assert (folder / "tables" / "airlines.csv").read_text().startswith("carrier;name")
 
 

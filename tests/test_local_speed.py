@@ -34,10 +34,11 @@ def test_before_an_analysis_the_note_says_when_the_budget_cannot_hold_it(monkeyp
 
     monkeypatch.setattr(local_speed, "measure", lambda url, timeout: Speed(reads=20.0, writes=0.6))
     slow = local_speed.analysis_note("http://x", left=120.0, probe_limit=20.0)
-    assert slow.startswith("local model: reads 20 and writes 0.6 tokens a second here; an analysis "
-                           "of one step takes about 20m 58s, more than the 2m 00s left of the budget")
+    assert slow.startswith("local model: reads 20 and writes 0.6 tokens a second here; an "
+                           "analysis of one step takes about 20m 58s, more than the 2m 00s left")
     assert slow.endswith("(--budget 42m would hold it)")
-    monkeypatch.setattr(local_speed, "measure", lambda url, timeout: Speed(reads=500.0, writes=40.0))
+    fast_speed = Speed(reads=500.0, writes=40.0)
+    monkeypatch.setattr(local_speed, "measure", lambda url, timeout: fast_speed)
     fast = local_speed.analysis_note("http://x", left=300.0, probe_limit=20.0)
     assert fast.endswith("an analysis of one step takes about 30s")
 
@@ -51,6 +52,7 @@ def test_a_probe_with_no_reply_in_its_time_says_so(monkeypatch):
 
     monkeypatch.setattr(local_speed, "measure", silent)
     said = local_speed.analysis_note("http://x", left=60.0, probe_limit=1.5)
-    assert said.startswith("local model: a 48-token reply took over 2 s here") and "will likely not" in said
+    assert said.startswith("local model: a 48-token reply took over 2 s here")
+    assert "will likely not" in said
     monkeypatch.setattr(local_speed, "measure", lambda url, timeout: None)  # no timings, at once
     assert local_speed.analysis_note("http://x", left=60.0, probe_limit=1.5) is None

@@ -339,7 +339,8 @@ def test_analyses_are_listed_shown_and_removed(home, tmp_path):
     assert "running or killed" in cbr_runs("show", str(going)).output
     # found by its folder alone too, without the index (another home)
     (home / "runs.jsonl").unlink()
-    assert {r["id"] for r in json.loads(cbr_runs("list", "--json").output)} == {done.name, going.name}
+    listed = json.loads(cbr_runs("list", "--json").output)
+    assert {r["id"] for r in listed} == {done.name, going.name}
     assert cbr_runs("rm", done.name, "--yes").exit_code == 0 and not done.exists()
 
 

@@ -1,5 +1,6 @@
-"""Progress while a model call or a cell runs (analysis/waiting.py): a line every EVERY seconds saying
-what is awaited and for how long; `cbr analyze` was silent for minutes while a slow model thought."""
+"""Progress while a model call or a cell runs (analysis/waiting.py): a line every EVERY seconds
+saying what is awaited and for how long; `cbr analyze` was silent for minutes while a slow model
+thought."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
-"""What an answer's format asks for, read from the format itself: DABench's `@name[placeholder]` items
-and the words around them. Each item's name as written, whether its value goes in quotes, whether it
-is asked for only in some case ("only when p >= 0.05"), and whether the format puts one item a line.
-The answer prompt is drawn from this reading, so its rules never contradict the format they serve,
-and the answer is checked against it (an item asked for only in some case is never demanded)."""
+"""What an answer's format asks for, read from the format itself: DABench's `@name[placeholder]`
+items and the words around them. Each item's name as written, whether its value goes in quotes,
+whether it is asked for only in some case ("only when p >= 0.05"), and whether the format puts one
+item a line. The answer prompt is drawn from this reading, so its rules never contradict the format
+they serve, and the answer is checked against it (an item asked for only in some case is never
+demanded)."""
 
 from __future__ import annotations
 

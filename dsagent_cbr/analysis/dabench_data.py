@@ -1,5 +1,6 @@
-"""Reading a folder in InfiAgent-DABench's format: questions.jsonl, labels.jsonl and tables/<file_name>;
-a multi-file set's question names its `files` (tables, JSON, documentation) instead.
+"""Reading a folder in InfiAgent-DABench's format: questions.jsonl, labels.jsonl and
+tables/<file_name>; a multi-file set's question names its `files` (tables, JSON, documentation)
+instead.
 
 Questions and labels are read by two separate functions into two separate types on purpose: a
 `Question` has no field for an answer, so whatever is handed a `Question` (the agent under test) cannot
@@ -36,7 +37,8 @@ class Question:
     concepts: tuple[str, ...]
     constraints: str
     format: str
-    files: tuple[str, ...]  # under tables/: DABench's one `file_name`, or a multi-file set's `files`
+    # under tables/: DABench's one `file_name`, or a multi-file set's `files`
+    files: tuple[str, ...]
     level: str
 
     def tables(self, folder: Path) -> list[Path]:

@@ -88,7 +88,8 @@ def _staged_tables(folder: Path, question: Question, out_dir: Path) -> list[Path
         copy = out_dir / "tables" / name
         if not copy.is_file():
             copy.parent.mkdir(parents=True, exist_ok=True)
-            # a link in the benchmark's folder, to a file only root may read, would reach every prompt
+            # a link in the benchmark's folder, to a file only root may read, would reach every
+            # prompt
             copy_entry(source, copy, "a benchmark's tables")
         staged.append(copy)
     return staged

@@ -1,8 +1,8 @@
 """cbr's own first cell, which reads every data file and says what it holds, and what the prompts
 say of each file. The cell holds untrusted/describe_data.py whole (the notebook then runs again
 anywhere, with the data beside it) and calls its `describe` once per file; the prompts show it
-without the helpers. A file's kind comes from its name and, for .json and .txt, from its first bytes;
-the kernel's helpers sniff the rest (a table's separator and encoding)."""
+without the helpers. A file's kind comes from its name and, for .json and .txt, from its first
+bytes; the kernel's helpers sniff the rest (a table's separator and encoding)."""
 
 from __future__ import annotations
 
@@ -105,7 +105,7 @@ def _helpers() -> str:
 
 
 def is_first_cell(code: str) -> bool:
-    """Whether `code` is cbr's first cell (the same helpers in every analysis, whatever its data)."""
+    """Whether `code` is cbr's first cell (its helpers are the same in every analysis)."""
     return code.startswith(_helpers())
 
 

@@ -1,6 +1,6 @@
-"""An analysis run's summary.json as `cbr runs` reads it: a file from outside (anyone may have edited
-it), read through bounded.py and checked for its shape. `kind: analyze` tells it from the record of a
-develop or deploy run, which has the same name (agent/record.py)."""
+"""An analysis run's summary.json as `cbr runs` reads it: a file from outside (anyone may have
+edited it), read through bounded.py and checked for its shape. `kind: analyze` tells it from the
+record of a develop or deploy run, which has the same name (agent/record.py)."""
 
 from __future__ import annotations
 
@@ -47,8 +47,8 @@ def is_analysis(summary: Any) -> bool:
 
 
 def load_analysis(run_dir: Path) -> AnalysisRecord | None:
-    """The analysis summary of `run_dir`; None when its summary.json is another run's record or there
-    is none; one sentence when it cannot be read or is not one cbr wrote."""
+    """The analysis summary of `run_dir`; None when its summary.json is another run's record or
+    there is none; one sentence when it cannot be read or is not one cbr wrote."""
     path = Path(run_dir) / SUMMARY
     try:
         summary = read_json(path)

@@ -126,8 +126,9 @@ def _duration(option: str, text: str) -> float:
 @no_cache_option
 @json_option
 def analyze(data: tuple[str, ...], question: str, **options: Any) -> None:
-    """Answer QUESTION about the DATA (one or more files: tables, JSON, documentation; or a folder of
-    them) with a notebook the model writes and runs, cell by cell, in a sandboxed Jupyter kernel."""
+    """Answer QUESTION about the DATA (one or more files: tables, JSON, documentation; or a folder
+    of them) with a notebook the model writes and runs, cell by cell, in a sandboxed Jupyter
+    kernel."""
     started = process_start()  # the budget is the command's wall clock, from the process's start
     paths, settings, policy, clock = _checked(data, question, options, started)
     config = _config(question, options)

@@ -1,9 +1,10 @@
-# Runs untrusted, inside the analysis kernel's sandbox: cbr analyze's first cell holds this file whole,
-# then calls it once per data file. It reads each file as it really is (the separator sniffed by
-# csv.Sniffer, the encoding checked and else detected by charset_normalizer, never assumed) and says
-# exactly what it holds: column names as Python sees them (repr, so a space at an end shows), types,
-# missing values, first rows, and anything odd (a header row repeated inside the data, a column that
-# is all missing, numbers read as text). It imports nothing of cbr: the notebook runs again anywhere.
+# Runs untrusted, inside the analysis kernel's sandbox: cbr analyze's first cell holds this file
+# whole, then calls it once per data file. It reads each file as it really is (the separator
+# sniffed by csv.Sniffer, the encoding checked and else detected by charset_normalizer, never
+# assumed) and says exactly what it holds: column names as Python sees them (repr, so a space at an
+# end shows), types, missing values, first rows, and anything odd (a header row repeated inside the
+# data, a column that is all missing, numbers read as text). It imports nothing of cbr: the notebook
+# runs again anywhere.
 import codecs
 import csv
 import json
