@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "analyze": (
         "dsagent_cbr.commands.analyze_cmd",
         "analyze",
-        "Answer a question about a data file in a sandboxed notebook.",
+        "Answer a question about data files in a sandboxed notebook.",
     ),
     "tasks": (
         "dsagent_cbr.commands.tasks_cmd",

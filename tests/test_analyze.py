@@ -13,33 +13,29 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 import pytest
 from conftest import SHARED_REFERENCE
-from support.fakes import FakeModel
+from support.analysis_fakes import FakeClock, FakeKernel, cell, run
 from support.scripted_llm import DROP, ScriptedLLM
 
 from dsagent_cbr.analysis import CellResult
-from dsagent_cbr.analysis.agent import NOTEBOOK, Analysis, AnalysisConfig, analyze
+from dsagent_cbr.analysis.agent import NOTEBOOK, Analysis, AnalysisConfig
 from dsagent_cbr.analysis.answer import (
     answers_of,
     find_items,
     merged,
-    missing_names,
     placeholders,
 )
+from dsagent_cbr.analysis.answer_format import missing_names, read_format
 from dsagent_cbr.analysis.steps import (
-    describe_code,
-    frame_names,
     notebook_text,
     parse_steps,
     say_plan,
 )
 from dsagent_cbr.analysis.summary import save_run, summary_of
-from dsagent_cbr.clock import Clock
 from dsagent_cbr.errors import BudgetExceeded, InfrastructureError, Outcome
 from dsagent_cbr.llm.parsing import ParseError
 from dsagent_cbr.llm.prompts import PromptError, render, variables
@@ -162,19 +158,6 @@ def test_the_model_s_text_and_the_cells_output_reach_the_terminal_escaped(capsys
     assert "@m[\\x1b]0;pwned\\x07\\x1b[2J\\rdone]" in out and "plan: 1. \\x1b]0;pwned" in err
 
 
-def test_the_first_cell_loads_and_describes_the_data(tmp_path, monkeypatch, capsys):
-    (tmp_path / "sales.csv").write_text("city,sales\nLyon,3\nNantes,\n")
-    monkeypatch.chdir(tmp_path)
-    scope: dict = {}
-    exec(describe_code(["sales.csv"]), scope)
-    out = capsys.readouterr().out
-    assert scope["df"].shape == (2, 2) and "shape (2, 2)" in out and "sales" in out
-    assert "missing values per column" in out and out.rstrip().endswith("1")  # the one missing sale
-    assert frame_names(["a.csv", "b.json"]) == ["df_1", "df_2"]
-    assert "pd.read_json('b.json')" in describe_code(["a.csv", "b.json"])
-    assert "open('notes.bin').read(2000)" in describe_code(["notes.bin"])
-
-
 def test_the_notebook_in_a_prompt_keeps_the_first_cell_and_the_latest_outputs():
     cells = [CellResult("describe()", ok=True, stdout="columns " * 100)]
     cells += [CellResult(f"step_{n}()", ok=True, stdout=f"out-{n} " + "x" * 1000) for n in range(20)]
@@ -207,69 +190,18 @@ def test_optional_parts_show_only_when_given():
     plan = {name: "" for name in variables("analyze_plan")} | {"question": "q", "max_steps": 4}
     assert "Past analyses" not in render("analyze_plan", **plan)
     assert "Past analyses of other questions" in render("analyze_plan", **plan | {"examples": "case 1"})
-    answer = {name: "" for name in variables("analyze_answer")} | {"answer_format": "@m[v]"}
-    assert "@name[value]" in render("analyze_answer", **answer)
+    asked = read_format("@m[v]")
+    answer = {name: "" for name in variables("analyze_answer")} | {
+        "answer_format": "@m[v]", **asked.for_prompt()}
+    assert "- @m[v]\n" in render("analyze_answer", **answer)
     again = render("analyze_answer", **answer | {"missing": "m", "previous": "It is 3."})
     assert "lacks the item(s) m" in again and "It is 3." in again
-    assert "@name[value]" not in render("analyze_answer", **answer | {"answer_format": ""})
+    assert "@m[v]" not in render("analyze_answer", **answer | {"answer_format": ""})
     cell = render("analyze_cell", **{name: "x" for name in variables("analyze_cell")})
     assert cell.count("```python") == 1 and "pandas, numpy" in cell and "no\nnetwork" in cell
 
 
 # ---- the loop, with a fake model and a fake kernel ----
-
-
-@dataclass
-class FakeKernel:
-    """Runs nothing: a cell holding a key of `errors` fails with its error; the others print `out`.
-    `clock` (when given) advances `seconds` per cell, as a budget sees it."""
-
-    errors: dict[str, str] = field(default_factory=dict)
-    clock: FakeClock | None = None
-    seconds: float = 0.0
-    data_names: list[str] = field(default_factory=lambda: ["sales.csv"])
-    runs: list[str] = field(default_factory=list)
-    timeouts: list[float] = field(default_factory=list)
-    restarts: int = 0
-
-    def run_cell(self, code: str, timeout: float = 60.0) -> CellResult:
-        self.runs.append(code)
-        self.timeouts.append(timeout)
-        if self.clock is not None:
-            self.clock.spent += self.seconds
-        error = next((e for key, e in self.errors.items() if key in code), None)
-        if error == "die":
-            return CellResult(code, ok=False, error="the kernel died", kernel_died=True)
-        if error:
-            return CellResult(code, ok=False, error=error)
-        return CellResult(code, ok=True, stdout=f"out of {code.splitlines()[0]}\n")
-
-    def restart(self) -> None:
-        self.restarts += 1
-
-
-class FakeClock(Clock):
-    def __init__(self, budget: float) -> None:
-        super().__init__(budget)
-        self.spent = 0.0
-
-    def now(self) -> float:
-        return self.spent
-
-
-def cell(code: str) -> str:
-    return f"Here it is.\n```python\n{code}\n```"
-
-
-def run(tmp_path, replies, kernel=None, clock=None, **config) -> tuple[Analysis, FakeModel, FakeKernel]:
-    model = FakeModel(replies)
-    kernel = kernel or FakeKernel()
-    config = AnalysisConfig("What is the mean of sales?", answer_format="@mean_sales[value]", **config)
-    lines: list[str] = []
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    result = analyze(config, kernel, model, tmp_path, clock, lines.append)
-    result.lines = lines  # type: ignore[attr-defined]
-    return result, model, kernel
 
 
 def test_a_failing_cell_fixed_by_debug_leaves_only_the_fix_in_the_notebook(tmp_path):
@@ -417,7 +349,10 @@ def test_prompts_see_the_question_format_and_data_and_examples_only_the_plan(tmp
     }, examples="A past analysis: the median of prices.")
     assert all("What is the mean of sales?" in p and "sales.csv" in p for p in model.prompts[:2])
     assert "median of prices" in model.prompts[0] and "median of prices" not in model.prompts[1]
-    assert "out of import pandas as pd" in model.prompts[0]  # the first cell's output
+    assert "out of # Runs untrusted" in model.prompts[0]  # the first cell's output
+    # its code as prompts show it: the calls, not cbr's helpers
+    assert "df = describe('sales.csv', 'df', 'table')" in model.prompts[0]
+    assert "def sniff_encoding" not in model.prompts[0]
 
 
 # ---- the real command: the real kernel in the sandbox, a scripted model ----
@@ -555,7 +490,9 @@ def test_bad_input_is_one_sentence_and_no_run_folder(tmp_path):
     env = environment(tmp_path)
     missing = cbr([str(tmp_path / "absent.csv"), "What is the mean?", "--model", "scripted",
                    "--runs-dir", str(tmp_path / "runs")], env)
-    assert missing.returncode == 2 and missing.stderr == f"Error: No data file at {tmp_path / 'absent.csv'}.\n"
+    absent = tmp_path / "absent.csv"
+    assert missing.returncode == 2
+    assert missing.stderr == f"Error: No data file or folder at {absent}.\n"
     empty = cbr([str(DABENCH / "tables" / "GODREJIND.csv"), "  ", "--model", "scripted",
                  "--runs-dir", str(tmp_path / "runs")], env)
     assert empty.returncode == 2 and "The question is empty" in empty.stderr

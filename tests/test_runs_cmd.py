@@ -302,3 +302,51 @@ def test_a_real_deploy_run_is_found_from_any_folder(tmp_path, concrete):
     assert shown.returncode == 0, shown.stderr
     assert f"run:            {run['id']}" in shown.stdout and "outcome:        ok (completed)" in shown.stdout
     assert f"submission:     {Path(run['folder']) / Path(record['submission']).name}" in shown.stdout
+
+
+def make_analysis(runs: Path, home: Path, *, final: bool = True) -> Path:
+    """A `cbr analyze` run folder, written by its own writers (analysis/summary.py) and indexed as
+    the command does: its summary as the run began, then (when `final`) as it ended."""
+    from dsagent_cbr.analysis.agent import Analysis, AnalysisConfig
+    from dsagent_cbr.analysis.summary import save_run, save_start, summary_of
+
+    folder = new_run_dir(runs / "analyze", "GODREJIND", home)
+    config = AnalysisConfig("What is the mean close price?", answer_format="@mean[v]")
+    facts = {"data": ["/data/GODREJIND.csv"], "model": "gpt-4o", "run_dir": str(folder)}
+    save_start(folder, config, facts)
+    if final:
+        result = Analysis(answers=[("mean", "570.68")], text="@mean[570.68]", cells_run=2)
+        more = {"seconds": 42.0, "calls": 3, "tokens": 900, "cost_usd": 0.0}
+        save_run(folder, summary_of(config, result, facts | more), result)
+    (folder / "analysis.ipynb").write_text("{}")
+    return folder
+
+
+def test_analyses_are_listed_shown_and_removed(home, tmp_path):
+    """`runs show` said "unreadable record" on an analysis folder, and `runs list` left them out."""
+    done = make_analysis(tmp_path / "runs", home)
+    going = make_analysis(tmp_path / "runs", home, final=False)
+    listed = {r["id"]: r for r in json.loads(cbr_runs("list", "--json").output)}
+    assert listed[done.name]["kind"] == listed[going.name]["kind"] == "analyze"
+    assert listed[done.name]["outcome"] == "ok" and listed[done.name]["took"] == 42.0
+    assert listed[done.name]["answers"] == [["mean", "570.68"]]
+    assert listed[going.name]["outcome"] == "running or killed"
+    assert "analyze" in cbr_runs("list").output
+    shown = cbr_runs("show", done.name).output
+    assert "unreadable" not in shown and "question:       What is the mean close price?" in shown
+    assert "data:           GODREJIND.csv" in shown and "answer:         @mean[570.68]" in shown
+    assert "outcome:        ok (answered)" in shown and "analysis.ipynb" in shown
+    assert "running or killed" in cbr_runs("show", str(going)).output
+    # found by its folder alone too, without the index (another home)
+    (home / "runs.jsonl").unlink()
+    listed = json.loads(cbr_runs("list", "--json").output)
+    assert {r["id"] for r in listed} == {done.name, going.name}
+    assert cbr_runs("rm", done.name, "--yes").exit_code == 0 and not done.exists()
+
+
+def test_an_edited_analysis_summary_is_unreadable_and_stops_no_other_run(home, tmp_path):
+    broken = make_analysis(tmp_path / "runs", home)
+    (broken / "summary.json").write_text(json.dumps({"kind": "analyze", "question": ["not text"]}))
+    kept = make_run(tmp_path / "runs", "concrete", "20260101-090000-aaaa")
+    listed = {r["id"]: r["outcome"] for r in json.loads(cbr_runs("list", "--json").output)}
+    assert listed == {broken.name: "unreadable record", kept.name: "ok"}

@@ -18,23 +18,24 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
 
 from dsagent_cbr.agent.journal import RunJournal
-from dsagent_cbr.analysis.answer import answers_of, merged, missing_names
+from dsagent_cbr.analysis.answer import answers_of, merged
+from dsagent_cbr.analysis.answer_format import missing_names, read_format
 from dsagent_cbr.analysis.cells import CellResult, capped
+from dsagent_cbr.analysis.describe import data_files, data_line, first_cell
 from dsagent_cbr.analysis.kernel import KernelDied
 from dsagent_cbr.analysis.notebook import write_notebook
 from dsagent_cbr.analysis.steps import (
-    describe_code,
-    frame_names,
     notebook_text,
     parse_steps,
     printed,
     say_plan,
 )
+from dsagent_cbr.analysis.waiting import waiting
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.errors import CbrError, Outcome, OutOfTime, outcome_of
 from dsagent_cbr.llm.parsing import ParseError, extract_code
@@ -59,6 +60,9 @@ class Kernel(Protocol):
 
     @property
     def data_names(self) -> list[str]: ...
+
+    @property
+    def data_folder(self) -> Path | None: ...
 
     def run_cell(self, code: str, timeout: float = ...) -> CellResult: ...
 
@@ -151,12 +155,13 @@ class _Run:
         self.journal = RunJournal(run_dir)
         self.result = Analysis()
         self.iteration = 0  # the journal's step number: 0 the data and the plan, then one per step
+        self.step = 0  # the plan's step being done, as progress lines number it
         self.intro: list[CellResult] = []  # a first cell that failed: shown, never in the notebook
         self.cut_short = False
-        self.data = ", ".join(
-            f"{name} (loaded as {frame} by the first cell)"
-            for name, frame in zip(kernel.data_names, frame_names(kernel.data_names), strict=True)
-        )
+        self.files = data_files(kernel.data_names, kernel.data_folder)
+        self.data = data_line(self.files)
+        # the first cell as it runs, and as prompts show it (without cbr's helpers)
+        self.first_code, self.first_shown = first_cell(self.files)
 
     # ---- the run ----
 
@@ -192,7 +197,7 @@ class _Run:
             self.result.stopped, self.cut_short = str(exc), True
 
     def _describe(self) -> None:
-        cell = self._run_cell(describe_code(self.kernel.data_names), "describe", 0)
+        cell = self._run_cell(self.first_code, "describe", 0)
         self.say(f"cell 1 (cbr describes the data): {'ok' if cell.ok else 'failed'}")
         if cell.ok:
             self._keep(cell)
@@ -221,6 +226,7 @@ class _Run:
         """Step done+1 of the plan; how many steps are done after it (a re-plan renumbers them)."""
         self.iteration += 1
         plan, number = self.result.plan, done + 1
+        self.step = number
         step = plan[done]
         head = f"step {number}/{len(plan)}"
         cell, attempt, errors = self._write_cell(number, step), 0, []
@@ -336,17 +342,31 @@ class _Run:
             return {"prompt": prompt, "reply": reply.text, "parsed": reply.parsed}
 
         try:
-            done = self.journal.step(self.iteration, role, call, attempt=attempt)
+            with waiting(self.say, self._awaited(role, attempt), timeout):
+                done = self.journal.step(self.iteration, role, call, attempt=attempt)
         except OutOfTime as exc:
             raise StepsEnd(f"the time budget ended during a call ({exc})") from None
         return done["parsed"] if validate else done["reply"]
+
+    def _awaited(self, role: str, attempt: int) -> str:
+        """What a call of `role` waits for, in a progress line."""
+        step = f"step {self.step}/{len(self.result.plan)}"
+        return {
+            "analyze_plan": "the model's plan",
+            "analyze_replan": "the model's new plan",
+            "analyze_cell": f"the model's cell for {step}",
+            "analyze_debug": f"the model's fix {attempt} for {step}",
+            "analyze_answer": "the model's answer",
+        }[role]
 
     # ---- the kernel ----
 
     def _run_cell(self, code: str, role: str, attempt: int) -> CellResult:
         limit = min(self.config.cell_timeout, self._time_left(True, MIN_CALL_SECONDS))
+        what = "cbr's first cell" if role == "describe" else f"the cell of step {self.step}"
         try:
-            cell = self.kernel.run_cell(code, timeout=limit)
+            with waiting(self.say, f"{what} to run", limit):
+                cell = self.kernel.run_cell(code, timeout=limit)
         except KernelDied as exc:
             cell = CellResult(code=code, ok=False, error=str(exc), kernel_died=True)
         self.result.cells_run += 1
@@ -373,7 +393,11 @@ class _Run:
                 raise StepsEnd("the kernel died again while the kept cells ran")
 
     def _shown(self) -> str:
-        return notebook_text(self.intro + self.result.kept)
+        cells = [
+            replace(cell, code=self.first_shown) if cell.code == self.first_code else cell
+            for cell in self.intro + self.result.kept
+        ]
+        return notebook_text(cells, files=len(self.files))
 
     def _keep(self, cell: CellResult) -> None:
         self.result.kept.append(cell)
@@ -419,11 +443,13 @@ class _Run:
             result.stopped = f"the answer lacks {lacks}"
 
     def _ask_answer(self, note: str, previous: str, missing: list[str]) -> str:
+        asked = read_format(self.config.answer_format)
         prompt = render(
             "analyze_answer",
             question=self.config.question,
             constraints=self.config.constraints,
             answer_format=self.config.answer_format,
+            **asked.for_prompt(),
             notebook=self._shown(),
             note=note,
             previous=previous,

@@ -99,20 +99,16 @@ def placeholders(answer_format: str) -> dict[str, str]:
 def answers_of(text: str, answer_format: str) -> list[tuple[str, str]]:
     """The reply's answer: one value per name, the last one given (a reply that restates the format
     first, or corrects itself, means its last word), the format's own placeholder not counting as a
-    value. The format's names come first, in its order, then any others the reply gave."""
+    value. An empty value is one (`@outliers[]`: none were found). The format's names come first, in
+    its order, then any others the reply gave."""
     asked = placeholders(answer_format)
     last: dict[str, str] = {}
     for name, value in find_items(text):
-        if value and value != asked.get(name):
+        if value != asked.get(name):
             last[name] = value
     ordered = [name for name in asked if name in last]
     ordered += [name for name in last if name not in asked]
     return [(name, last[name]) for name in ordered]
-
-
-def missing_names(answers: list[tuple[str, str]], answer_format: str) -> list[str]:
-    given = {name for name, _ in answers}
-    return [name for name in placeholders(answer_format) if name not in given]
 
 
 def merged(first: list[tuple[str, str]], second: list[tuple[str, str]]) -> list[tuple[str, str]]:

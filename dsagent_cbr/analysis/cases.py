@@ -16,9 +16,9 @@ from pydantic import BaseModel, ValidationError
 
 from dsagent_cbr.analysis.agent import NOTEBOOK
 from dsagent_cbr.analysis.answer import ANSWER_BYTES, ANSWER_MD
+from dsagent_cbr.analysis.describe import is_first_cell
 from dsagent_cbr.analysis.notebook import RAISES
-from dsagent_cbr.analysis.steps import describe_code
-from dsagent_cbr.analysis.summary import SUMMARY
+from dsagent_cbr.analysis.run_record import SUMMARY
 from dsagent_cbr.bank.cases import Case, content_id
 from dsagent_cbr.bounded import Absent, Unreadable, read_capped, read_json
 from dsagent_cbr.errors import CbrError
@@ -72,9 +72,12 @@ def analysis_case(run_dir: Path, source_kind: str, **extra: Any) -> Case:
             f"The analysis in {run_dir} did not answer ({summary.get('stopped') or 'no outcome'}): "
             "only an answered analysis becomes a case."
         )
-    data = Path(str(summary.get("data") or "")).name
+    named = summary.get("data") or ""
+    data = ", ".join(
+        Path(str(path)).name for path in (named if isinstance(named, list) else [named])
+    )
     # cbr's own first cell is the same in every analysis: the case keeps the model's cells
-    code = _cells_code(run_dir / NOTEBOOK, leave_out=describe_code([data]))
+    code = _cells_code(run_dir / NOTEBOOK)
     if not code.strip():
         raise CbrError(f"The analysis in {run_dir} has no cell that ran: there is nothing to keep.")
     question, constraints = str(summary["question"]), str(summary.get("constraints") or "")
@@ -131,9 +134,9 @@ class _Notebook(BaseModel):
     cells: list[_Cell]
 
 
-def _cells_code(notebook: Path, leave_out: str) -> str:
+def _cells_code(notebook: Path) -> str:
     """The code of the notebook's cells that ran without error, each headed by its number, but for
-    cells whose code is `leave_out`."""
+    cbr's first cell."""
     try:
         cells = _Notebook.model_validate(read_json(notebook, NOTEBOOK_BYTES)).cells
     except Unreadable as exc:
@@ -144,7 +147,7 @@ def _cells_code(notebook: Path, leave_out: str) -> str:
     sources = [
         "".join(c.source) for c in cells if c.cell_type == "code" and RAISES not in c.metadata.tags
     ]
-    code = [source for source in sources if source.strip() != leave_out.strip()]
+    code = [source for source in sources if not is_first_cell(source)]
     return "\n\n".join(f"# In[{n}]:\n{source.rstrip()}" for n, source in enumerate(code, start=1))
 
 

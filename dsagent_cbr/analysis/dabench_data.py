@@ -1,4 +1,6 @@
-"""Reading a folder in InfiAgent-DABench's format: questions.jsonl, labels.jsonl and tables/<file_name>.
+"""Reading a folder in InfiAgent-DABench's format: questions.jsonl, labels.jsonl and
+tables/<file_name>; a multi-file set's question names its `files` (tables, JSON, documentation)
+instead.
 
 Questions and labels are read by two separate functions into two separate types on purpose: a
 `Question` has no field for an answer, so whatever is handed a `Question` (the agent under test) cannot
@@ -35,11 +37,12 @@ class Question:
     concepts: tuple[str, ...]
     constraints: str
     format: str
-    file_name: str
+    # under tables/: DABench's one `file_name`, or a multi-file set's `files`
+    files: tuple[str, ...]
     level: str
 
-    def table(self, folder: Path) -> Path:
-        return Path(folder) / TABLES / self.file_name
+    def tables(self, folder: Path) -> list[Path]:
+        return [Path(folder) / TABLES / name for name in self.files]
 
 
 def load_questions(folder: str | Path) -> list[Question]:
@@ -52,12 +55,13 @@ def load_questions(folder: str | Path) -> list[Question]:
         question = _question(row, path, number)
         if question.id in seen:
             raise CbrError(f"{path}, line {number}: question {question.id} appears twice.")
-        problem = _table_problem(folder, question.file_name)
-        if problem:
-            raise CbrError(
-                f"{path}, line {number}: question {question.id} names the table "
-                f"{question.file_name!r}, which {problem}."
-            )
+        for name in question.files:
+            problem = _table_problem(folder, name)
+            if problem:
+                raise CbrError(
+                    f"{path}, line {number}: question {question.id} names the table "
+                    f"{name!r}, which {problem}."
+                )
         seen.add(question.id)
         questions.append(question)
     if not questions:
@@ -114,32 +118,45 @@ def _rows(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
 
 
 def _question(row: dict[str, Any], path: Path, number: int) -> Question:
-    texts = ("question", "constraints", "format", "file_name", "level")
+    texts = ("question", "constraints", "format", "level")
     concepts = row.get("concepts")
+    files = _files(row)
     if (
         not _is_id(row.get("id"))
         or any(not isinstance(row.get(key), str) for key in texts)
         or not isinstance(concepts, list)
         or not all(isinstance(c, str) for c in concepts)
+        or files is None
     ):
         raise CbrError(
             f"{path}, line {number}: a question needs an integer id, concepts as a list of text, "
-            "and question, constraints, format, file_name and level as text."
+            "question, constraints, format and level as text, and either file_name as text or "
+            "files as a list of text."
         )
-    # file_name is joined to tables/: a path that climbs out of it is not a DABench table
-    if Path(row["file_name"]).name != row["file_name"]:
-        raise CbrError(
-            f"{path}, line {number}: file_name {row['file_name']!r} is not a plain name."
-        )
+    # a name is joined to tables/: a path that climbs out of it is not a benchmark's table
+    for name in files:
+        if Path(name).name != name or name in ("", ".", ".."):
+            raise CbrError(f"{path}, line {number}: the file {name!r} is not a plain name.")
     return Question(
         id=row["id"],
         question=row["question"],
         concepts=tuple(concepts),
         constraints=row["constraints"],
         format=row["format"],
-        file_name=row["file_name"],
+        files=files,
         level=row["level"],
     )
+
+
+def _files(row: dict[str, Any]) -> tuple[str, ...] | None:
+    """A question's files: DABench's one `file_name`, or a multi-file set's `files` (one at least);
+    None when it gives neither, or both."""
+    one, several = row.get("file_name"), row.get("files")
+    if isinstance(one, str) and several is None:
+        return (one,)
+    if one is None and isinstance(several, list) and several:
+        return tuple(several) if all(isinstance(n, str) for n in several) else None
+    return None
 
 
 def _is_id(value: Any) -> bool:

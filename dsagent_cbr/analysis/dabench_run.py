@@ -1,6 +1,6 @@
 """Running an answerer over a DABench folder, grading it apart, resumably.
 
-The answerer is handed a `Question` (no label field) and the path of a copy of its table in
+The answerer is handed a `Question` (no label field) and the paths of copies of its files in
 `out_dir/tables/`, a folder with no labels beside it; the labels are read here, by the grader, after the
 answerer has returned. Each answer is appended to `out_dir/answers.jsonl` as soon as it is graded, so an
 interrupted run resumes where it stopped: a question already there is not asked again."""
@@ -23,7 +23,7 @@ ANSWERS = "answers.jsonl"
 FIGURES = "figures.json"
 TABLE = "table.md"
 
-Answerer = Callable[[Question, Path], str]
+Answerer = Callable[[Question, list[Path]], str]
 Progress = Callable[[Graded, int, int], None]
 
 
@@ -49,7 +49,7 @@ def run_benchmark(
     records = read_records(answers_path, {q.id for q in questions})
     todo = [q for q in questions if q.id not in records]
     for done, question in enumerate(todo, start=len(records) + 1):
-        record = _ask(question, answer, _staged_table(folder, question, out_dir))
+        record = _ask(question, answer, _staged_tables(folder, question, out_dir))
         graded = grade_response(question, record["response"], labels[question.id])
         record |= {"answers": extract_answers(record["response"]), "right": list(graded.right)}
         _append(answers_path, record)
@@ -60,8 +60,15 @@ def run_benchmark(
     graded_all = [grade_response(q, records[q.id]["response"], labels[q.id]) for q in questions]
     result = figures(graded_all)
     (out_dir / FIGURES).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
-    (out_dir / TABLE).write_text(markdown_table(result, label), encoding="utf-8")
+    (out_dir / TABLE).write_text(_table(result, label, questions, folder), encoding="utf-8")
     return result
+
+
+def _table(result: dict, label: str, questions: list[Question], folder: Path) -> str:
+    """DABench's table, beside the seed papers' figures; a multi-file set's, beside none."""
+    if all(len(question.files) == 1 for question in questions):
+        return markdown_table(result, label)
+    return markdown_table(result, label, (), f"Multi-file questions: {folder.name}")
 
 
 def _labels_for(folder: Path, questions: list[Question]) -> dict[int, Label]:
@@ -74,19 +81,23 @@ def _labels_for(folder: Path, questions: list[Question]) -> dict[int, Label]:
     return labels
 
 
-def _staged_table(folder: Path, question: Question, out_dir: Path) -> Path:
-    """The question's table copied to out_dir/tables/: the answerer's path leads to no labels."""
-    staged = out_dir / "tables" / question.file_name
-    if not staged.is_file():
-        staged.parent.mkdir(parents=True, exist_ok=True)
-        # a link in the benchmark's folder, to a file only root may read, would reach every prompt
-        copy_entry(question.table(folder), staged, "a benchmark's tables")
+def _staged_tables(folder: Path, question: Question, out_dir: Path) -> list[Path]:
+    """The question's files copied to out_dir/tables/: the answerer's paths lead to no labels."""
+    staged = []
+    for name, source in zip(question.files, question.tables(folder), strict=True):
+        copy = out_dir / "tables" / name
+        if not copy.is_file():
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            # a link in the benchmark's folder, to a file only root may read, would reach every
+            # prompt
+            copy_entry(source, copy, "a benchmark's tables")
+        staged.append(copy)
     return staged
 
 
-def _ask(question: Question, answer: Answerer, table: Path) -> dict:
+def _ask(question: Question, answer: Answerer, tables: list[Path]) -> dict:
     try:
-        response = answer(question, table)
+        response = answer(question, tables)
     except CbrError:
         raise  # ours or the user's, never the agent's answer: the run stops, resumably
     except Exception as exc:  # the agent failed this question: it scores as an empty response

@@ -55,13 +55,17 @@ def _breakdown(title: str, groups: dict[str, dict]) -> list[str]:
 
 
 def markdown_table(
-    figures: dict, label: str, seed_figures: tuple[SeedFigure, ...] = SEED_PAPERS
+    figures: dict,
+    label: str,
+    seed_figures: tuple[SeedFigure, ...] = SEED_PAPERS,
+    title: str = "InfiAgent-DABench",
 ) -> str:
-    """Markdown: our figures beside the seed papers' (ABQ only; the others they do not all give),
-    then ours by level and by concept. ABQ, PASQ and UASQ are in percent."""
+    """Markdown: our figures beside the seed papers' (ABQ only; the others they do not all give;
+    none for a set that is not DABench's), then ours by level and by concept. ABQ, PASQ and UASQ are
+    in percent."""
     ours = figures["overall"]
     lines = [
-        "## InfiAgent-DABench",
+        f"## {title}",
         "",
         "| system | model | reported by | questions | ABQ % | PASQ % | UASQ % |",
         "|---|---|---|---:|---:|---:|---:|",
@@ -72,12 +76,17 @@ def markdown_table(
         f"| {s.system} | {s.model} | {s.reported_by} | {FULL_SET} | {s.abq:.2f} | – | – |"
         for s in seed_figures
     ]
-    lines += [
-        "",
+    context = (
         f"The seed papers' rows are their own figures on the whole validation set ({FULL_SET} "
         f"questions); this run answered {ours['questions']}, so the rows are not comparable row for "
-        "row. ABQ: accuracy by question; PASQ: proportional accuracy by sub-question; UASQ: uniform "
-        "accuracy by sub-question.",
+        "row. "
+        if seed_figures
+        else ""
+    )
+    lines += [
+        "",
+        f"{context}ABQ: accuracy by question; PASQ: proportional accuracy by sub-question; UASQ: "
+        "uniform accuracy by sub-question.",
         "",
     ]
     lines += _breakdown("level", figures["by_level"])

@@ -81,8 +81,21 @@ class SandboxedKernel:
 
     @property
     def data_names(self) -> list[str]:
-        """The names the cells read the data by (relative to their working folder)."""
-        return list(self._staged)
+        """The files the cells read, by the paths they read them by (relative to their working
+        folder): a data folder's files one by one, in order, without hidden ones."""
+        names = []
+        for name, copy in self._staged.items():
+            if not copy.is_dir():
+                names.append(name)
+                continue
+            inside = sorted(p.relative_to(copy) for p in copy.rglob("*") if p.is_file())
+            names += [f"{name}/{p.as_posix()}" for p in inside if not _hidden(p)]
+        return names
+
+    @property
+    def data_folder(self) -> Path | None:
+        """Where the data's read-only copies are on this side: data_names are relative to it."""
+        return self._folder / "data" if self._folder is not None else None
 
     @property
     def alive(self) -> bool:
@@ -192,6 +205,10 @@ class SandboxedKernel:
     def _died(self, reason: str) -> str:
         self._dead = reason
         return f"The kernel is gone: {reason}. Its state is lost; restart() starts a fresh kernel."
+
+
+def _hidden(path: Path) -> bool:
+    return any(part.startswith(".") for part in path.parts)
 
 
 def interrupt(client: BlockingKernelClient) -> None:

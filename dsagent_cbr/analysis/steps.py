@@ -1,63 +1,20 @@
-"""The parts of an analysis that need no model: the first cell (cbr loads and describes the data
-itself, so the model's first prompt sees the columns as they are), the plan read from a reply, and
-the notebook as a prompt shows it, its outputs cut to fit."""
+"""The parts of an analysis that need no model: the plan read from a reply, and the notebook as a
+prompt shows it, its outputs cut to fit (cbr's first cell, which describes the data, is
+describe.py's)."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from pathlib import PurePath
 
 from dsagent_cbr.analysis.cells import CellResult, capped
 from dsagent_cbr.llm.parsing import ParseError
 
-# how a file of each kind is read into a DataFrame; others are only shown as text
-READERS = {
-    ".csv": "pd.read_csv({name!r})",
-    ".txt": "pd.read_csv({name!r}, sep=None, engine='python')",
-    ".tsv": "pd.read_csv({name!r}, sep='\\t')",
-    ".json": "pd.read_json({name!r})",
-    ".jsonl": "pd.read_json({name!r}, lines=True)",
-    ".parquet": "pd.read_parquet({name!r})",
-    ".xlsx": "pd.read_excel({name!r})",
-    ".xls": "pd.read_excel({name!r})",
-}
-FIRST_CELL_CHARS = 5000  # the description of the data: columns, types, a few rows, missing counts
+FIRST_CELL_CHARS = 5000  # the description of a data file: columns, types, a few rows, oddities
+MAX_FIRST_CELL_CHARS = 20_000  # of the description of several files
 CELL_CHARS = 1500  # what a later cell printed, as a prompt shows it
 NOTEBOOK_CHARS = 14_000  # all the cells' outputs in one prompt, the oldest cut first
 CODE_CHARS = 3000
-
-
-def frame_names(names: Sequence[str]) -> list[str]:
-    """The variable each data file is loaded into: `df` for one file, df_1, df_2 ... for several."""
-    return ["df"] if len(names) == 1 else [f"df_{n}" for n in range(1, len(names) + 1)]
-
-
-def describe_code(names: Sequence[str]) -> str:
-    """The first cell: each data file loaded and described (shape, types, head, missing counts)."""
-    lines = [
-        "import pandas as pd",
-        "",
-        "pd.set_option('display.width', 160)",
-        "pd.set_option('display.max_columns', 40)",
-    ]
-    for frame, name in zip(frame_names(names), names, strict=True):
-        reader = READERS.get(PurePath(name).suffix.lower())
-        if reader is None:
-            lines += ["", f"print({name!r}, 'begins:')", f"print(open({name!r}).read(2000))"]
-            continue
-        lines += [
-            "",
-            f"{frame} = {reader.format(name=name)}",
-            f"print({name!r}, 'as {frame}: shape', {frame}.shape)",
-            "print('\\ncolumns and types:')",
-            f"print({frame}.dtypes.to_string())",
-            "print('\\nfirst rows:')",
-            f"print({frame}.head())",
-            "print('\\nmissing values per column:')",
-            f"print({frame}.isna().sum().to_string())",
-        ]
-    return "\n".join(lines) + "\n"
 
 
 _STEP = re.compile(r"^[\s>*#_-]*(?:step\s*)?(\d{1,2})\s*[.):]\**\s+(.+)$", re.IGNORECASE)
@@ -102,14 +59,16 @@ def cell_text(number: int, cell: CellResult, limit: int) -> str:
     return f"[cell {number}]\n```python\n{capped(cell.code.rstrip(), CODE_CHARS)}\n```\nprinted:\n{output}"
 
 
-def notebook_text(cells: Sequence[CellResult], total: int = NOTEBOOK_CHARS) -> str:
+def notebook_text(cells: Sequence[CellResult], total: int = NOTEBOOK_CHARS, files: int = 1) -> str:
     """The cells as a prompt shows them, each with what it printed. The first cell (the data's
-    description) and the latest ones keep the most; when all of them do not fit in `total`
+    description: FIRST_CELL_CHARS for each of its `files`, at most MAX_FIRST_CELL_CHARS, and as much
+    more room in `total`) and the latest ones keep the most; when all of them do not fit in `total`
     characters of output, the oldest of the others lose theirs first."""
     if not cells:
         return "(no cells yet)"
-    limits = [FIRST_CELL_CHARS] + [CELL_CHARS] * (len(cells) - 1)
-    room = total - min(len(printed(cells[0])), FIRST_CELL_CHARS)
+    first = min(FIRST_CELL_CHARS * max(files, 1), MAX_FIRST_CELL_CHARS)
+    limits = [first] + [CELL_CHARS] * (len(cells) - 1)
+    room = total + first - FIRST_CELL_CHARS - min(len(printed(cells[0])), first)
     for index in range(len(cells) - 1, 0, -1):
         wanted = min(len(printed(cells[index])), CELL_CHARS)
         limits[index] = wanted if wanted <= room else 0

@@ -9,15 +9,15 @@ from typing import Any
 
 from dsagent_cbr.analysis.agent import Analysis, AnalysisConfig
 from dsagent_cbr.analysis.answer import write_answer
+from dsagent_cbr.analysis.run_record import KIND, SUMMARY
 from dsagent_cbr.files import write_json_atomic
-
-SUMMARY = "summary.json"
 
 
 def summary_of(config: AnalysisConfig, result: Analysis, facts: dict[str, Any]) -> dict[str, Any]:
     """The run in one JSON object; `facts` are the command's (data, model, seed, seconds, usage)."""
     settings = {k: v for k, v in asdict(config).items() if k not in ("question", "examples")}
     return {
+        "kind": KIND,
         "question": config.question,
         "format": config.answer_format,
         "constraints": config.constraints,
@@ -34,7 +34,23 @@ def summary_of(config: AnalysisConfig, result: Analysis, facts: dict[str, Any]) 
         "cells_kept": len(result.kept),
         **facts,
         "config": settings,
+        "final": True,
     }
+
+
+def save_start(run_dir: Path, config: AnalysisConfig, facts: dict[str, Any]) -> None:
+    """summary.json as the run begins, so that `cbr runs` lists it while it goes on (or after a
+    kill): the question, the data and the model, not final."""
+    write_json_atomic(
+        run_dir / SUMMARY,
+        {
+            "kind": KIND,
+            "question": config.question,
+            "format": config.answer_format,
+            **facts,
+            "final": False,
+        },
+    )
 
 
 def save_run(run_dir: Path, summary: dict[str, Any], result: Analysis) -> None:

@@ -1,5 +1,6 @@
-"""`cbr analyze DATA QUESTION --model M`: a question about a data file answered by a notebook that
-the model writes cell by cell, in a sandboxed kernel (dsagent_cbr/analysis/)."""
+"""`cbr analyze DATA... QUESTION --model M`: a question about data files (tables, JSON, their
+documentation, or a folder of them) answered by a notebook that the model writes cell by cell, in a
+sandboxed kernel (dsagent_cbr/analysis/)."""
 
 from __future__ import annotations
 
@@ -31,10 +32,13 @@ from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
 
 if TYPE_CHECKING:  # the kernel's and the model's imports stay lazy: `cbr --help` is instant
+    from collections.abc import Callable
+
     from dsagent_cbr.analysis.agent import Analysis, AnalysisConfig
     from dsagent_cbr.analysis.cases import Example
     from dsagent_cbr.clock import Clock
     from dsagent_cbr.config import Settings
+    from dsagent_cbr.llm.client import LLMClient
     from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 
 NEEDS_MODEL = (
@@ -48,6 +52,7 @@ KERNEL_SLACK = 120.0
 # budget ended in a model call took up to 55 s without them)
 ENDING_SECONDS = 8.0
 WIDTH = 10
+PROBE_SECONDS = 30.0  # at most, for the local model's speed probe (a fifth of the budget at most)
 
 
 def _duration(option: str, text: str) -> float:
@@ -60,7 +65,7 @@ def _duration(option: str, text: str) -> float:
 
 
 @click.command()
-@click.argument("data")
+@click.argument("data", nargs=-1, required=True)
 @click.argument("question")
 @click.option(
     "--format",
@@ -120,20 +125,22 @@ def _duration(option: str, text: str) -> float:
 @click.option("--max-cost", type=float, default=None, help="Refuse calls beyond this many dollars.")
 @no_cache_option
 @json_option
-def analyze(data: str, question: str, **options: Any) -> None:
-    """Answer QUESTION about the data file DATA with a notebook the model writes and runs, cell by
-    cell, in a sandboxed Jupyter kernel."""
+def analyze(data: tuple[str, ...], question: str, **options: Any) -> None:
+    """Answer QUESTION about the DATA (one or more files: tables, JSON, documentation; or a folder
+    of them) with a notebook the model writes and runs, cell by cell, in a sandboxed Jupyter
+    kernel."""
     started = process_start()  # the budget is the command's wall clock, from the process's start
-    path, settings, policy, clock = _checked(data, question, options, started)
+    paths, settings, policy, clock = _checked(data, question, options, started)
     config = _config(question, options)
     seed = trial_seed(options["seed"])
-    run_dir = _new_run_dir(settings, path)
+    run_dir = _new_run_dir(settings, paths)
+    _save_start(run_dir, paths, config, settings.model)
     interrupt_once()
     examples = _retrieve(settings, config, options["k"], clock)
-    result, usage = _run(path, config, settings, policy, clock, run_dir, seed)
+    result, usage = _run(paths, config, settings, policy, clock, run_dir, seed)
     budget = budget_seconds(options["budget"])
     facts = {"budget_s": budget, "examples": [asdict(e) for e in examples]}
-    summary = _save(run_dir, path, config, result, usage, settings, policy, seed, clock, facts)
+    summary = _save(run_dir, paths, config, result, usage, settings, policy, seed, clock, facts)
     if options["as_json"]:
         click.echo(json.dumps(summary, indent=2))
     else:
@@ -143,9 +150,23 @@ def analyze(data: str, question: str, **options: Any) -> None:
         raise SystemExit(result.outcome.exit_code)
 
 
+def _data_paths(data: tuple[str, ...]) -> list[Path]:
+    """The data the user named: files or folders, each there, no two by the same name (the kernel
+    shows each under its own name)."""
+    paths = [Path(name).expanduser() for name in data]
+    for name, path in zip(data, paths, strict=True):
+        if not (path.is_file() or path.is_dir()):
+            raise CbrError(f"No data file or folder at {name}.")
+    names = [path.resolve().name for path in paths]
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise CbrError(f"Two data files or folders share the name {twice[0]}: rename one.")
+    return paths
+
+
 def _checked(
-    data: str, question: str, options: dict[str, Any], started: float
-) -> tuple[Path, Settings, SandboxPolicy, Clock]:
+    data: tuple[str, ...], question: str, options: dict[str, Any], started: float
+) -> tuple[list[Path], Settings, SandboxPolicy, Clock]:
     """Everything the run needs, checked before its folder is made: one sentence and exit 2 for a
     missing file, an empty question, a bad duration, no model, a server that does not answer."""
     from dsagent_cbr.bounded import is_unicode
@@ -153,9 +174,7 @@ def _checked(
     from dsagent_cbr.llm.models import check_reachable, settings_model
     from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy, require_sandbox
 
-    path = Path(data).expanduser()
-    if not path.is_file():
-        raise CbrError(f"No data file at {data}.")
+    paths = _data_paths(data)
     if not question.strip():
         raise CbrError("The question is empty: give it as the second argument, in quotes.")
     texts = {"question": question, "--format": options["answer_format"]}
@@ -182,7 +201,7 @@ def _checked(
         isolate=not options["no_sandbox"],
     )
     require_sandbox(policy.isolate)
-    return path, settings, policy, Clock(max(budget - ENDING_SECONDS, budget / 2), started)
+    return paths, settings, policy, Clock(max(budget - ENDING_SECONDS, budget / 2), started)
 
 
 def _config(question: str, options: dict[str, Any]) -> AnalysisConfig:
@@ -203,16 +222,18 @@ def _retrieve(settings: Settings, config: AnalysisConfig, k: int, clock: Clock) 
     """Past analyses of other questions into config.examples. The bank is an aid: when it cannot be
     read the analysis goes on without it, and says so."""
     from dsagent_cbr.analysis.cases import examples_text, retrieve
+    from dsagent_cbr.analysis.waiting import waiting
     from dsagent_cbr.bank import open_bank
 
     if k == 0:
         return []
     try:
-        bank = open_bank(settings, seed=False)  # the seed files hold insights, never analyses
-        try:
-            cases, examples = retrieve(bank, config.question, config.constraints, k)
-        finally:
-            bank.close()
+        with waiting(functools.partial(_say, clock), "the bank's past analyses"):
+            bank = open_bank(settings, seed=False)  # the seed files hold insights, never analyses
+            try:
+                cases, examples = retrieve(bank, config.question, config.constraints, k)
+            finally:
+                bank.close()
     except CbrError as exc:
         _say(clock, f"no past analyses: the bank failed ({exc})")
         return []
@@ -228,17 +249,18 @@ def _say(clock: Clock, line: str) -> None:
     click.echo(f"[{clock.left():4.0f} s left] {printable(line)}", err=True)
 
 
-def _new_run_dir(settings: Settings, path: Path) -> Path:
-    """runs_dir/analyze/<the data's name>/<run-id>/ (not in the index of runs: `cbr runs` reads
-    develop's and deploy's records)."""
+def _new_run_dir(settings: Settings, paths: list[Path]) -> Path:
+    """runs_dir/analyze/<the data's name>/<run-id>/, noted in the index of runs for `cbr runs`; the
+    name is the first file's or folder's, with how many more there are."""
     from dsagent_cbr.agent.rundir import new_run_dir
 
-    name = re.sub(r"[^\w.-]+", "-", path.stem).strip("-.")[:60] or "data"
-    return new_run_dir(settings.runs_dir / "analyze", name)
+    name = re.sub(r"[^\w.-]+", "-", paths[0].resolve().stem).strip("-.")[:60] or "data"
+    name += f"-and-{len(paths) - 1}-more" if len(paths) > 1 else ""
+    return new_run_dir(settings.runs_dir / "analyze", name, settings.home)
 
 
 def _run(
-    path: Path,
+    paths: list[Path],
     config: AnalysisConfig,
     settings: Settings,
     policy: SandboxPolicy,
@@ -250,6 +272,8 @@ def _run(
     the kernel not starting) or an interrupt then still leave a run that says so."""
     from dsagent_cbr.analysis import SandboxedKernel, write_notebook
     from dsagent_cbr.analysis.agent import NOTEBOOK, Analysis, analyze
+    from dsagent_cbr.analysis.kernel import START_TIMEOUT
+    from dsagent_cbr.analysis.waiting import waiting
     from dsagent_cbr.errors import InfrastructureError, outcome_of
     from dsagent_cbr.llm import open_llm
 
@@ -258,9 +282,12 @@ def _run(
     client = None
     try:
         with contextlib.ExitStack() as stack:
-            client = stack.enter_context(open_llm(settings, run_dir=run_dir, seed=seed))
-            say(f"starting the kernel in the sandbox with {path.name}")
-            kernel = stack.enter_context(SandboxedKernel([path], policy=policy))
+            with waiting(say, f"the model {settings.model} to be ready"):
+                client = stack.enter_context(open_llm(settings, run_dir=run_dir, seed=seed))
+            _say_speed(client, clock, say)
+            say(f"starting the kernel in the sandbox with {', '.join(p.name for p in paths)}")
+            with waiting(say, "the kernel to start", START_TIMEOUT):
+                kernel = stack.enter_context(SandboxedKernel(paths, policy=policy))
             result = analyze(config, kernel, client, run_dir, clock, say)
     except (InfrastructureError, KeyboardInterrupt) as exc:
         outcome = outcome_of(exc)
@@ -275,9 +302,32 @@ def _run(
     return result, usage
 
 
+def _say_speed(client: LLMClient, clock: Clock, say: Callable[[str], None]) -> None:
+    """The local model's speed, measured as the run begins: on a CPU a call takes minutes, which the
+    user should know before waiting, and whether the budget holds an analysis at that speed."""
+    from dsagent_cbr.analysis.waiting import waiting
+    from dsagent_cbr.llm.local_speed import analysis_note
+
+    if client.spec.provider != "local":
+        return
+    left = clock.left()
+    limit = min(PROBE_SECONDS, max(left / 5, 5.0))
+    with waiting(say, "the local model's answer to a speed probe", limit):
+        note = analysis_note(client.spec.base_url or "", left, limit)
+    if note:
+        say(note)
+
+
+def _save_start(run_dir: Path, paths: list[Path], config: AnalysisConfig, model: str) -> None:
+    from dsagent_cbr.analysis.summary import save_start
+
+    data = [str(path.resolve()) for path in paths]
+    save_start(run_dir, config, {"data": data, "model": model, "run_dir": str(run_dir)})
+
+
 def _save(
     run_dir: Path,
-    path: Path,
+    paths: list[Path],
     config: AnalysisConfig,
     result: Analysis,
     usage: dict[str, Any],
@@ -292,7 +342,7 @@ def _save(
     from dsagent_cbr.analysis.summary import save_run, summary_of
 
     facts = {
-        "data": str(path.resolve()),
+        "data": [str(path.resolve()) for path in paths],
         "model": settings.model,
         "seed": seed,
         **given,

@@ -141,20 +141,14 @@ def run_folder(runs: Path, question_id: int) -> Path | None:
 
 
 def analyze_answerer(model: str, budget: float, seed: int, runs: Path, k: int = 2) -> Answerer:
-    """An answerer that runs `cbr analyze` on the question's table, as a process of its own."""
+    """An answerer that runs `cbr analyze` on the question's files, as a process of its own."""
 
     from dsagent_cbr.analysis.answer import ANSWER_BYTES, ANSWER_MD
     from dsagent_cbr.bounded import read_capped
 
-    def answer(question: Question, table: Path) -> str:
-        command = [
-            sys.executable,
-            "-m",
-            "dsagent_cbr.cli",
-            "analyze",
-            str(table),
-            question.question,
-        ]
+    def answer(question: Question, tables: list[Path]) -> str:
+        command = [sys.executable, "-m", "dsagent_cbr.cli", "analyze"]
+        command += [*map(str, tables), question.question]
         command += ["--format", question.format, "--constraints", question.constraints]
         command += ["--model", model, "--budget", f"{budget:g}s", "--seed", str(seed + question.id)]
         command += ["--runs-dir", str(runs / f"q{question.id}"), "-k", str(k)]

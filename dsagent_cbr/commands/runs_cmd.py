@@ -26,6 +26,7 @@ from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
 
 if TYPE_CHECKING:
+    from dsagent_cbr.analysis.run_record import AnalysisRecord
     from dsagent_cbr.config import Settings
 
 # a run whose record is not its final one (RunRecord.final), or that has none yet: Ctrl-C and the budget end a run
@@ -62,6 +63,7 @@ class RunView:
     record: RunRecord | None
     config: SavedRun | None
     outcome: str
+    analysis: AnalysisRecord | None = None  # a `cbr analyze` run's summary
 
     @property
     def id(self) -> str:
@@ -73,6 +75,8 @@ class RunView:
 
     @property
     def kind(self) -> str:
+        if self.analysis:
+            return self.analysis.kind
         if self.record:
             return self.record.kind
         if self.config:
@@ -82,14 +86,23 @@ class RunView:
 
     @property
     def model(self) -> str:
+        if self.analysis:
+            return self.analysis.model or NONE
         return (
             self.record.model
             if self.record
             else (self.config.settings.model if self.config else NONE)
         )
 
+    @property
+    def took(self) -> float | None:
+        if self.analysis:
+            return self.analysis.seconds
+        return self.record.took if self.record else None
+
     def as_json(self) -> dict[str, Any]:
-        r = self.record
+        r, a = self.record, self.analysis
+        asked = {"question": a.question, "answers": a.answers} if a else {}
         return {
             "id": self.id,
             "task": self.task,
@@ -98,10 +111,11 @@ class RunView:
             "metric": r.metric if r else None,
             "selection": r.best_selection if r else None,
             "outcome": self.outcome,
-            "stopped": r.stopped if r else None,
-            "took": r.took if r else None,
+            "stopped": r.stopped if r else (a.stopped if a else None),
+            "took": self.took,
             "started": self.found.started.isoformat(),
             "folder": str(self.found.folder),
+            **asked,
         }
 
 
@@ -126,15 +140,20 @@ def _started(folder: Path) -> datetime:
 
 def _scanned(runs_dir: Path) -> list[Path]:
     """The run folders in a runs folder: runs_dir/<task>/<run-id>/ with a config.json (the folders
-    `cbr run` leaves beside them have none)."""
-    if not runs_dir.is_dir():
+    `cbr run` leaves beside them have none), and runs_dir/analyze/<data>/<run-id>/ with a
+    summary.json (`cbr analyze`'s)."""
+    return _runs_in(runs_dir, "config.json") + _runs_in(runs_dir / "analyze", SUMMARY)
+
+
+def _runs_in(folder: Path, marker: str) -> list[Path]:
+    if not folder.is_dir():
         return []
     return [
         run
-        for task in runs_dir.iterdir()
+        for task in folder.iterdir()
         if task.is_dir()
         for run in task.iterdir()
-        if (run / "config.json").is_file()
+        if (run / marker).is_file()
     ]
 
 
@@ -150,6 +169,17 @@ def find_runs(settings: Settings) -> list[Found]:
 
 def view(found: Found) -> RunView:
     """What the run's files say of it; a damaged file (bounded.py refuses it) stops no other run."""
+    from dsagent_cbr.analysis.run_record import load_analysis
+
+    # develop and deploy write a config.json; analyze does not
+    if not os.path.lexists(found.folder / "config.json"):
+        try:
+            analysis = load_analysis(found.folder)
+        except CbrError:
+            return RunView(found, None, None, UNREADABLE)
+        if analysis is not None:
+            outcome = analysis.outcome if analysis.final else UNFINISHED
+            return RunView(found, None, None, outcome, analysis)
     try:
         config: SavedRun | None = load_config(found.folder)
     except CbrError:
@@ -259,7 +289,7 @@ def _print_table(views: list[RunView]) -> None:
             r.metric if r else NONE,
             score(r.best_selection if r else None),
             v.outcome,
-            took(r.took if r else None),
+            took(v.took),
             shown(v.found.folder),
         )
         # Text, not str: a name like "[bold]" is no markup of rich's, and escapes are shown, not run
@@ -289,6 +319,8 @@ def show(run: str, runs_dir: Path | None, as_json: bool) -> None:
 
 
 def _facts(v: RunView) -> list[tuple[str, str | None]]:
+    if v.analysis is not None:
+        return _analysis_facts(v, v.analysis)
     r, folder = v.record, v.found.folder
     files = {
         name: shown(folder / name) if (folder / name).is_file() else None
@@ -313,6 +345,34 @@ def _facts(v: RunView) -> list[tuple[str, str | None]]:
         ("best solution", files["best_solution.py"]),
         ("submission", submission),
         ("resume", _resume(v)),
+    ]
+
+
+def _analysis_facts(v: RunView, a: AnalysisRecord) -> list[tuple[str, str | None]]:
+    """An analysis as `cbr runs show` tells it: its question, data, outcome, answer and notebook."""
+    from dsagent_cbr.analysis.agent import NOTEBOOK
+    from dsagent_cbr.analysis.answer import say_answers
+
+    so_far = " so far" if v.outcome == UNFINISHED else ""
+    notebook = v.found.folder / NOTEBOOK
+    return [
+        ("run", v.id),
+        ("folder", shown(v.found.folder)),
+        ("question", " ".join(a.question.split())),
+        ("data", ", ".join(a.files)),
+        ("kind", v.kind),
+        ("model", v.model),
+        ("started", v.found.started.strftime("%Y-%m-%d %H:%M:%S")),
+        ("outcome", v.outcome if v.outcome == UNFINISHED else f"{v.outcome} ({a.stopped})"),
+        ("took", took(a.seconds) + so_far if a.seconds is not None else None),
+        (
+            "work",
+            f"{a.cells_run} cells run, {a.cells_failed} failed; {a.calls} calls, {a.tokens} tokens"
+            if a.final
+            else None,
+        ),
+        ("answer", say_answers(a.answers) or None),
+        ("notebook", shown(notebook) if notebook.is_file() else None),
     ]
 
 
@@ -361,9 +421,11 @@ def rm(run: str, yes: bool, runs_dir: Path | None) -> None:
 
     settings = _settings(runs_dir)
     found = resolve_run(run, settings)
-    # a folder without a run's config.json is not one cbr made: never removed
-    load_config(found.folder)
     v = view(found)
+    # a folder without a run's config.json (or an analysis's summary) is not one cbr made: never
+    # removed
+    if v.analysis is None:
+        load_config(found.folder)
     if not yes:
         click.confirm(
             f"Remove run {v.id} ({v.task}, {v.outcome}) and everything in {found.folder}?",

@@ -4,6 +4,7 @@ for a budget: a small model on two cores takes minutes per node, which a user sh
 from __future__ import annotations
 
 import json
+import math
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -11,6 +12,9 @@ from dataclasses import dataclass
 # What a model node asks of the model, roughly: a rerank, a plan and a program call read the task's card,
 # the cases and the script (about 8,000 tokens in all) and write a plan and a script (about 2,000).
 NODE_READS, NODE_WRITES = 8_000, 2_000
+# What an analysis asks at the least: a plan, one cell and an answer, each prompt holding the data's
+# description (about 2,800 tokens each), and short replies (a plan, a cell, an answer)
+ANALYSIS_READS, ANALYSIS_WRITES = 8_500, 500
 # about 150 tokens
 PROBE = "Write the numbers from 1 to 40, separated by spaces. " + "Then stop. " * 60
 PROBE_TOKENS = 48
@@ -21,8 +25,15 @@ class Speed:
     reads: float  # prompt tokens a second
     writes: float  # reply tokens a second
 
+    def seconds(self, reads: int, writes: int) -> float:
+        return reads / self.reads + writes / self.writes
+
     def node_seconds(self) -> float:
-        return NODE_READS / self.reads + NODE_WRITES / self.writes
+        return self.seconds(NODE_READS, NODE_WRITES)
+
+    def said(self) -> str:
+        reads, writes = (f"{x:.0f}" if x >= 10 else f"{x:.1f}" for x in (self.reads, self.writes))
+        return f"local model: reads {reads} and writes {writes} tokens a second here"
 
 
 def measure(base_url: str, timeout: float = 300.0) -> Speed | None:
@@ -60,10 +71,7 @@ def note(speed: Speed, left: float | None) -> str:
     from dsagent_cbr.clock import say_duration
 
     node = speed.node_seconds()
-    line = (
-        f"local model: reads {speed.reads:.0f} and writes {speed.writes:.0f} tokens a second here; a model "
-        f"node takes about {say_duration(node, exact=False)}"
-    )
+    line = f"{speed.said()}; a model node takes about {say_duration(node, exact=False)}"
     if left is None:
         return line
     fit = int(left // node)
@@ -77,3 +85,32 @@ def measured_note(base_url: str, left: float | None) -> str | None:
     if speed is None:
         return None
     return note(speed, None if left is None else max(left - (time.monotonic() - started), 0.0))
+
+
+def analysis_note(base_url: str, left: float, probe_limit: float) -> str | None:
+    """Before an analysis: the speed measured now (the probe given `probe_limit` seconds), the least
+    an analysis takes at it, and whether the `left` seconds of the budget hold that. None when the
+    server gives no timings; a sentence of its own when the probe had no reply in its time."""
+    from dsagent_cbr.clock import say_duration
+
+    started = time.monotonic()
+    speed = measure(base_url, timeout=probe_limit)
+    spent = time.monotonic() - started
+    left = max(left - spent, 0.0)
+    if speed is None:
+        if spent < probe_limit - 1:
+            return None
+        return (
+            f"local model: a {PROBE_TOKENS}-token reply took over {probe_limit:.0f} s here, so an "
+            f"analysis (about {ANALYSIS_READS:,} tokens read and {ANALYSIS_WRITES} written) will "
+            f"likely not finish in the {say_duration(left, exact=False)} left of the budget"
+        )
+    need = speed.seconds(ANALYSIS_READS, ANALYSIS_WRITES)
+    line = f"{speed.said()}; an analysis of one step takes about {say_duration(need, exact=False)}"
+    if need <= left:
+        return line
+    return (
+        f"{line}, more than the {say_duration(left, exact=False)} left of the budget: it will "
+        f"likely end before an answer (--budget {math.ceil((2 * need + spent) / 60)}m would hold "
+        "it)"
+    )
