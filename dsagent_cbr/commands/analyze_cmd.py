@@ -225,7 +225,9 @@ def _retrieve(settings: Settings, config: AnalysisConfig, k: int, clock: Clock) 
 def _say(clock: Clock, line: str) -> None:
     """A progress line on stderr, after the seconds the budget has left; it quotes the model's plan
     and the cells' output, shown escaped."""
-    click.echo(f"[{clock.left():4.0f} s left] {printable(line)}", err=True)
+    from dsagent_cbr.saying import say
+
+    say(f"[{clock.left():4.0f} s left] {printable(line)}")
 
 
 def _new_run_dir(settings: Settings, path: Path) -> Path:
@@ -312,11 +314,11 @@ def _print(summary: dict[str, Any], run_dir: Path, text: str) -> None:
     """What the run did, then its answer, then where its notebook and folder are (the last lines)."""
     from dsagent_cbr.analysis.agent import NOTEBOOK
     from dsagent_cbr.analysis.answer import say_answers
-    from dsagent_cbr.clock import say_duration
+    from dsagent_cbr.clock import say_time_of
 
     if summary["error"]:
         click.echo(f"Error: {printable(summary['error'])}", err=True)
-    took = say_duration(summary["seconds"], exact=False)
+    took = say_time_of(summary["seconds"], summary.get("budget_s"))
     cells = f"{summary['cells_run']} cells run, {summary['cells_failed']} failed"
     cost = f"{summary['tokens']} tokens, ${summary['cost_usd']:.4f}"
     rows = [

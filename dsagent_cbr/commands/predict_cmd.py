@@ -23,6 +23,7 @@ from dsagent_cbr.files import fresh_folder, write_text_atomic
 from dsagent_cbr.harness.grading import EXTRA_COLUMNS
 from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_csv
 from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
+from dsagent_cbr.saying import doing
 
 SOLUTION_FILES = ("best_solution.py", "solution.py")
 SAMPLE_FILE = "sample_submission.csv"
@@ -137,7 +138,10 @@ def predict_rows(
             notes.append(
                 "the solution learns from every labelled row, as the run's submission did (its refit)"
             )
-        result = run_script(copy, script, run_dir=folder, policy=policy, refit=refit)
+        learns = "learning from every labelled row, then " if refit else ""
+        what = f"running {script.name} in the sandbox: {learns}predicting {len(new):,} rows"
+        with doing(f"{what} of {new_csv.name}"):
+            result = run_script(copy, script, run_dir=folder, policy=policy, refit=refit)
         held = hold_out(copy)  # where the run hid its held rows, and the ids it gave the new rows
     if not result.ok:
         raise CbrError(f"The solution failed on {new_csv.name} ({result.status}): {result.error}")

@@ -222,6 +222,10 @@ class Operators:
         late = run.too_late_to_refit(needed, "the members' first fits")  # refit one after another
         if late is not None:
             return late
+        run.progress.update(
+            note=f"the refit: the blend's {len(row.members)} members again on every labelled row "
+            f"(their first fits took {needed:.0f} s)"
+        )
         view = held.for_refit()
         ids = ensemble.row_ids(run.task, view)
         members = []
