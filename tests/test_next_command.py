@@ -113,3 +113,13 @@ def test_a_budget_too_short_to_train_anything_is_refused_with_one_that_is_not(he
         "and a first model need 15s; give 15s or more (a minute lets the search tune and blend)."
     )
     assert not (here / "runs").exists()
+
+
+@pytest.mark.integration
+def test_the_command_the_missing_feedback_task_names_makes_it(here, capsys):
+    from dsagent_cbr.tasks.loader import load_task
+
+    assert main(["tasks", "new", "tasks/feedback", "--example", "feedback"]) == 0
+    assert "metric:     mcrmse" in capsys.readouterr().out
+    task = load_task(here / "tasks" / "feedback", require_data=True)
+    assert task.modality == "text" and len(task.target) == 6

@@ -19,6 +19,7 @@ from dsagent_cbr.tasks.loader import (
     load_task,
     validate_task,
 )
+from dsagent_cbr.tasks.recipes import EXAMPLES
 
 tasks_dir_option = click.option(
     "--tasks-dir",
@@ -292,6 +293,12 @@ def run(
     default=None,
     help="Download a Kaggle competition's files first (needs credentials).",
 )
+@click.option(
+    "--example",
+    type=click.Choice(EXAMPLES),
+    default=None,
+    help="One of cbr's Kaggle-shaped folders, built offline (see `cbr tasks kaggle-example`).",
+)
 @click.option("--target", "target", multiple=True, help="Target column (repeat for several).")
 @click.option(
     "--id", "id_column", default=None, help="Id column (default: sample_submission's first column)."
@@ -328,6 +335,7 @@ def new(
     sample: Path | None,
     kaggle_folder: Path | None,
     slug: str | None,
+    example: str | None,
     target: tuple[str, ...],
     id_column: str | None,
     metric: str | None,
@@ -342,11 +350,16 @@ def new(
 
     from dsagent_cbr.tasks.create import NewTaskRequest, create_task, kaggle_files
 
-    if sum(x is not None for x in (train, kaggle_folder, slug)) != 1:
+    if sum(x is not None for x in (train, kaggle_folder, slug, example)) != 1:
         raise CbrError(
-            "Give exactly one of --train CSV, --from-kaggle-folder FOLDER or --kaggle SLUG."
+            "Give exactly one of --train CSV, --from-kaggle-folder FOLDER, --kaggle SLUG or "
+            "--example NAME."
         )
     with tempfile.TemporaryDirectory(prefix="cbr-kaggle-") as scratch:
+        if example is not None:
+            from dsagent_cbr.tasks.recipes.kaggle_folders import FOLDERS
+
+            kaggle_folder = FOLDERS[example](Path(scratch) / example)
         if slug is not None:
             from dsagent_cbr.ingest.kaggle_data import download_competition
 
@@ -380,7 +393,7 @@ def new(
 
 
 @tasks.command("kaggle-example")
-@click.argument("name", type=click.Choice(["feedback", "credit", "debates", "carriers"]))
+@click.argument("name", type=click.Choice(EXAMPLES))
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 def kaggle_example(name: str, out: Path) -> None:
     """Write a Kaggle-shaped folder (train.csv, test.csv, sample_submission.csv) built from a real
