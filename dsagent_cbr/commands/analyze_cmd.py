@@ -124,23 +124,32 @@ def analyze(data: str, question: str, **options: Any) -> None:
     """Answer QUESTION about the data file DATA with a notebook the model writes and runs, cell by
     cell, in a sandboxed Jupyter kernel."""
     started = process_start()  # the budget is the command's wall clock, from the process's start
+    interrupt_once()
+    summary, run_dir, text = answer_question(data, question, options, started)
+    if options["as_json"]:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        _print(summary, run_dir, text)
+    if summary["exit_code"]:
+        # errors.py: the model's (1), ours (3), budget (4)
+        raise SystemExit(summary["exit_code"])
+
+
+def answer_question(
+    data: str, question: str, options: dict[str, Any], started: float
+) -> tuple[dict[str, Any], Path, str]:
+    """The analysis, checked before its folder is made, run and saved: (its summary, its folder, the
+    model's answer as it wrote it). `options` are the command's, by their parameters' names."""
     path, settings, policy, clock = _checked(data, question, options, started)
     config = _config(question, options)
     seed = trial_seed(options["seed"])
     run_dir = _new_run_dir(settings, path)
-    interrupt_once()
     examples = _retrieve(settings, config, options["k"], clock)
     result, usage = _run(path, config, settings, policy, clock, run_dir, seed)
     budget = budget_seconds(options["budget"])
     facts = {"budget_s": budget, "examples": [asdict(e) for e in examples]}
     summary = _save(run_dir, path, config, result, usage, settings, policy, seed, clock, facts)
-    if options["as_json"]:
-        click.echo(json.dumps(summary, indent=2))
-    else:
-        _print(summary, run_dir, result.text)
-    if result.outcome.exit_code:
-        # errors.py: the model's (1), ours (3), budget (4)
-        raise SystemExit(result.outcome.exit_code)
+    return summary, run_dir, result.text
 
 
 def _checked(

@@ -156,6 +156,7 @@ def develop(
     policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
     if resume_dir is not None:
         task, config, settings = _resume(resume_dir, flags, policy, address)
+        require_sandbox(config.sandbox.isolate)
         run_dir = resume_dir
     else:
         config = DevelopConfig(
@@ -175,12 +176,11 @@ def develop(
             policy=asdict(policy),
         )
         task, settings, run_dir = start_run(task_dir, flags, config)
-    require_sandbox(config.sandbox.isolate)
     record = _run_saying_how_to_resume(task, config, run_dir, settings, started, mlflow_uri)
     if as_json:
         click.echo(record.model_dump_json(indent=2))
     else:
-        _print_summary(record, settings.chroma_url or str(settings.bank_path), config.budget)
+        print_summary(record, settings.chroma_url or str(settings.bank_path), config.budget)
     if record.outcome.exit_code:
         # errors.py: no graded solution (1), the budget (4)
         raise SystemExit(record.outcome.exit_code)
@@ -190,7 +190,8 @@ def start_run(
     task_dir: str | None, flags: dict[str, Any], config: DevelopConfig
 ) -> tuple[Task, Settings, Path]:
     """A new run's task, settings and folder (with its config.json), all checked before the folder is
-    made: a budget the search can honour, the task's data, the model's key or server."""
+    made: a budget the search can honour, the task's data, the model's key or server, the sandbox."""
+    from dsagent_cbr.sandbox.bubblewrap import require_sandbox
     from dsagent_cbr.search.policy import budget_too_short
 
     too_short = budget_too_short(config.budget) if config.budget is not None else None
@@ -205,6 +206,7 @@ def start_run(
         raise CbrError(
             "--parallel and --address are the search's: give --budget (or --model none)."
         )
+    require_sandbox(config.sandbox.isolate)
     return task, settings, _new_run_dir(task, config, settings)
 
 
@@ -335,7 +337,7 @@ def saved_develop(develop: dict[str, Any] | None, path: Path) -> DevelopConfig:
     return config
 
 
-def _print_summary(record: RunRecord, bank: str, budget: float | None = None) -> None:
+def print_summary(record: RunRecord, bank: str, budget: float | None = None) -> None:
     from dsagent_cbr.agent.estimate import estimate_line
     from dsagent_cbr.clock import say_time_of
 

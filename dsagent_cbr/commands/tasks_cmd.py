@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -20,6 +21,9 @@ from dsagent_cbr.tasks.loader import (
     validate_task,
 )
 from dsagent_cbr.tasks.recipes import EXAMPLES
+
+if TYPE_CHECKING:
+    from dsagent_cbr.tasks.infer import NewTaskReport
 
 tasks_dir_option = click.option(
     "--tasks-dir",
@@ -386,10 +390,16 @@ def new(
                 source=source,
             )
         )
-    for key, text in report.lines:
-        click.echo(f"{key + ':':<11} {text}")
-    click.echo(f"{'wrote:':<11} {dest}/ ({', '.join(report.files)})")
+    for line in new_task_lines(report):
+        click.echo(line)
     click.echo(f"{'next:':<11} cbr develop {dest}   or   cbr deploy {dest}")
+
+
+def new_task_lines(report: NewTaskReport) -> list[str]:
+    """What `tasks new` inferred, each with its reason (a Kaggle user checks the metric line), and
+    the files it wrote."""
+    lines = [f"{key + ':':<11} {text}" for key, text in report.lines]
+    return [*lines, f"{'wrote:':<11} {report.dest}/ ({', '.join(report.files)})"]
 
 
 @tasks.command("kaggle-example")
