@@ -123,3 +123,30 @@ def test_the_command_the_missing_feedback_task_names_makes_it(here, capsys):
     assert "metric:     mcrmse" in capsys.readouterr().out
     task = load_task(here / "tasks" / "feedback", require_data=True)
     assert task.modality == "text" and len(task.target) == 6
+
+
+def test_deploy_with_mixtral_and_no_server_says_so_in_one_sentence(here, capsys, monkeypatch):
+    """The README's `cbr deploy tasks/new_task/ --model mixtral`, with no server set."""
+    monkeypatch.delenv("CBR_BASE_URL", raising=False)
+    affairs(60).to_csv(here / "affairs.csv", index=False)
+    assert main(["tasks", "new", "tasks/new_task", "--train", "affairs.csv", "--target", "had_affair",
+                 "--holdout", "0.2"]) == 0
+    capsys.readouterr()
+    assert main(["deploy", "tasks/new_task/", "--model", "mixtral"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "Error: Model mixtral runs on an OpenAI-compatible server: set CBR_BASE_URL (e.g. "
+        "http://localhost:8000/v1 for vLLM, http://localhost:11434/v1 for Ollama)."
+    ]
+    assert not (here / "runs").exists()
+
+
+def test_ingest_kaggle_without_credentials_says_so_in_one_sentence(here, capsys, monkeypatch):
+    """The README's `cbr ingest-kaggle competition-slug` on a machine without Kaggle's credentials."""
+    for name in ("KAGGLE_USERNAME", "KAGGLE_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(here / "no-kaggle"))
+    assert main(["ingest-kaggle", "competition-slug"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "Error: No Kaggle credentials: set KAGGLE_USERNAME and KAGGLE_KEY, or put kaggle.json (from "
+        f"kaggle.com > Settings > Create New Token) at {here / 'no-kaggle' / 'kaggle.json'}."
+    ]
