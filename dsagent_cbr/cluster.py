@@ -33,8 +33,8 @@ def ray_session(address: str | None, cpus: int | None = None) -> Iterator[Any]:
 
 
 def _started(address: str | None, cpus: int | None, ours: dict[int, Any]) -> Any:
-    """The ray module, initialised on this machine's cores or joined to the cluster at `address`; cbr's
-    signal handlers (`ours`) put back after."""
+    """The ray module, initialised on this machine's cores or joined to the cluster at `address`;
+    cbr's signal handlers (`ours`) put back after."""
     import ray
 
     options: dict[str, Any] = {

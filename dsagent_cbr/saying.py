@@ -1,8 +1,8 @@
 """What a command is doing, said on stderr as it goes, so that no command is silent for more than
-SILENCE seconds: a slow step says what it is as it begins (`doing`), and while any step runs a watch
-(one daemon thread) speaks for the newest of them whenever nothing has been said for most of SILENCE:
-"still indexing the seed bank: 19 s". `cbr` runs each command as a step (cli.py), and so do the
-Python API's calls, so a step nobody named is still covered.
+SILENCE seconds: a slow step says what it is as it begins (`doing`), and while any step runs a
+watch (one daemon thread) speaks for the newest of them whenever nothing has been said for most of
+SILENCE: "still indexing the seed bank: 19s". `cbr` runs each command as a step (cli.py), and so
+do the Python API's calls, so a step nobody named is still covered.
 
 A line said otherwise (a live status line on a terminal, a progress line) tells the watch with
 `heard()`, so that it speaks only into silence. A step may speak for itself when the watch finds it

@@ -53,8 +53,22 @@ def test_a_dataframe_becomes_the_task_tasks_new_makes_of_its_rows(here, capsys):
     said = capsys.readouterr().out
     assert made.parent == here / "made" and made.name.startswith("cancer-")
     assert "metric:     auroc, higher is better" in said and f"wrote:      {made}/" in said
-    assert main(["tasks", "new", str(here / "by-hand"), "--train", "cancer.csv", "--target", "target",
-                 "--holdout", "0.25"]) == 0
+    assert (
+        main(
+            [
+                "tasks",
+                "new",
+                str(here / "by-hand"),
+                "--train",
+                "cancer.csv",
+                "--target",
+                "target",
+                "--holdout",
+                "0.25",
+            ]
+        )
+        == 0
+    )
     for name in ("train.py", "data/train.csv"):  # the held-out rows' ids are dealt at random
         assert (made / name).read_bytes() == (here / "by-hand" / name).read_bytes(), name
 
@@ -64,7 +78,9 @@ def test_a_dataframe_becomes_the_task_tasks_new_makes_of_its_rows(here, capsys):
 
     assert toml(made) == toml(here / "by-hand")
     # the same rows again: the same folder, not a second one
-    assert task_folder(frame, "target", None, {"holdout": 0.25}, here / "made", "cancer") == str(made)
+    assert task_folder(frame, "target", None, {"holdout": 0.25}, here / "made", "cancer") == str(
+        made
+    )
     assert "the task made of this table before" in capsys.readouterr().err
     other = task_folder(frame, "mean radius", None, {"holdout": 0.25}, here / "made", "cancer")
     assert other != str(made) and len(list((here / "made").iterdir())) == 2
@@ -81,15 +97,26 @@ def test_a_misspelt_target_of_a_dataframe_is_the_command_s_sentence(here):
 def test_develop_predict_deploy_and_runs_on_a_dataframe(here, capsys):
     frame = cancer()
     train, new = frame.iloc[:500], frame.iloc[500:].drop(columns="target")
-    run = dsagent_cbr.develop(train, target="target", budget="25s", runs_dir=here / "runs",
-                              store="faiss", name="cancer")
+    run = dsagent_cbr.develop(
+        train, target="target", budget="25s", runs_dir=here / "runs", store="faiss", name="cancer"
+    )
     said = capsys.readouterr()
     assert "developing cancer-" in said.err and "iteration 1 (execute): ok, auroc" in said.err
     assert f"run:             {run.folder}" in said.out and run.folder.is_dir()
-    assert run.record.outcome == "ok" and run.record.best_test is not None  # the hold-out is labelled
+    assert (
+        run.record.outcome == "ok" and run.record.best_test is not None
+    )  # the hold-out is labelled
     assert len(run.submission) == 100 and list(run.submission.columns) == ["id", "target"]
     board = run.leaderboard
-    assert list(board.columns) == ["operator", "learner", "selection", "low", "high", "seconds", "status"]
+    assert list(board.columns) == [
+        "operator",
+        "learner",
+        "selection",
+        "low",
+        "high",
+        "seconds",
+        "status",
+    ]
     assert board.iloc[0]["selection"] == run.record.best_score and len(board) >= 1
     single = board[board["operator"] != "ensemble"].iloc[0]
     assert single["low"] <= single["selection"] <= single["high"]
@@ -98,8 +125,9 @@ def test_develop_predict_deploy_and_runs_on_a_dataframe(here, capsys):
     assert len(predicted) == len(new) and predicted["target"].between(0, 1).all()
     listed = dsagent_cbr.runs(runs_dir=here / "runs")
     assert listed.iloc[0]["folder"] == str(run.folder.resolve())
-    deployed = dsagent_cbr.deploy(train, target="target", runs_dir=here / "runs", store="faiss",
-                                  name="cancer")
+    deployed = dsagent_cbr.deploy(
+        train, target="target", runs_dir=here / "runs", store="faiss", name="cancer"
+    )
     assert deployed.record.kind == "deploy" and len(deployed.submission) == 100
     # the same table: the task made the first time
     assert Path(deployed.record.run_dir).parent.name == run.folder.parent.name
@@ -110,13 +138,22 @@ def test_analyze_a_dataframe_answers_with_items_and_a_notebook(here, monkeypatch
     from support.scripted_llm import ScriptedLLM
 
     frame = pd.DataFrame({"price": [1.0, 2.0, 4.5], "kind": ["a", "b", "a"]})
-    replies = ["1. Compute the mean of the price column and print it.",
-               "```python\nprint(round(df['price'].mean(), 2))\n```",
-               "The mean price is 2.5.\n@mean_price[2.5]"]
+    replies = [
+        "1. Compute the mean of the price column and print it.",
+        "```python\nprint(round(df['price'].mean(), 2))\n```",
+        "The mean price is 2.5.\n@mean_price[2.5]",
+    ]
     with ScriptedLLM(replies) as server:
         monkeypatch.setenv("CBR_BASE_URL", server.url)
         monkeypatch.setenv("CBR_API_KEY", "test")
-        answer = dsagent_cbr.analyze(frame, "What is the mean price?", format="@mean_price[value]",
-                                     model="scripted", budget="2m", runs_dir=here / "runs", k=0)
+        answer = dsagent_cbr.analyze(
+            frame,
+            "What is the mean price?",
+            format="@mean_price[value]",
+            model="scripted",
+            budget="2m",
+            runs_dir=here / "runs",
+            k=0,
+        )
     assert answer.outcome == "ok" and answer.items == {"mean_price": "2.5"}
     assert "2.5" in str(answer) and answer.notebook.is_file() and answer.folder.is_dir()

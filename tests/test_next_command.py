@@ -63,8 +63,16 @@ def test_the_feedback_example_is_named_when_its_task_is_missing(here, capsys):
 def test_a_misspelt_target_lists_the_columns_and_the_nearest(here, capsys):
     affairs().to_csv(here / "affairs.csv", index=False)
     line = error_of(
-        capsys, "tasks", "new", "tasks/a", "--train", "affairs.csv", "--target", "had_afair",
-        "--holdout", "0.2",
+        capsys,
+        "tasks",
+        "new",
+        "tasks/a",
+        "--train",
+        "affairs.csv",
+        "--target",
+        "had_afair",
+        "--holdout",
+        "0.2",
     )
     assert line == (
         "Error: train.csv has no target column 'had_afair' (did you mean had_affair?); train.csv's "
@@ -76,8 +84,18 @@ def test_a_misspelt_target_lists_the_columns_and_the_nearest(here, capsys):
 def test_a_misspelt_id_column_names_the_nearest_too(here, capsys):
     affairs().to_csv(here / "affairs.csv", index=False)
     line = error_of(
-        capsys, "tasks", "new", "tasks/a", "--train", "affairs.csv", "--target", "had_affair",
-        "--id", "Age", "--holdout", "0.2",
+        capsys,
+        "tasks",
+        "new",
+        "tasks/a",
+        "--train",
+        "affairs.csv",
+        "--target",
+        "had_affair",
+        "--id",
+        "Age",
+        "--holdout",
+        "0.2",
     )
     assert "'Age' is in neither train.csv nor test.csv (did you mean age?)" in line
 
@@ -86,25 +104,42 @@ def test_a_semicolon_separated_file_is_read_with_its_decimal_commas(here, capsys
     text = affairs().to_csv(index=False, sep=";", decimal=",")
     assert "22,5" in text
     (here / "affairs.csv").write_text(text)
-    assert main(["tasks", "new", "tasks/a", "--train", "affairs.csv", "--target", "had_affair",
-                 "--holdout", "0.2"]) == 0
+    assert (
+        main(
+            [
+                "tasks",
+                "new",
+                "tasks/a",
+                "--train",
+                "affairs.csv",
+                "--target",
+                "had_affair",
+                "--holdout",
+                "0.2",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "read:       affairs.csv: fields separated by a semicolon (';')" in out
-    written = pd.concat([pd.read_csv(here / "tasks/a/data/train.csv"),
-                         pd.read_csv(here / "tasks/a/data/test.csv")])
+    written = pd.concat(
+        [pd.read_csv(here / "tasks/a/data/train.csv"), pd.read_csv(here / "tasks/a/data/test.csv")]
+    )
     assert written["age"].dtype == float and sorted(written["age"]) == sorted(affairs()["age"])
 
 
 def test_a_file_that_its_separator_does_not_parse_names_the_separator(here, capsys):
     (here / "bad.csv").write_text("a;b;c\n1;2;3\n4;5;6;7;8\n")
     line = error_of(capsys, "tasks", "new", "tasks/a", "--train", "bad.csv", "--holdout", "0.2")
-    assert line.startswith("Error: The training file bad.csv does not parse as CSV separated by a "
-                           "semicolon (';'): ")
+    assert line.startswith(
+        "Error: The training file bad.csv does not parse as CSV separated by a semicolon (';'): "
+    )
 
 
 @pytest.mark.parametrize("budget, said", [("2", "2s"), ("10s", "10s")])
-def test_a_budget_too_short_to_train_anything_is_refused_with_one_that_is_not(here, capsys, budget,
-                                                                               said):
+def test_a_budget_too_short_to_train_anything_is_refused_with_one_that_is_not(
+    here, capsys, budget, said
+):
     from dsagent_cbr.search.policy import MIN_BUDGET
 
     assert MIN_BUDGET == 15
@@ -129,8 +164,22 @@ def test_deploy_with_mixtral_and_no_server_says_so_in_one_sentence(here, capsys,
     """The README's `cbr deploy tasks/new_task/ --model mixtral`, with no server set."""
     monkeypatch.delenv("CBR_BASE_URL", raising=False)
     affairs(60).to_csv(here / "affairs.csv", index=False)
-    assert main(["tasks", "new", "tasks/new_task", "--train", "affairs.csv", "--target", "had_affair",
-                 "--holdout", "0.2"]) == 0
+    assert (
+        main(
+            [
+                "tasks",
+                "new",
+                "tasks/new_task",
+                "--train",
+                "affairs.csv",
+                "--target",
+                "had_affair",
+                "--holdout",
+                "0.2",
+            ]
+        )
+        == 0
+    )
     capsys.readouterr()
     assert main(["deploy", "tasks/new_task/", "--model", "mixtral"]) == 2
     assert capsys.readouterr().err.splitlines() == [
@@ -141,12 +190,13 @@ def test_deploy_with_mixtral_and_no_server_says_so_in_one_sentence(here, capsys,
 
 
 def test_ingest_kaggle_without_credentials_says_so_in_one_sentence(here, capsys, monkeypatch):
-    """The README's `cbr ingest-kaggle competition-slug` on a machine without Kaggle's credentials."""
+    """The README's `cbr ingest-kaggle competition-slug`, on a machine without Kaggle's
+    credentials."""
     for name in ("KAGGLE_USERNAME", "KAGGLE_KEY"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("KAGGLE_CONFIG_DIR", str(here / "no-kaggle"))
     assert main(["ingest-kaggle", "competition-slug"]) == 2
     assert capsys.readouterr().err.splitlines() == [
-        "Error: No Kaggle credentials: set KAGGLE_USERNAME and KAGGLE_KEY, or put kaggle.json (from "
-        f"kaggle.com > Settings > Create New Token) at {here / 'no-kaggle' / 'kaggle.json'}."
+        "Error: No Kaggle credentials: set KAGGLE_USERNAME and KAGGLE_KEY, or put kaggle.json "
+        f"(from kaggle.com > Settings > Create New Token) at {here / 'no-kaggle' / 'kaggle.json'}."
     ]

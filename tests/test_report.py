@@ -278,7 +278,8 @@ def test_the_time_left_is_the_time_left_when_the_line_is_printed(monkeypatch):
         progress.update(iteration=3, role="execute", left=54.0, metric="auroc")
         now[0] += 7.0
         progress.update(iteration=3, status="ok", score=0.8, best=0.8)
-    assert out.getvalue().splitlines() == ["iteration 3 (execute): ok, auroc 0.8, best 0.8, 47 s left"]
+    line = "iteration 3 (execute): ok, auroc 0.8, best 0.8, 47 s left"
+    assert out.getvalue().splitlines() == [line]
 
 
 def test_a_run_over_its_budget_says_by_how_much():

@@ -1,7 +1,7 @@
-"""No command is silent for more than saying.SILENCE seconds (ten): each command below is run in-process
-with its slow step replaced by a fake that sleeps, and the time between any two lines it writes (stdout
-and stderr alike, from its start to its end) is measured. The promise is scaled down to half a second so
-that the fakes sleep for about one."""
+"""No command is silent for more than saying.SILENCE seconds (ten): each command below is run
+in-process with its slow step replaced by a fake that sleeps, and the time between any two lines it
+writes (stdout and stderr alike, from its start to its end) is measured. The promise is scaled down
+to half a second so that the fakes sleep for about one."""
 
 from __future__ import annotations
 
@@ -47,7 +47,11 @@ def run_timed(monkeypatch, argv: list[str]) -> tuple[int, float, str]:
         code = int(exc.code or 0)
     stamps = [start, *times, time.monotonic()]
     monkeypatch.undo()  # the streams back before pytest reports
-    return code, max(b - a for a, b in zip(stamps, stamps[1:], strict=False)), out.getvalue() + err.getvalue()
+    return (
+        code,
+        max(b - a for a, b in zip(stamps, stamps[1:], strict=False)),
+        out.getvalue() + err.getvalue(),
+    )
 
 
 @pytest.fixture
@@ -61,7 +65,22 @@ def here(tmp_path, monkeypatch) -> Path:
 
 
 def a_task(here: Path) -> Path:
-    assert main(["tasks", "new", "tasks/t", "--train", "table.csv", "--target", "y", "--holdout", "0.25"]) == 0
+    assert (
+        main(
+            [
+                "tasks",
+                "new",
+                "tasks/t",
+                "--train",
+                "table.csv",
+                "--target",
+                "y",
+                "--holdout",
+                "0.25",
+            ]
+        )
+        == 0
+    )
     return here / "tasks" / "t"
 
 
@@ -100,12 +119,20 @@ def test_develop_says_what_it_is_doing(here, monkeypatch):
         progress.update(iteration=0, role="execute", left=20.0)
         with heartbeat(progress, iteration=0, role="execute"):
             time.sleep(SLOW)
-        return RunRecord(kind="search", task=task.name, model="none", metric="auroc",
-                         direction="maximize", run_dir=str(run_dir))
+        return RunRecord(
+            kind="search",
+            task=task.name,
+            model="none",
+            metric="auroc",
+            direction="maximize",
+            run_dir=str(run_dir),
+        )
 
     monkeypatch.setattr("dsagent_cbr.bank.embedder.warm_up", lambda name: None)
     monkeypatch.setattr("dsagent_cbr.search.loop.develop_search", search)
-    code, silence, said = run_timed(monkeypatch, ["develop", str(task), "--budget", "20s", "--store", "faiss"])
+    code, silence, said = run_timed(
+        monkeypatch, ["develop", str(task), "--budget", "20s", "--store", "faiss"]
+    )
     assert code == 1 and silence <= SCALED, said
     assert "developing t (auroc) within 20s with no model: runs/t/" in said
     assert "iteration 0 (execute): still running after 0 s" in said

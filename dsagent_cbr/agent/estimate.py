@@ -44,8 +44,8 @@ def intervals(
     task: Task, rows: list[Row], run_dir: Path, seed: int = 0
 ) -> dict[int, tuple[float, float]]:
     """Each graded script's selection score's interval, by iteration, drawn as the run's estimate
-    draws the selected one's (the same seed); a blend, cross-fitted, has none, nor has a script whose
-    predictions are gone."""
+    draws the selected one's (the same seed); a blend, cross-fitted, has none, nor has a script
+    whose predictions are gone."""
     held = hold_out(task)
     if held is None:
         return {}

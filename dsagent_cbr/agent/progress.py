@@ -1,11 +1,11 @@
 """Progress of a long run: a live one-line status (rich) on a terminal; off a terminal (CI, a log file, a pipe)
 one plain line per finished iteration on stderr, so that `--json` output on stdout stays clean.
 
-`update(**fields)` takes any of: iteration, total, role, attempt, best, tokens, cost, left (seconds of the
-budget, kept as the time the budget ends: a line printed later says what is left then), and, to say an
-iteration has finished, status (with score and metric); `elapsed` says a step is still running; `note`
-names a step of the run's own (the starter, the refit). Off a terminal only the updates that carry a
-status, an elapsed time or a note print, one line each."""
+`update(**fields)` takes any of: iteration, total, role, attempt, best, tokens, cost, left (seconds of
+the budget, kept as the time the budget ends: a line printed later says what is left then), and,
+to say an iteration has finished, status (with score and metric); `elapsed` says a step is still
+running; `note` names a step of the run's own (the starter, the refit). Off a terminal only the
+updates that carry a status, an elapsed time or a note print, one line each."""
 
 from __future__ import annotations
 
@@ -24,8 +24,8 @@ if TYPE_CHECKING:
 @contextlib.contextmanager
 def heartbeat(progress: Progress, every: float | None = None, **fields: Any) -> Iterator[None]:
     """While the block runs (a script, a model call), say how long it has run whenever nothing else
-    has been said for a while (saying.py's watch: every `every` seconds of silence, by default most of
-    saying.SILENCE)."""
+    has been said for a while (saying.py's watch: every `every` seconds of silence, by default most
+    of saying.SILENCE)."""
 
     def speak(took: float) -> None:
         progress.update(**fields, elapsed=took)
@@ -79,8 +79,8 @@ class LiveProgress:
         return None if self.deadline is None else max(self.deadline - time.monotonic(), 0.0)
 
     def line(self, fields: dict[str, Any]) -> str | None:
-        """Off a terminal: a line for an iteration that ended, or one still running, or a step of the
-        run's own (a note); None otherwise."""
+        """Off a terminal: a line for an iteration that ended, or one still running, or a step of
+        the run's own (a note); None otherwise."""
         f = self.fields
         if fields.get("note"):
             return str(fields["note"])

@@ -23,5 +23,6 @@ def runs(
 
 
 def predict(run: str | Path | Run, rows: Any) -> Any:
-    """A finished run's solution on new rows (a DataFrame or a CSV file), as `cbr predict` runs it."""
+    """A finished run's solution on new rows (a DataFrame or a CSV file), as `cbr predict` runs
+    it."""
     return (run if isinstance(run, Run) else Run(run)).predict(rows)

@@ -14,7 +14,14 @@ from dsagent_cbr.bench import anchors
 from dsagent_cbr.bench.anchors import splice
 from dsagent_cbr.tasks.model import Task
 
-__all__ = ["FLAML_METRIC", "flaml_script", "lightgbm_script", "settings_for", "splice", "unsupported"]
+__all__ = [
+    "FLAML_METRIC",
+    "flaml_script",
+    "lightgbm_script",
+    "settings_for",
+    "splice",
+    "unsupported",
+]
 
 TEMPLATE = Path(__file__).parents[1] / "untrusted" / "flaml_anchor.py"
 # our metric -> FLAML's metric searched on (medae has no FLAML name: mae is the nearest it offers)
@@ -37,7 +44,9 @@ def unsupported(task: Task) -> str | None:
 
 
 def settings_for(task: Task, budget: float, seed: int, search: bool = True) -> dict[str, Any]:
-    return anchors.settings(task, "FLAML", FLAML_METRIC, BUDGET=float(budget), SEED=seed, SEARCH=search)
+    return anchors.settings(
+        task, "FLAML", FLAML_METRIC, BUDGET=float(budget), SEED=seed, SEARCH=search
+    )
 
 
 def flaml_script(task: Task, budget: float, seed: int) -> str:

@@ -24,6 +24,7 @@ from dsagent_cbr.commands.options import (
     no_cache_option,
     runs_dir_option,
     seed_option,
+    settings_flags,
     trial_seed,
 )
 from dsagent_cbr.commands.printing import printable
@@ -172,15 +173,8 @@ def _checked(
         if not is_unicode(text):  # its bytes were not UTF-8: no prompt, record or bank takes it
             raise CbrError(f"The {name} is not UTF-8 text: give it again as plain text.")
     budget = budget_seconds(options["budget"])
-    settings = load_settings(
-        model=options["model"],
-        runs_dir=options["runs_dir"],
-        store=options["store"],
-        bank_dir=options["bank_dir"],
-        chroma_url=options["chroma_url"],
-        max_cost=options["max_cost"],
-        use_cache=False if options["no_cache"] else None,
-    )
+    named = ("model", "store", "bank_dir", "chroma_url", "runs_dir", "max_cost", "no_cache")
+    settings = load_settings(**settings_flags(*(options[name] for name in named)))
     if settings.model == "none":
         raise CbrError(NEEDS_MODEL)
     check_reachable(settings_model(settings))

@@ -20,6 +20,7 @@ from dsagent_cbr.commands.options import (
     runs_dir_option,
     sandbox_options,
     seed_option,
+    settings_flags,
     trial_seed,
 )
 from dsagent_cbr.commands.printing import echo_results, say_score
@@ -88,15 +89,7 @@ def deploy(
     """Solve TASK_DIR by adapting the most similar past (task, solution) pair in one shot."""
     from dsagent_cbr.agent.deploy import DeployConfig
 
-    flags = {
-        "model": model,
-        "store": store,
-        "bank_dir": bank_dir,
-        "chroma_url": chroma_url,
-        "runs_dir": runs_dir,
-        "max_cost": max_cost,
-        "use_cache": False if no_cache else None,
-    }
+    flags = settings_flags(model, store, bank_dir, chroma_url, runs_dir, max_cost, no_cache)
     config = DeployConfig(
         strategy=strategy,
         cases=cases,
@@ -156,7 +149,8 @@ def _run_deploy(
     bank: CaseBank,
     mlflow_uri: str | None,
 ) -> RunRecord:
-    """The deploy with its bank, model, report and tracking; a Ctrl-C says what it left, and goes up."""
+    """The deploy with its bank, model, report and tracking; a Ctrl-C says what it left, and goes
+    up."""
     from dsagent_cbr.agent.context import reference_valid
     from dsagent_cbr.agent.deploy import deploy as run_deploy
     from dsagent_cbr.agent.progress import LiveProgress

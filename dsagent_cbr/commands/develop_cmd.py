@@ -25,6 +25,7 @@ from dsagent_cbr.commands.options import (
     runs_dir_option,
     sandbox_options,
     seed_option,
+    settings_flags,
     trial_seed,
 )
 from dsagent_cbr.commands.printing import echo_results, say_score
@@ -144,14 +145,8 @@ def develop(
     from dsagent_cbr.sandbox.bubblewrap import require_sandbox
 
     flags = {
-        "model": model,
-        "store": store,
-        "bank_dir": bank_dir,
-        "chroma_url": chroma_url,
-        "runs_dir": runs_dir,
-        "max_cost": max_cost,
+        **settings_flags(model, store, bank_dir, chroma_url, runs_dir, max_cost, no_cache),
         "max_tokens": max_tokens,
-        "use_cache": False if no_cache else None,
     }
     policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
     if resume_dir is not None:
@@ -189,8 +184,9 @@ def develop(
 def start_run(
     task_dir: str | None, flags: dict[str, Any], config: DevelopConfig
 ) -> tuple[Task, Settings, Path]:
-    """A new run's task, settings and folder (with its config.json), all checked before the folder is
-    made: a budget the search can honour, the task's data, the model's key or server, the sandbox."""
+    """A new run's task, settings and folder (with its config.json), all checked before the folder
+    is made: a budget the search can honour, the task's data, the model's key or server, the
+    sandbox."""
     from dsagent_cbr.sandbox.bubblewrap import require_sandbox
     from dsagent_cbr.search.policy import budget_too_short
 
@@ -364,7 +360,8 @@ def print_summary(record: RunRecord, bank: str, budget: float | None = None) -> 
 
 
 def starting_line(task: Task, config: DevelopConfig, model: str, run_dir: Path) -> str:
-    """What a run is about to do, said first: the starter's run and the first node come in silence."""
+    """What a run is about to do, said first: the starter's run and the first node come in
+    silence."""
     from dsagent_cbr.clock import say_duration
 
     within = (

@@ -360,15 +360,8 @@ def new(
             "--example NAME."
         )
     with tempfile.TemporaryDirectory(prefix="cbr-kaggle-") as scratch:
-        if example is not None:
-            from dsagent_cbr.tasks.recipes.kaggle_folders import FOLDERS
-
-            kaggle_folder = FOLDERS[example](Path(scratch) / example)
-        if slug is not None:
-            from dsagent_cbr.ingest.kaggle_data import download_competition
-
-            kaggle_folder = download_competition(slug, Path(scratch))
-            source = source or f"Kaggle competition {slug} (downloaded with the Kaggle API)"
+        if slug is not None or example is not None:
+            kaggle_folder, source = _fetched(slug, example, Path(scratch), source)
         if kaggle_folder is not None:
             train, found_test, found_sample, found_source = kaggle_files(kaggle_folder)
             test, sample = test or found_test, sample or found_sample
@@ -393,6 +386,22 @@ def new(
     for line in new_task_lines(report):
         click.echo(line)
     click.echo(f"{'next:':<11} cbr develop {dest}   or   cbr deploy {dest}")
+
+
+def _fetched(
+    slug: str | None, example: str | None, scratch: Path, source: str | None
+) -> tuple[Path, str | None]:
+    """(the Kaggle-shaped folder, its source line) of --kaggle SLUG, downloaded, or of --example
+    NAME, built offline, in `scratch`."""
+    if example is not None:
+        from dsagent_cbr.tasks.recipes.kaggle_folders import FOLDERS
+
+        return FOLDERS[example](scratch / example), source
+    from dsagent_cbr.ingest.kaggle_data import download_competition
+
+    assert slug is not None
+    found = download_competition(slug, scratch)
+    return found, source or f"Kaggle competition {slug} (downloaded with the Kaggle API)"
 
 
 def new_task_lines(report: NewTaskReport) -> list[str]:

@@ -59,9 +59,9 @@ TIE = 0.02  # rates this close are a tie: a few milliseconds either way decide n
 # rows its first fit learned (80% of the 80% the selection rows leave), so it takes longer than that fit
 REFIT_ROOM = 1.5
 ENDING = 5.0  # seconds for the last blend, the bank's retain and the record
-# the seconds a budget spends before its first node: the interpreter, the task and the bank, then the
-# starter's run (a run of credit's 3,340 rows reached its first node 4.2 s in, on this idle two-core
-# machine; more under load)
+# the seconds a budget spends before its first node: the interpreter, the task and the bank, then
+# the starter's run (a run of credit's 3,340 rows reached its first node 4.2 s in, on this idle
+# two-core machine; more under load)
 STARTUP = 7.0
 # the smallest budget the search can honour: its start, a first node and the run's end. A 12-second
 # budget graded one node of credit here, a 10-second one none (a run that trains nothing)
@@ -148,14 +148,14 @@ def reserve(refit_seconds: float | None, left: float = math.inf) -> float:
 
 
 def budget_too_short(budget: float) -> str | None:
-    """Why a search cannot honour `budget` seconds, in a sentence that names one it can; None when it
-    can."""
+    """Why a search cannot honour `budget` seconds, in a sentence that names one it can; None when
+    it can."""
     if budget >= MIN_BUDGET:
         return None
     return (
-        f"A budget of {budget:g}s is too short to train anything: the run's start, the starter and a "
-        f"first model need {MIN_BUDGET:g}s; give {MIN_BUDGET:g}s or more (a minute lets the search "
-        "tune and blend)."
+        f"A budget of {budget:g}s is too short to train anything: the run's start, the starter "
+        f"and a first model need {MIN_BUDGET:g}s; give {MIN_BUDGET:g}s or more (a minute lets the "
+        "search tune and blend)."
     )
 
 

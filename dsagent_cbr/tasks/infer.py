@@ -326,9 +326,8 @@ def infer_id(
             if f is not None and given in f.columns
         ]
         if not where:
-            raise no_such_column(
-                f"The id column {given!r} is in neither train.csv nor test.csv", given, train.columns
-            )
+            said = f"The id column {given!r} is in neither train.csv nor test.csv"
+            raise no_such_column(said, given, train.columns)
         report.say("id", f"{given} (from --id)")
         return given, False
     if sample is not None:

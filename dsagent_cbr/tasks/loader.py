@@ -41,7 +41,8 @@ def not_a_task(given: str, root: Path) -> TaskError:
         )
     csvs = sorted(v for k, v in files.items() if k.endswith(".csv"))
     if csvs:
-        make = f"cbr tasks new tasks/{name} --train {Path(given) / csvs[0]} --target COLUMN --holdout 0.2"
+        train = Path(given) / csvs[0]
+        make = f"cbr tasks new tasks/{name} --train {train} --target COLUMN --holdout 0.2"
         return TaskError(f"{given} holds CSV files but no task: make one with `{make}`.")
     return TaskError(
         f"{given} is not a task folder: it has neither task.toml nor env/train.py with "
