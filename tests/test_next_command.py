@@ -28,6 +28,11 @@ def affairs(rows: int = 40) -> pd.DataFrame:
     )
 
 
+def new_task(dest: str, *options: str) -> list[str]:
+    """`cbr tasks new DEST --train affairs.csv` with `options`, and a fifth held out."""
+    return ["tasks", "new", dest, "--train", "affairs.csv", *options, "--holdout", "0.2"]
+
+
 def error_of(capsys, *argv: str) -> str:
     assert main(list(argv)) == 2
     err = capsys.readouterr().err
@@ -62,18 +67,7 @@ def test_the_feedback_example_is_named_when_its_task_is_missing(here, capsys):
 
 def test_a_misspelt_target_lists_the_columns_and_the_nearest(here, capsys):
     affairs().to_csv(here / "affairs.csv", index=False)
-    line = error_of(
-        capsys,
-        "tasks",
-        "new",
-        "tasks/a",
-        "--train",
-        "affairs.csv",
-        "--target",
-        "had_afair",
-        "--holdout",
-        "0.2",
-    )
+    line = error_of(capsys, *new_task("tasks/a", "--target", "had_afair"))
     assert line == (
         "Error: train.csv has no target column 'had_afair' (did you mean had_affair?); train.csv's "
         "columns are rate_marriage, age, had_affair."
@@ -83,20 +77,7 @@ def test_a_misspelt_target_lists_the_columns_and_the_nearest(here, capsys):
 
 def test_a_misspelt_id_column_names_the_nearest_too(here, capsys):
     affairs().to_csv(here / "affairs.csv", index=False)
-    line = error_of(
-        capsys,
-        "tasks",
-        "new",
-        "tasks/a",
-        "--train",
-        "affairs.csv",
-        "--target",
-        "had_affair",
-        "--id",
-        "Age",
-        "--holdout",
-        "0.2",
-    )
+    line = error_of(capsys, *new_task("tasks/a", "--target", "had_affair", "--id", "Age"))
     assert "'Age' is in neither train.csv nor test.csv (did you mean age?)" in line
 
 
@@ -104,22 +85,7 @@ def test_a_semicolon_separated_file_is_read_with_its_decimal_commas(here, capsys
     text = affairs().to_csv(index=False, sep=";", decimal=",")
     assert "22,5" in text
     (here / "affairs.csv").write_text(text)
-    assert (
-        main(
-            [
-                "tasks",
-                "new",
-                "tasks/a",
-                "--train",
-                "affairs.csv",
-                "--target",
-                "had_affair",
-                "--holdout",
-                "0.2",
-            ]
-        )
-        == 0
-    )
+    assert main(new_task("tasks/a", "--target", "had_affair")) == 0
     out = capsys.readouterr().out
     assert "read:       affairs.csv: fields separated by a semicolon (';')" in out
     written = pd.concat(
@@ -164,22 +130,7 @@ def test_deploy_with_mixtral_and_no_server_says_so_in_one_sentence(here, capsys,
     """The README's `cbr deploy tasks/new_task/ --model mixtral`, with no server set."""
     monkeypatch.delenv("CBR_BASE_URL", raising=False)
     affairs(60).to_csv(here / "affairs.csv", index=False)
-    assert (
-        main(
-            [
-                "tasks",
-                "new",
-                "tasks/new_task",
-                "--train",
-                "affairs.csv",
-                "--target",
-                "had_affair",
-                "--holdout",
-                "0.2",
-            ]
-        )
-        == 0
-    )
+    assert main(new_task("tasks/new_task", "--target", "had_affair")) == 0
     capsys.readouterr()
     assert main(["deploy", "tasks/new_task/", "--model", "mixtral"]) == 2
     assert capsys.readouterr().err.splitlines() == [
