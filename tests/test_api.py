@@ -82,6 +82,9 @@ def test_a_dataframe_becomes_the_task_tasks_new_makes_of_its_rows(here, capsys):
         made
     )
     assert "the task made of this table before" in capsys.readouterr().err
+    # an option given as None is one not given (deploy passes fewer than develop)
+    again = {"holdout": 0.25, "metric": None, "id_column": None}
+    assert task_folder(frame, "target", None, again, here / "made", "cancer") == str(made)
     other = task_folder(frame, "mean radius", None, {"holdout": 0.25}, here / "made", "cancer")
     assert other != str(made) and len(list((here / "made").iterdir())) == 2
 

@@ -13,6 +13,7 @@ from typing import Any
 # the share of a DataFrame's rows held out as its test rows when no test rows are given: they are
 # labelled, so the run gets a test score (cbr tasks new --holdout)
 HOLDOUT = 0.2
+OPTIONS = ("holdout", "metric", "id_column")  # `cbr tasks new`'s, as task_folder takes them
 
 
 def is_frame(data: Any) -> bool:
@@ -41,7 +42,10 @@ def task_folder(
     name: str,
 ) -> str:
     """The task folder `train` names, or one made of it (a DataFrame, or a CSV file) under
-    `tasks_dir`, saying what `cbr tasks new` says of it. `options`: holdout, metric, id_column."""
+    `tasks_dir`, saying what `cbr tasks new` says of it. `options`: some of OPTIONS."""
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
     if not is_frame(train) and not Path(train).is_file():
         return str(train)  # a task folder, or a name `cbr develop` would look up
     with tempfile.TemporaryDirectory(prefix="cbr-table-") as scratch:
@@ -55,7 +59,8 @@ def task_folder(
         )
         targets = [target] if isinstance(target, str) else list(target or [])
         holdout = options.get("holdout") or (HOLDOUT if test_csv is None else None)
-        chosen = {**options, "target": targets, "holdout": holdout}
+        # every option named, given or not: the same rows and options are the same folder
+        chosen = {k: options.get(k) for k in OPTIONS} | {"target": targets, "holdout": holdout}
         dest = tasks_dir / f"{name}-{digest([train_csv, test_csv], chosen)}"
         if (dest / "task.toml").is_file():
             from dsagent_cbr.saying import say
