@@ -277,6 +277,7 @@ def test_the_time_left_is_the_time_left_when_the_line_is_printed(monkeypatch):
     with LiveProgress("developing", enabled=False, stream=out) as progress:
         progress.update(iteration=3, role="execute", left=54.0, metric="auroc")
         now[0] += 7.0
+        assert "47 s of the budget left" in progress.__rich__().plain  # a terminal's live line
         progress.update(iteration=3, status="ok", score=0.8, best=0.8)
     line = "iteration 3 (execute): ok, auroc 0.8, best 0.8, 47 s left"
     assert out.getvalue().splitlines() == [line]

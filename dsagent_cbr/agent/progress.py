@@ -48,13 +48,14 @@ class LiveProgress:
         self.fields: dict[str, Any] = {"total": total} if total else {}
         self.stream = stream
         self.deadline: float | None = None  # time.monotonic() when the budget ends
+        self.elapsed: float | None = None  # how long the step in flight has run, when it last said
         self._status = None
 
     def __enter__(self) -> LiveProgress:
         if self.enabled:
             from rich.console import Console
 
-            self._status = Console().status(self.title)
+            self._status = Console().status(self)
             self._status.__enter__()
         return self
 
@@ -72,8 +73,15 @@ class LiveProgress:
             if line is not None:
                 say(line, self.stream)
             return
-        self._status.update(self.status_line(fields.get("elapsed")))
+        self.elapsed = fields.get("elapsed")
         heard()
+
+    def __rich__(self) -> Any:
+        """The live line on a terminal, drawn afresh each time the status is: its time left is the
+        time left then."""
+        from rich.text import Text
+
+        return Text(self.status_line(self.elapsed))
 
     def left(self) -> float | None:
         return None if self.deadline is None else max(self.deadline - time.monotonic(), 0.0)
