@@ -13,6 +13,7 @@ import click
 from dsagent_cbr import __version__
 from dsagent_cbr.commands.printing import printable
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.saying import doing
 
 # name -> (module, attribute, one-line help shown by `cbr --help` without importing the module)
 COMMANDS: dict[str, tuple[str, str, str]] = {
@@ -99,8 +100,11 @@ def cli() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # the command is a step of its own: no silence over saying.SILENCE, whatever it does
+    words = [w for w in (sys.argv[1:] if argv is None else argv)[:2] if not w.startswith("-")]
     try:
-        cli.main(args=argv, prog_name="cbr", standalone_mode=False)
+        with doing(printable(" ".join(["running cbr", *words])), announce=False):
+            cli.main(args=argv, prog_name="cbr", standalone_mode=False)
     except CbrError as exc:
         # its sentence names files and folders from outside, and may quote them
         click.echo(f"Error: {printable(str(exc))}", err=True)

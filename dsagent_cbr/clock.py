@@ -80,3 +80,12 @@ def say_duration(seconds: float, exact: bool = True) -> str:
         return f"{seconds / 60:g}m" if seconds >= 60 and seconds % 60 == 0 else f"{seconds:g}s"
     whole = round(seconds)
     return f"{whole // 60}m {whole % 60:02d}s" if whole >= 60 else f"{whole}s"
+
+
+def say_time_of(took: float, budget: float | None) -> str:
+    """A run's time and its budget: '56s of a 1m budget', '1m 04s of a 1m budget: 4 s over'."""
+    said = say_duration(took, exact=False)
+    if not budget:
+        return said
+    over = round(took - budget)
+    return f"{said} of a {say_duration(budget)} budget" + (f": {over} s over" if over >= 1 else "")

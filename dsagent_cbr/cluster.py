@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.saying import doing
 
 OBJECT_STORE_BYTES = 80 * 1024 * 1024  # trials return small dicts; Ray's minimum is 75 MiB
 
@@ -19,6 +20,21 @@ OBJECT_STORE_BYTES = 80 * 1024 * 1024  # trials return small dicts; Ray's minimu
 def ray_session(address: str | None, cpus: int | None = None) -> Iterator[Any]:
     """Ray with its dashboard and usage statistics off; yields the ray module."""
     os.environ["RAY_USAGE_STATS_ENABLED"] = "0"
+    where = f"joining the Ray cluster at {address}" if address else "starting Ray on this machine"
+    # importing Ray and starting its processes took 10-30 s on a loaded machine, before any node
+    ours = _handlers()
+    with doing(where):
+        ray = _started(address, cpus, ours)
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
+        _restore(ours)
+
+
+def _started(address: str | None, cpus: int | None, ours: dict[int, Any]) -> Any:
+    """The ray module, initialised on this machine's cores or joined to the cluster at `address`;
+    cbr's signal handlers (`ours`) put back after."""
     import ray
 
     options: dict[str, Any] = {
@@ -26,7 +42,6 @@ def ray_session(address: str | None, cpus: int | None = None) -> Iterator[Any]:
         "log_to_driver": False,
         "configure_logging": False,
     }
-    ours = _handlers()
     try:
         if address:
             pythonpath = os.environ.get("PYTHONPATH")
@@ -44,11 +59,7 @@ def ray_session(address: str | None, cpus: int | None = None) -> Iterator[Any]:
         ) from exc
     finally:
         _restore(ours)
-    try:
-        yield ray
-    finally:
-        ray.shutdown()
-        _restore(ours)
+    return ray
 
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)

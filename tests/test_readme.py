@@ -25,8 +25,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 # What the commands create in the repository root; removed afterwards. runs/ goes only at the very end:
 # a page's commands may name a run an earlier page made.
-MADE = ["tasks/feedback", "tasks/credit", "tasks/credit-holdout", "feedback-ell", "credit", "mlflow.db",
-        "mlartifacts", "bank.jsonl", "predictions.csv", "writeup.md", "concrete-dsagent"]
+MADE = ["tasks/feedback", "tasks/new_task", "tasks/credit", "tasks/credit-holdout", "feedback-ell",
+        "credit", "mlflow.db", "mlartifacts", "bank.jsonl", "predictions.csv", "writeup.md",
+        "concrete-dsagent"]
 WRITEUP = REPO.parent / "shared" / "reference" / "dsagent-human-insights" / "tabular_cases"
 # Parsed, not run: why each cannot run here (or would take too long for CI).
 PARSE_ONLY = {

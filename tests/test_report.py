@@ -267,6 +267,33 @@ def test_a_long_step_says_it_is_still_running_until_it_ends():
     assert out.getvalue().splitlines() == lines  # nothing more once the step ended
 
 
+def test_the_time_left_is_the_time_left_when_the_line_is_printed(monkeypatch):
+    """A node that started with 54 s of the budget left and ended 7 s later says 47 s left."""
+    from types import SimpleNamespace
+
+    from dsagent_cbr.agent import progress as progress_module
+
+    now = [100.0]
+    monkeypatch.setattr(progress_module, "time", SimpleNamespace(monotonic=lambda: now[0]))
+    out = io.StringIO()
+    with LiveProgress("developing", enabled=False, stream=out) as progress:
+        progress.update(iteration=3, role="execute", left=54.0, metric="auroc")
+        now[0] += 7.0
+        assert "47 s of the budget left" in progress.__rich__().plain  # a terminal's live line
+        progress.update(iteration=3, status="ok", score=0.8, best=0.8)
+    line = "iteration 3 (execute): ok, auroc 0.8, best 0.8, 47 s left"
+    assert out.getvalue().splitlines() == [line]
+
+
+def test_a_run_over_its_budget_says_by_how_much():
+    from dsagent_cbr.clock import say_time_of
+
+    assert say_time_of(64.2, 60) == "1m 04s of a 1m budget: 4 s over"
+    assert say_time_of(56, 60) == "56s of a 1m budget"
+    assert say_time_of(60.4, 60) == "1m 00s of a 1m budget"
+    assert say_time_of(12, None) == "12s"
+
+
 def test_model_errors_are_only_the_steps_that_went_wrong(tmp_path):
     from dsagent_cbr.agent.journal import RunJournal
 

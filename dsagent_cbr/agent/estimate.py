@@ -40,6 +40,26 @@ def estimate(
     return found
 
 
+def intervals(
+    task: Task, rows: list[Row], run_dir: Path, seed: int = 0
+) -> dict[int, tuple[float, float]]:
+    """Each graded script's selection score's interval, by iteration, drawn as the run's estimate
+    draws the selected one's (the same seed); a blend, cross-fitted, has none, nor has a script
+    whose predictions are gone."""
+    held = hold_out(task)
+    if held is None:
+        return {}
+    sample, found = Sample.of(task, held, seed), {}
+    for row in rows:
+        if row.selection is None or row.operator == Operator.ENSEMBLE:
+            continue
+        values = selection_values(task, held, row_workspace(run_dir, row.script))
+        bounds = sample.interval(values) if values is not None else None
+        if bounds:
+            found[row.iteration] = (bounds[0], bounds[1])
+    return found
+
+
 def estimate_line(e: Estimate | None, rows: int | None) -> str | None:
     """One line: '90% interval 3.95 to 4.31 over the 206 selection rows; the next best (iteration 5) cannot
     be told apart from it on these rows'."""

@@ -186,6 +186,9 @@ class Run:
     # -- rows and the best so far ------------------------------------------------------------------
     def baseline_run(self) -> RunResult:
         """Iteration 0: the starter as it is, so that the log and the report start from a number."""
+        self.progress.update(
+            note="iteration 0: the task's starter train.py as it is, for a baseline"
+        )
         result = self.execute(
             0, 0, self.task.starter.read_text(encoding="utf-8"), timeout=self.clock.limit()
         )
@@ -352,6 +355,11 @@ class Run:
         if late is not None:
             self.record.refit = late
             return
+        took = self.best.wall_time or 0.0
+        self.progress.update(
+            note=f"the refit: iteration {self.best.iteration}'s script again on every labelled row "
+            f"(its first fit took {took:.0f} s)"
+        )
         limit = self.clock.limit()
         result = self.execute(self.best.iteration, 0, code, refit=True, timeout=limit)
         if not result.ok:

@@ -12,6 +12,7 @@ import importlib.util
 import os
 import sqlite3
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,7 +72,10 @@ def load_model(name: str) -> Any:
             os.environ["HF_HUB_OFFLINE"] = "1"
             os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-            from sentence_transformers import SentenceTransformer
+            with warnings.catch_warnings():
+                # in a notebook without ipywidgets, tqdm warns as the library imports it: noise
+                warnings.filterwarnings("ignore", message="IProgress not found")
+                from sentence_transformers import SentenceTransformer
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()  # a weight-loading bar on every command is noise

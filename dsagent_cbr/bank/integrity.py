@@ -6,10 +6,10 @@ records how many pages the database has, so a cut is visible from the file size 
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.saying import say
 
 _MAGIC = b"SQLite format 3\x00"
 
@@ -53,4 +53,4 @@ def damaged(what: Path | str, why: str) -> CbrError:
 
 def notice(line: str) -> None:
     """One line on stderr about something the bank did on its own (a recovery, a cache set aside)."""
-    print(line, file=sys.stderr, flush=True)
+    say(line)

@@ -25,6 +25,7 @@ from dsagent_cbr.commands.options import (
     no_cache_option,
     runs_dir_option,
     seed_option,
+    settings_flags,
     trial_seed,
 )
 from dsagent_cbr.commands.printing import printable
@@ -130,24 +131,34 @@ def analyze(data: tuple[str, ...], question: str, **options: Any) -> None:
     of them) with a notebook the model writes and runs, cell by cell, in a sandboxed Jupyter
     kernel."""
     started = process_start()  # the budget is the command's wall clock, from the process's start
+    interrupt_once()
+    summary, run_dir, text = answer_question(data, question, options, started)
+    if options["as_json"]:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        _print(summary, run_dir, text)
+    if summary["exit_code"]:
+        # errors.py: the model's (1), ours (3), budget (4)
+        raise SystemExit(summary["exit_code"])
+
+
+def answer_question(
+    data: tuple[str, ...], question: str, options: dict[str, Any], started: float
+) -> tuple[dict[str, Any], Path, str]:
+    """The analysis of DATA (files or folders), checked before its folder is made, run and saved: (its
+    summary, its folder, the model's answer as it wrote it). `options` are the command's, by their
+    parameters' names."""
     paths, settings, policy, clock = _checked(data, question, options, started)
     config = _config(question, options)
     seed = trial_seed(options["seed"])
     run_dir = _new_run_dir(settings, paths)
     _save_start(run_dir, paths, config, settings.model)
-    interrupt_once()
     examples = _retrieve(settings, config, options["k"], clock)
     result, usage = _run(paths, config, settings, policy, clock, run_dir, seed)
     budget = budget_seconds(options["budget"])
     facts = {"budget_s": budget, "examples": [asdict(e) for e in examples]}
     summary = _save(run_dir, paths, config, result, usage, settings, policy, seed, clock, facts)
-    if options["as_json"]:
-        click.echo(json.dumps(summary, indent=2))
-    else:
-        _print(summary, run_dir, result.text)
-    if result.outcome.exit_code:
-        # errors.py: the model's (1), ours (3), budget (4)
-        raise SystemExit(result.outcome.exit_code)
+    return summary, run_dir, result.text
 
 
 def _data_paths(data: tuple[str, ...]) -> list[Path]:
@@ -182,15 +193,8 @@ def _checked(
         if not is_unicode(text):  # its bytes were not UTF-8: no prompt, record or bank takes it
             raise CbrError(f"The {name} is not UTF-8 text: give it again as plain text.")
     budget = budget_seconds(options["budget"])
-    settings = load_settings(
-        model=options["model"],
-        runs_dir=options["runs_dir"],
-        store=options["store"],
-        bank_dir=options["bank_dir"],
-        chroma_url=options["chroma_url"],
-        max_cost=options["max_cost"],
-        use_cache=False if options["no_cache"] else None,
-    )
+    named = ("model", "store", "bank_dir", "chroma_url", "runs_dir", "max_cost", "no_cache")
+    settings = load_settings(**settings_flags(*(options[name] for name in named)))
     if settings.model == "none":
         raise CbrError(NEEDS_MODEL)
     check_reachable(settings_model(settings))
@@ -246,7 +250,9 @@ def _retrieve(settings: Settings, config: AnalysisConfig, k: int, clock: Clock) 
 def _say(clock: Clock, line: str) -> None:
     """A progress line on stderr, after the seconds the budget has left; it quotes the model's plan
     and the cells' output, shown escaped."""
-    click.echo(f"[{clock.left():4.0f} s left] {printable(line)}", err=True)
+    from dsagent_cbr.saying import say
+
+    say(f"[{clock.left():4.0f} s left] {printable(line)}")
 
 
 def _new_run_dir(settings: Settings, paths: list[Path]) -> Path:
@@ -362,11 +368,11 @@ def _print(summary: dict[str, Any], run_dir: Path, text: str) -> None:
     """What the run did, then its answer, then where its notebook and folder are (the last lines)."""
     from dsagent_cbr.analysis.agent import NOTEBOOK
     from dsagent_cbr.analysis.answer import say_answers
-    from dsagent_cbr.clock import say_duration
+    from dsagent_cbr.clock import say_time_of
 
     if summary["error"]:
         click.echo(f"Error: {printable(summary['error'])}", err=True)
-    took = say_duration(summary["seconds"], exact=False)
+    took = say_time_of(summary["seconds"], summary.get("budget_s"))
     cells = f"{summary['cells_run']} cells run, {summary['cells_failed']} failed"
     cost = f"{summary['tokens']} tokens, ${summary['cost_usd']:.4f}"
     rows = [

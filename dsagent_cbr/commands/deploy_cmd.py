@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -20,6 +20,7 @@ from dsagent_cbr.commands.options import (
     runs_dir_option,
     sandbox_options,
     seed_option,
+    settings_flags,
     trial_seed,
 )
 from dsagent_cbr.commands.printing import echo_results, say_score
@@ -87,24 +88,8 @@ def deploy(
 ) -> None:
     """Solve TASK_DIR by adapting the most similar past (task, solution) pair in one shot."""
     from dsagent_cbr.agent.deploy import DeployConfig
-    from dsagent_cbr.agent.rundir import new_run_dir, save_config
-    from dsagent_cbr.bank import open_bank
-    from dsagent_cbr.llm.models import check_reachable, settings_model
-    from dsagent_cbr.sandbox.bubblewrap import require_sandbox
-    from dsagent_cbr.tasks.finding import find_task
-    from dsagent_cbr.tasks.loader import load_task
 
-    settings = load_settings(
-        model=model,
-        store=store,
-        bank_dir=bank_dir,
-        chroma_url=chroma_url,
-        runs_dir=runs_dir,
-        max_cost=max_cost,
-        use_cache=False if no_cache else None,
-    )
-    task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
-    policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
+    flags = settings_flags(model, store, bank_dir, chroma_url, runs_dir, max_cost, no_cache)
     config = DeployConfig(
         strategy=strategy,
         cases=cases,
@@ -112,28 +97,48 @@ def deploy(
         fallback=fallback,
         seed=trial_seed(seed),
         refit=refit,
-        policy=policy,
+        policy=policy_from(timeout, memory, disk, allow_network, no_sandbox),
     )
+    try:
+        record = deploy_task(task_dir, flags, config, mlflow_uri)
+    except KeyboardInterrupt:
+        raise SystemExit(130) from None
+    if as_json:
+        click.echo(record.model_dump_json(indent=2))
+    else:
+        print_result(record)
+    if record.outcome.exit_code:
+        raise SystemExit(record.outcome.exit_code)  # errors.py: nothing graded (1), the budget (4)
+
+
+def deploy_task(
+    task_dir: str, flags: dict[str, Any], config: DeployConfig, mlflow_uri: str | None = None
+) -> RunRecord:
+    """A deploy, checked before its folder is made (the task's data, the model's key or server, the
+    sandbox), then run."""
+    from dsagent_cbr.agent.rundir import new_run_dir, save_config
+    from dsagent_cbr.bank import open_bank
+    from dsagent_cbr.llm.models import check_reachable, settings_model
+    from dsagent_cbr.sandbox.bubblewrap import require_sandbox
+    from dsagent_cbr.tasks.finding import find_task
+    from dsagent_cbr.tasks.loader import load_task
+
+    settings = load_settings(**flags)
+    task = load_task(find_task(task_dir, settings.tasks_dir), require_data=True)
     # a missing key or server stops here, before a run folder
     check_reachable(settings_model(settings))
-    require_sandbox(policy.isolate)
+    require_sandbox(config.policy.isolate)
     bank = open_bank(settings)
     run_dir = new_run_dir(settings.runs_dir, task.name, settings.home)
     save_config(
         run_dir,
         {
             "task_dir": str(task.root),
-            "deploy": {**asdict(config), "policy": policy.describe()},
+            "deploy": {**asdict(config), "policy": config.policy.describe()},
             "settings": {"model": settings.model, "store": settings.store},
         },
     )
-    record = _run_deploy(task, config, run_dir, settings, bank, mlflow_uri)
-    if as_json:
-        click.echo(record.model_dump_json(indent=2))
-    else:
-        _print_result(record)
-    if record.outcome.exit_code:
-        raise SystemExit(record.outcome.exit_code)  # errors.py: nothing graded (1), the budget (4)
+    return _run_deploy(task, config, run_dir, settings, bank, mlflow_uri)
 
 
 def _run_deploy(
@@ -144,7 +149,8 @@ def _run_deploy(
     bank: CaseBank,
     mlflow_uri: str | None,
 ) -> RunRecord:
-    """The deploy with its bank, model, report and tracking; a Ctrl-C says what it left."""
+    """The deploy with its bank, model, report and tracking; a Ctrl-C says what it left, and goes
+    up."""
     from dsagent_cbr.agent.context import reference_valid
     from dsagent_cbr.agent.deploy import deploy as run_deploy
     from dsagent_cbr.agent.progress import LiveProgress
@@ -182,10 +188,10 @@ def _run_deploy(
             "redo it.",
             err=True,
         )
-        raise SystemExit(130) from None
+        raise
 
 
-def _print_result(record: RunRecord) -> None:
+def print_result(record: RunRecord) -> None:
     from dsagent_cbr.agent.estimate import estimate_line
 
     facts = record.deploy

@@ -25,6 +25,7 @@ from dsagent_cbr.commands.options import (
     runs_dir_option,
     sandbox_options,
     seed_option,
+    settings_flags,
     trial_seed,
 )
 from dsagent_cbr.commands.printing import echo_results, say_score
@@ -144,25 +145,15 @@ def develop(
     from dsagent_cbr.sandbox.bubblewrap import require_sandbox
 
     flags = {
-        "model": model,
-        "store": store,
-        "bank_dir": bank_dir,
-        "chroma_url": chroma_url,
-        "runs_dir": runs_dir,
-        "max_cost": max_cost,
+        **settings_flags(model, store, bank_dir, chroma_url, runs_dir, max_cost, no_cache),
         "max_tokens": max_tokens,
-        "use_cache": False if no_cache else None,
     }
     policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
     if resume_dir is not None:
         task, config, settings = _resume(resume_dir, flags, policy, address)
+        require_sandbox(config.sandbox.isolate)
         run_dir = resume_dir
     else:
-        task, settings = _task_and_settings(task_dir, flags)
-        if (parallel > 1 or address) and budget is None and settings.model != "none":
-            raise CbrError(
-                "--parallel and --address are the search's: give --budget (or --model none)."
-            )
         config = DevelopConfig(
             iterations=iterations or (NO_CAP if budget else 5),
             budget=None if budget is None else budget_seconds(budget),
@@ -179,16 +170,40 @@ def develop(
             retain=not no_retain,
             policy=asdict(policy),
         )
-        run_dir = _new_run_dir(task, config, settings)
-    require_sandbox(config.sandbox.isolate)
+        task, settings, run_dir = start_run(task_dir, flags, config)
     record = _run_saying_how_to_resume(task, config, run_dir, settings, started, mlflow_uri)
     if as_json:
         click.echo(record.model_dump_json(indent=2))
     else:
-        _print_summary(record, settings.chroma_url or str(settings.bank_path), config.budget)
+        print_summary(record, settings.chroma_url or str(settings.bank_path), config.budget)
     if record.outcome.exit_code:
         # errors.py: no graded solution (1), the budget (4)
         raise SystemExit(record.outcome.exit_code)
+
+
+def start_run(
+    task_dir: str | None, flags: dict[str, Any], config: DevelopConfig
+) -> tuple[Task, Settings, Path]:
+    """A new run's task, settings and folder (with its config.json), all checked before the folder
+    is made: a budget the search can honour, the task's data, the model's key or server, the
+    sandbox."""
+    from dsagent_cbr.sandbox.bubblewrap import require_sandbox
+    from dsagent_cbr.search.policy import budget_too_short
+
+    too_short = budget_too_short(config.budget) if config.budget is not None else None
+    if too_short:
+        raise CbrError(too_short)
+    task, settings = _task_and_settings(task_dir, flags)
+    if (
+        (config.parallel > 1 or config.address)
+        and config.budget is None
+        and settings.model != "none"
+    ):
+        raise CbrError(
+            "--parallel and --address are the search's: give --budget (or --model none)."
+        )
+    require_sandbox(config.sandbox.isolate)
+    return task, settings, _new_run_dir(task, config, settings)
 
 
 def _task_and_settings(task_dir: str | None, flags: dict[str, Any]) -> tuple[Task, Settings]:
@@ -318,15 +333,14 @@ def saved_develop(develop: dict[str, Any] | None, path: Path) -> DevelopConfig:
     return config
 
 
-def _print_summary(record: RunRecord, bank: str, budget: float | None = None) -> None:
+def print_summary(record: RunRecord, bank: str, budget: float | None = None) -> None:
     from dsagent_cbr.agent.estimate import estimate_line
-    from dsagent_cbr.clock import say_duration
+    from dsagent_cbr.clock import say_time_of
 
     click.echo(f"run:             {record.run_dir}")
     click.echo(f"stopped:         {record.stopped}")
     if record.took is not None:
-        of = f" of a {say_duration(budget)} budget" if budget else ""
-        click.echo(f"time:            {say_duration(record.took, exact=False)}{of}")
+        click.echo(f"time:            {say_time_of(record.took, budget)}")
     if record.best_iteration is None:
         click.echo("best:            no iteration produced a graded solution")
     else:
@@ -345,6 +359,21 @@ def _print_summary(record: RunRecord, bank: str, budget: float | None = None) ->
     echo_results(record, 17, bank)
 
 
+def starting_line(task: Task, config: DevelopConfig, model: str, run_dir: Path) -> str:
+    """What a run is about to do, said first: the starter's run and the first node come in
+    silence."""
+    from dsagent_cbr.clock import say_duration
+
+    within = (
+        f"within {say_duration(config.budget)}"
+        if config.budget
+        else f"for {config.iterations} iteration(s)"
+    )
+    by = "no model" if model == "none" else f"the model {model}"
+    at_once = f", {config.parallel} nodes at once" if config.parallel > 1 else ""
+    return f"developing {task.name} ({task.metric_name}) {within} with {by}{at_once}: {run_dir}"
+
+
 def run_develop(
     task: Task,
     config: DevelopConfig,
@@ -360,9 +389,11 @@ def run_develop(
     from dsagent_cbr.bank.embedder import warm_up
     from dsagent_cbr.clock import Clock
     from dsagent_cbr.report.observer import ReportWriter
+    from dsagent_cbr.saying import say
     from dsagent_cbr.search.loop import develop_search
     from dsagent_cbr.tracking import live_tracking
 
+    say(starting_line(task, config, settings.model, run_dir))
     # a search may end before it retrieves: the seed files are indexed when it first does
     bank = open_bank(settings, seed_when_searched=True)
     # retrieval and retain embed with it: it loads while the starter and the first drafts run (under

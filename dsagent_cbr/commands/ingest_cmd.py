@@ -4,6 +4,7 @@ and add them to the insight bank, and say what was added, what was a duplicate a
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -12,9 +13,11 @@ from typing import Any
 
 import click
 
+from dsagent_cbr.clock import say_duration
 from dsagent_cbr.commands.options import bank_options, json_option
 from dsagent_cbr.config import Settings, load_settings
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.saying import doing, heard
 
 MODALITY_CHOICES = ("auto", "tabular", "text", "forecasting", "time-series-classification")
 
@@ -84,7 +87,8 @@ def ingest_kaggle(
     settings = _settings(common)
     kaggle_api.load_credentials()  # fail before the crawl, with the places credentials are looked for
     base = kaggle_api.api_base(override=api_url)
-    with _spinner(f"crawling {slug}", common["as_json"]) as tick:
+    crawling = f"crawling Kaggle's competition {slug}: its top notebooks and write-ups"
+    with _spinner(crawling, common["as_json"]) as tick:
         result = run_spider(
             "kaggle",
             {
@@ -248,14 +252,29 @@ def _llm_complete(client: Any) -> Callable[[str, str], str]:
 
 @contextmanager
 def _spinner(label: str, quiet: bool) -> Iterator[Callable[[int], None]]:
+    """A step that says its label, and how long it has run whenever it is silent (saying.py): on a
+    terminal on a live status line, with the items crawled so far; otherwise one line each time."""
     from rich.console import Console
 
     console = Console(stderr=True)
     if quiet or not console.is_terminal:
-        yield lambda n: None
+        with doing(label):
+            yield lambda n: None
         return
     with console.status(f"{label}…") as status:
-        yield lambda n: status.update(f"{label}… {n} item(s)")
+        items = [0]
+
+        def show(took: float) -> None:
+            status.update(f"{label}… {items[0]} item(s), {say_duration(took, exact=False)}")
+
+        with doing(label, announce=False, speak=show) as step:
+
+            def tick(n: int) -> None:
+                items[0] = n
+                show(time.monotonic() - step.started)
+                heard()
+
+            yield tick
 
 
 @contextmanager

@@ -120,6 +120,27 @@ mlflow_option = click.option(
 )
 
 
+def settings_flags(
+    model: str | None,
+    store: str | None,
+    bank_dir: Path | None,
+    chroma_url: str | None,
+    runs_dir: Path | None,
+    max_cost: float | None,
+    no_cache: bool,
+) -> dict[str, Any]:
+    """The settings a run's command line gives (config.load_settings's flags; None: not given)."""
+    return {
+        "model": model,
+        "store": store,
+        "bank_dir": bank_dir,
+        "chroma_url": chroma_url,
+        "runs_dir": runs_dir,
+        "max_cost": max_cost,
+        "use_cache": False if no_cache else None,
+    }
+
+
 def policy_from(
     timeout: float, memory: float, disk: float, allow_network: bool, no_sandbox: bool
 ) -> SandboxPolicy:

@@ -23,6 +23,7 @@ from dsagent_cbr.files import fresh_folder, write_text_atomic
 from dsagent_cbr.harness.grading import EXTRA_COLUMNS
 from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_csv
 from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
+from dsagent_cbr.saying import doing
 
 SOLUTION_FILES = ("best_solution.py", "solution.py")
 SAMPLE_FILE = "sample_submission.csv"
@@ -89,6 +90,59 @@ def _new_rows(task: Any, new_csv: Path, notes: list[str]) -> Any:
     return new[expected]
 
 
+def _with_new_rows(task: Any, new: Any, columns: list[str], public: Path) -> Any:
+    """A copy of the task whose public files are in `public`, with `new` as its test file (and a
+    sample submission of its ids), and no answers."""
+    import pandas as pd
+
+    from dsagent_cbr.harness.workspace import copy_entry
+
+    for name in task.public_files:
+        if name not in (task.test_file, SAMPLE_FILE) and (task.public_dir / name).exists():
+            (public / name).parent.mkdir(parents=True, exist_ok=True)
+            # copied: a workspace takes no links
+            copy_entry(task.public_dir / name, public / name)
+    new.to_csv(public / task.test_file, index=False)
+    if SAMPLE_FILE in task.public_files:
+        pd.DataFrame({task.id_column: new[task.id_column], **{c: 0 for c in columns}}).to_csv(
+            public / SAMPLE_FILE, index=False
+        )
+    return replace(task, public_dir=public, answers=None)
+
+
+def _predictions(
+    copy: Any, held: Any, workspace: Path, new: Any, new_name: str, columns: list[str]
+) -> Any:
+    """The solution's predictions for the new rows, read from its workspace as the grader reads a
+    submission, in the new rows' order."""
+    from dsagent_cbr.harness.upload import test_rows_only
+
+    produced = Path(copy.predictions or "submission.csv")
+    idc = copy.id_column
+    wanted = list(dict.fromkeys([idc, *columns]))
+    try:
+        raw = read_bytes(workspace, produced.name)
+        # the selection rows' predictions stay out, and the new rows get their own ids back
+        raw = test_rows_only(copy, held, raw) if held is not None else raw
+        sub = read_csv(
+            raw,
+            produced.name,
+            wanted=wanted,
+            max_rows=len(new),
+            max_columns=len(wanted) + EXTRA_COLUMNS,
+        )
+    except ArtefactError as exc:
+        raise CbrError(f"The solution's predictions cannot be used: {exc}.") from exc
+    sub = sub[wanted]
+    if sub[idc].duplicated().any() or set(sub[idc].astype(str)) != set(new[idc].astype(str)):
+        raise CbrError(
+            f"The solution's {produced.name} does not have one row per row of {new_name}."
+        )
+    order = {v: i for i, v in enumerate(new[idc].astype(str))}
+    sub = sub.iloc[sub[idc].astype(str).map(order).argsort()]
+    return sub
+
+
 def predict_rows(
     run_dir: Path,
     new_csv: Path,
@@ -98,12 +152,8 @@ def predict_rows(
     policy: SandboxPolicy | None = None,
 ) -> tuple[Path, list[str]]:
     """Write the run's predictions for NEW.csv; returns (output path, notes)."""
-    import pandas as pd
-
     from dsagent_cbr.harness.plan import hold_out
     from dsagent_cbr.harness.run import run_script
-    from dsagent_cbr.harness.upload import test_rows_only
-    from dsagent_cbr.harness.workspace import copy_entry
     from dsagent_cbr.tasks.loader import load_task
 
     if not run_dir.is_dir():
@@ -119,51 +169,21 @@ def predict_rows(
     columns = list(task.classes) if task.metric_name == "logloss" else list(task.target)
     folder = fresh_folder(run_dir, "predict-")  # its own, however many predict at once
     with tempfile.TemporaryDirectory(prefix=f"cbr-predict-{task.name}-") as scratch:
-        public = Path(scratch)
-        for name in task.public_files:
-            if name not in (task.test_file, SAMPLE_FILE) and (task.public_dir / name).exists():
-                (public / name).parent.mkdir(parents=True, exist_ok=True)
-                # copied: a workspace takes no links
-                copy_entry(task.public_dir / name, public / name)
-        new.to_csv(public / task.test_file, index=False)
-        if SAMPLE_FILE in task.public_files:
-            pd.DataFrame({task.id_column: new[task.id_column], **{c: 0 for c in columns}}).to_csv(
-                public / SAMPLE_FILE, index=False
-            )
-        copy = replace(task, public_dir=public, answers=None)
+        copy = _with_new_rows(task, new, columns, Path(scratch))
         # the submitted model learned every labelled row: so does this one
         refit = was_refit(run_dir)
         if refit:
             notes.append(
                 "the solution learns from every labelled row, as the run's submission did (its refit)"
             )
-        result = run_script(copy, script, run_dir=folder, policy=policy, refit=refit)
+        learns = "learning from every labelled row, then " if refit else ""
+        what = f"running {script.name} in the sandbox: {learns}predicting {len(new):,} rows"
+        with doing(f"{what} of {new_csv.name}"):
+            result = run_script(copy, script, run_dir=folder, policy=policy, refit=refit)
         held = hold_out(copy)  # where the run hid its held rows, and the ids it gave the new rows
     if not result.ok:
         raise CbrError(f"The solution failed on {new_csv.name} ({result.status}): {result.error}")
-    produced = Path(task.predictions or "submission.csv")
-    idc = task.id_column
-    wanted = list(dict.fromkeys([idc, *columns]))
-    try:
-        raw = read_bytes(Path(result.workspace), produced.name)
-        # the selection rows' predictions stay out, and the new rows get their own ids back
-        raw = test_rows_only(copy, held, raw) if held is not None else raw
-        sub = read_csv(
-            raw,
-            produced.name,
-            wanted=wanted,
-            max_rows=len(new),
-            max_columns=len(wanted) + EXTRA_COLUMNS,
-        )
-    except ArtefactError as exc:
-        raise CbrError(f"The solution's predictions cannot be used: {exc}.") from exc
-    sub = sub[wanted]
-    if sub[idc].duplicated().any() or set(sub[idc].astype(str)) != set(new[idc].astype(str)):
-        raise CbrError(
-            f"The solution's {produced.name} does not have one row per row of {new_csv.name}."
-        )
-    order = {v: i for i, v in enumerate(new[idc].astype(str))}
-    sub = sub.iloc[sub[idc].astype(str).map(order).argsort()]
+    sub = _predictions(copy, held, Path(result.workspace), new, new_csv.name, columns)
     out = out or folder / "submission.csv"
     write_text_atomic(out, sub.to_csv(index=False))
     return out, notes

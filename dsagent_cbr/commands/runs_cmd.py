@@ -251,9 +251,7 @@ def list_runs(
 ) -> None:
     """List past runs, newest first: the index of runs in cbr's home, and the runs folder."""
     settings = _settings(runs_dir)
-    views = [v for v in map(view, find_runs(settings)) if task_name is None or v.task == task_name][
-        :limit
-    ]
+    views = run_views(settings, task_name, limit)
     if as_json:
         click.echo(json.dumps([v.as_json() for v in views], indent=2))
         return
@@ -264,6 +262,12 @@ def list_runs(
         )
         return
     _print_table(views)
+
+
+def run_views(settings: Settings, task_name: str | None, limit: int | None) -> list[RunView]:
+    """The runs found, newest first, those of `task_name` only when given, the `limit` newest."""
+    found = [v for v in map(view, find_runs(settings)) if task_name is None or v.task == task_name]
+    return found[:limit]
 
 
 def _print_table(views: list[RunView]) -> None:

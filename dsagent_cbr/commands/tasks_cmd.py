@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +20,10 @@ from dsagent_cbr.tasks.loader import (
     load_task,
     validate_task,
 )
+from dsagent_cbr.tasks.recipes import EXAMPLES
+
+if TYPE_CHECKING:
+    from dsagent_cbr.tasks.infer import NewTaskReport
 
 tasks_dir_option = click.option(
     "--tasks-dir",
@@ -292,6 +297,12 @@ def run(
     default=None,
     help="Download a Kaggle competition's files first (needs credentials).",
 )
+@click.option(
+    "--example",
+    type=click.Choice(EXAMPLES),
+    default=None,
+    help="One of cbr's Kaggle-shaped folders, built offline (see `cbr tasks kaggle-example`).",
+)
 @click.option("--target", "target", multiple=True, help="Target column (repeat for several).")
 @click.option(
     "--id", "id_column", default=None, help="Id column (default: sample_submission's first column)."
@@ -328,6 +339,7 @@ def new(
     sample: Path | None,
     kaggle_folder: Path | None,
     slug: str | None,
+    example: str | None,
     target: tuple[str, ...],
     id_column: str | None,
     metric: str | None,
@@ -342,16 +354,14 @@ def new(
 
     from dsagent_cbr.tasks.create import NewTaskRequest, create_task, kaggle_files
 
-    if sum(x is not None for x in (train, kaggle_folder, slug)) != 1:
+    if sum(x is not None for x in (train, kaggle_folder, slug, example)) != 1:
         raise CbrError(
-            "Give exactly one of --train CSV, --from-kaggle-folder FOLDER or --kaggle SLUG."
+            "Give exactly one of --train CSV, --from-kaggle-folder FOLDER, --kaggle SLUG or "
+            "--example NAME."
         )
     with tempfile.TemporaryDirectory(prefix="cbr-kaggle-") as scratch:
-        if slug is not None:
-            from dsagent_cbr.ingest.kaggle_data import download_competition
-
-            kaggle_folder = download_competition(slug, Path(scratch))
-            source = source or f"Kaggle competition {slug} (downloaded with the Kaggle API)"
+        if slug is not None or example is not None:
+            kaggle_folder, source = _fetched(slug, example, Path(scratch), source)
         if kaggle_folder is not None:
             train, found_test, found_sample, found_source = kaggle_files(kaggle_folder)
             test, sample = test or found_test, sample or found_sample
@@ -373,14 +383,36 @@ def new(
                 source=source,
             )
         )
-    for key, text in report.lines:
-        click.echo(f"{key + ':':<11} {text}")
-    click.echo(f"{'wrote:':<11} {dest}/ ({', '.join(report.files)})")
+    for line in new_task_lines(report):
+        click.echo(line)
     click.echo(f"{'next:':<11} cbr develop {dest}   or   cbr deploy {dest}")
 
 
+def _fetched(
+    slug: str | None, example: str | None, scratch: Path, source: str | None
+) -> tuple[Path, str | None]:
+    """(the Kaggle-shaped folder, its source line) of --kaggle SLUG, downloaded, or of --example
+    NAME, built offline, in `scratch`."""
+    if example is not None:
+        from dsagent_cbr.tasks.recipes.kaggle_folders import FOLDERS
+
+        return FOLDERS[example](scratch / example), source
+    from dsagent_cbr.ingest.kaggle_data import download_competition
+
+    assert slug is not None
+    found = download_competition(slug, scratch)
+    return found, source or f"Kaggle competition {slug} (downloaded with the Kaggle API)"
+
+
+def new_task_lines(report: NewTaskReport) -> list[str]:
+    """What `tasks new` inferred, each with its reason (a Kaggle user checks the metric line), and
+    the files it wrote."""
+    lines = [f"{key + ':':<11} {text}" for key, text in report.lines]
+    return [*lines, f"{'wrote:':<11} {report.dest}/ ({', '.join(report.files)})"]
+
+
 @tasks.command("kaggle-example")
-@click.argument("name", type=click.Choice(["feedback", "credit", "debates", "carriers"]))
+@click.argument("name", type=click.Choice(EXAMPLES))
 @click.argument("out", type=click.Path(file_okay=False, path_type=Path))
 def kaggle_example(name: str, out: Path) -> None:
     """Write a Kaggle-shaped folder (train.csv, test.csv, sample_submission.csv) built from a real

@@ -63,6 +63,11 @@ def _script_of(run_dir: Path, row: dict[str, Any]) -> Path | None:
     return None
 
 
+def completed_rows(run_dir: Path, record: RunRecord) -> list[dict[str, Any]]:
+    """The record's rows as plain values, each with its script's model family and parameters."""
+    return [_complete(Path(run_dir), row) for row in record.model_dump(mode="json")["rows"]]
+
+
 def _complete(run_dir: Path, row: dict[str, Any]) -> dict[str, Any]:
     """The row with the model family and parameters of its script, and the script's path when the row
     named none."""
@@ -351,7 +356,7 @@ def _figures(
 def write_report(run_dir: Path, record: RunRecord) -> None:
     run_dir, title = Path(run_dir), f"cbr {record.kind}: {record.task}"
     summary = record.model_dump(mode="json")
-    rows = [_complete(run_dir, row) for row in summary["rows"]]
+    rows = completed_rows(run_dir, record)
     write_text_atomic(run_dir / "rows.json", json.dumps(rows, indent=2, default=str))
     importance, note = _read_importance(run_dir, summary.get("feature_importance"))
     operators, search = [], record.kind == "search"

@@ -61,6 +61,13 @@ REFIT_ROOM = 1.5
 ENDING = 5.0  # seconds for the last blend, the bank's retain and the record
 # a blend's members weighing less are submitted as their first fits: not worth a refit's time
 MIN_WEIGHT = 0.1
+# the seconds a budget spends before its first node: the interpreter, the task and the bank, then
+# the starter's run (a run of credit's 3,340 rows reached its first node 4.2 s in, on this idle
+# two-core machine; more under load)
+STARTUP = 7.0
+# the smallest budget the search can honour: its start, a first node and the run's end. A 12-second
+# budget graded one node of credit here, a 10-second one none (a run that trains nothing)
+MIN_BUDGET = STARTUP + FIRST_GRADE_SECONDS + ENDING
 
 
 @dataclass(frozen=True)
@@ -140,6 +147,18 @@ def reserve(refit_seconds: float | None, left: float = math.inf) -> float:
     on diamonds-cut kept 67 s for a refit it then skipped, and stopped with 53 s left)."""
     refit = REFIT_ROOM * (refit_seconds or 0.0)
     return ENDING + (refit if ENDING + refit <= left else 0.0)
+
+
+def budget_too_short(budget: float) -> str | None:
+    """Why a search cannot honour `budget` seconds, in a sentence that names one it can; None when
+    it can."""
+    if budget >= MIN_BUDGET:
+        return None
+    return (
+        f"A budget of {budget:g}s is too short to train anything: the run's start, the starter "
+        f"and a first model need {MIN_BUDGET:g}s; give {MIN_BUDGET:g}s or more (a minute lets the "
+        "search tune and blend)."
+    )
 
 
 def plain_needs(view: View) -> float:

@@ -98,6 +98,10 @@ class Refits:
         run, t = self.run, node.iteration
         code = self.tree.script(node)
         folder = run.run_dir / "refit" / f"node-{t:02d}"
+        run.progress.update(
+            note=f"the refit: node {t}'s script again on every labelled row "
+            f"(its first fit took {node.wall_time or 0:.0f} s)"
+        )
         with self.operators.cores:  # scripts that take turns take this one's too
             run.open_for(t, halted=True)
             limit = self.clock.limit()

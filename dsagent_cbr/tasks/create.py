@@ -69,22 +69,43 @@ class NewTaskRequest:
 # ---------------------------------------------------------------- reading
 
 
+SEPARATORS = (",", ";", "\t", "|")
+SEPARATOR_WORDS = {",": "a comma", ";": "a semicolon", "\t": "a tab", "|": "a vertical bar"}
+
+
+def separator(path: Path) -> str:
+    """The file's field separator: the one its header line holds most of, a comma on a tie. A file
+    saved by a spreadsheet set to a European locale is separated by semicolons."""
+    with path.open("rb") as fh:
+        head = fh.readline(1 << 16).decode("utf-8", errors="replace")
+    counts = {sep: head.count(sep) for sep in SEPARATORS}
+    return max(SEPARATORS, key=counts.__getitem__)  # the first of the most: a comma on a tie
+
+
 def read_csv(path: Path, what: str) -> Any:
+    """The file as a frame; one not separated by commas is read with its own separator, which the
+    frame's attrs["separator"] keeps (the task's files are written with commas)."""
     import pandas as pd
 
     if not path.is_file():
         raise NewTaskError(f"{what} {path} does not exist.")
+    sep = separator(path)
+    # a semicolon goes with a decimal comma ("1,5"), in the locales that write them
+    options = {"sep": sep, "decimal": "," if sep == ";" else ".", "low_memory": False}
+    by = "" if sep == "," else f" separated by {SEPARATOR_WORDS[sep]} ({sep!r})"
     try:
-        frame = pd.read_csv(path, low_memory=False)
+        frame = pd.read_csv(path, **options)
     except pd.errors.EmptyDataError as exc:
         raise NewTaskError(f"{what} {path} is empty: it has no header and no rows.") from exc
     except UnicodeDecodeError:
         try:
-            frame = pd.read_csv(path, low_memory=False, encoding="latin-1")
+            frame = pd.read_csv(path, encoding="latin-1", **options)
         except (pd.errors.ParserError, ValueError) as exc:
-            raise NewTaskError(f"{what} {path} does not parse as CSV: {_first_line(exc)}.") from exc
+            raise NewTaskError(
+                f"{what} {path} does not parse as CSV{by}: {_first_line(exc)}."
+            ) from exc
     except (pd.errors.ParserError, ValueError) as exc:
-        raise NewTaskError(f"{what} {path} does not parse as CSV: {_first_line(exc)}.") from exc
+        raise NewTaskError(f"{what} {path} does not parse as CSV{by}: {_first_line(exc)}.") from exc
     if len(frame) == 0:
         raise NewTaskError(f"{what} {path} has a header but no rows.")
     if any(str(c).startswith("Unnamed: ") for c in frame.columns) and frame.columns.size > 1:
@@ -92,6 +113,8 @@ def read_csv(path: Path, what: str) -> Any:
         raise NewTaskError(
             f"{what} {path} has {len(unnamed)} column(s) without a name in its header."
         )
+    if sep != ",":
+        frame.attrs["separator"] = sep
     return frame
 
 
@@ -266,6 +289,10 @@ def _read_files(req: NewTaskRequest, report: NewTaskReport) -> tuple[Any, Any, A
     if test is None and req.holdout is None:
         raise NewTaskError("Give a test file (--test) or carve one from train with --holdout F.")
     report.say("train", f"{req.train.name}: {len(train):,} rows × {train.shape[1]} columns")
+    for name, frame in ((req.train, train), (req.test, test), (req.sample, sample)):
+        sep = frame.attrs.get("separator") if frame is not None else None
+        if sep and name is not None:
+            report.say("read", f"{name.name}: fields separated by {SEPARATOR_WORDS[sep]} ({sep!r})")
     return train, test, sample
 
 

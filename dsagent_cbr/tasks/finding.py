@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dsagent_cbr.tasks.loader import TaskError, detect_layout, discover_tasks
+from dsagent_cbr.tasks.recipes import EXAMPLES
 
 YOURS, RECIPE = "yours", "recipe"
 
@@ -46,7 +47,13 @@ def find_task(name_or_path: str, recipes: Path) -> Path:
     if path.is_dir():
         return path  # not a task folder: loading it says why
     places = ", ".join(str(folder) for folder, _ in searched)
-    raise TaskError(f"No task folder {name_or_path!r} (looked in {places}).")
+    example = path.name if path.name in EXAMPLES else None
+    make = (
+        f"; make it with `cbr tasks new {name_or_path.rstrip('/')} --example {example}`"
+        if example
+        else ""
+    )
+    raise TaskError(f"No task folder {name_or_path!r} (looked in {places}){make}.")
 
 
 def all_tasks(recipes: Path) -> list[Found]:

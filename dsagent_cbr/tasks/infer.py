@@ -46,6 +46,24 @@ class NewTaskReport:
         self.lines.append((key, text))
 
 
+SHOWN_COLUMNS = 30  # a wider table's columns are named up to this many
+
+
+def no_such_column(said: str, name: str, columns: Any) -> NewTaskError:
+    """`said` (a column is not there) as one sentence with the nearest column's name, when one is
+    close (a misspelling), and the columns there are."""
+    import difflib
+
+    names = [str(c) for c in columns]
+    near = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    if not near:  # a name in another case ("Had_Affair") is as near as names come
+        near = [c for c in names if c.lower() == name.lower()][:1]
+    guess = f" (did you mean {near[0]}?)" if near else ""
+    listed = ", ".join(names[:SHOWN_COLUMNS])
+    more = f" and {len(names) - SHOWN_COLUMNS} more" if len(names) > SHOWN_COLUMNS else ""
+    return NewTaskError(f"{said}{guess}; train.csv's columns are {listed}{more}.")
+
+
 def is_number(values: Any) -> bool:
     import pandas as pd
 
@@ -90,7 +108,8 @@ def infer_targets(
     if given:
         missing = [t for t in given if t not in columns]
         if missing:
-            raise NewTaskError(f"train.csv has no target column {', '.join(map(repr, missing))}.")
+            said = f"train.csv has no target column {', '.join(map(repr, missing))}"
+            raise no_such_column(said, missing[0], columns)
         report.say("target", f"{', '.join(given)} (from --target)")
         return list(given), []
     if sample is not None:
@@ -307,7 +326,8 @@ def infer_id(
             if f is not None and given in f.columns
         ]
         if not where:
-            raise NewTaskError(f"The id column {given!r} is in neither train.csv nor test.csv.")
+            said = f"The id column {given!r} is in neither train.csv nor test.csv"
+            raise no_such_column(said, given, train.columns)
         report.say("id", f"{given} (from --id)")
         return given, False
     if sample is not None:

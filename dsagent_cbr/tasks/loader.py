@@ -30,6 +30,28 @@ def detect_layout(root: Path) -> str | None:
     return None
 
 
+def not_a_task(given: str, root: Path) -> TaskError:
+    """A folder without task.toml, and the command that makes a task of it: a Kaggle competition's
+    folder (train.csv beside test.csv) is one `tasks new` away, and so is a folder of CSV files."""
+    name = re.sub(r"[^\w.-]+", "-", root.name).strip("-.") or "my-task"
+    files = {p.name.lower(): p.name for p in root.iterdir() if p.is_file()}
+    if "train.csv" in files:
+        make = f"cbr tasks new tasks/{name} --from-kaggle-folder {given}"
+        return TaskError(
+            f"{given} is a Kaggle competition folder, not a task: make it one with `{make}`."
+        )
+    csvs = sorted(v for k, v in files.items() if k.endswith(".csv"))
+    if csvs:
+        train = Path(given) / csvs[0]
+        make = f"cbr tasks new tasks/{name} --train {train} --target COLUMN --holdout 0.2"
+        return TaskError(f"{given} holds CSV files but no task: make one with `{make}`.")
+    return TaskError(
+        f"{given} is not a task folder: it has neither task.toml nor env/train.py with "
+        "scripts/research_problem.txt.",
+        details=[f"{root}: missing task.toml"],
+    )
+
+
 def load_task(path: str | Path, *, require_data: bool = False) -> Task:
     """Load a task folder, raising TaskError listing every problem found."""
     root = Path(path).expanduser().resolve()
@@ -37,11 +59,7 @@ def load_task(path: str | Path, *, require_data: bool = False) -> Task:
         raise TaskError(f"No task folder at {path}.")
     layout = detect_layout(root)
     if layout is None:
-        raise TaskError(
-            f"{path} is not a task folder: it has neither task.toml nor env/train.py with "
-            "scripts/research_problem.txt.",
-            details=[f"{root}: missing task.toml"],
-        )
+        raise not_a_task(str(path), root)
     task, problems = _load_cbr(root) if layout == "cbr" else _load_dsagent(root)
     if task is not None and require_data and not task.is_prepared():
         problems.append(f"{root}: data not prepared (run `cbr tasks prepare {task.name}`)")
