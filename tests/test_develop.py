@@ -185,9 +185,9 @@ def test_the_search_with_a_model_plans_debugs_ensembles_and_resumes_after_sigkil
                                     "--in-turn"),  # the model's nodes in turn: the order asserted below
                                 env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
         journal_path, deadline = None, time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:  # until node 8 (no model in it) has begun
+        while time.monotonic() < deadline and proc.poll() is None:  # until node 9 (no model in it) has begun
             found = list((tmp_path / "runs").glob("concrete-strength/*/journal.jsonl"))
-            if found and '"iteration": 8, "role": "choose"' in found[0].read_text():
+            if found and '"iteration": 9, "role": "choose"' in found[0].read_text():
                 journal_path = found[0]
                 break
             time.sleep(0.1)
@@ -203,13 +203,13 @@ def test_the_search_with_a_model_plans_debugs_ensembles_and_resumes_after_sigkil
     keys = [(r["iteration"], r["role"], r["attempt"]) for r in after if r["role"] != "error"]
     assert len(keys) == len(set(keys)), "a completed step was journaled twice"
     operators = [r["operator"] for r in record["rows"]]
-    drafts = ["draft"] * 3  # a table without free text: LightGBM, XGBoost, the forest
-    assert operators[:7] in ([*drafts, "plan", "transplant", "ensemble", "debug"],
-                             [*drafts, "plan", "tune", "ensemble", "debug"])
+    drafts = ["draft"] * 4  # a table without free text: LightGBM, its defaults, XGBoost, the forest
+    assert operators[:8] in ([*drafts, "ensemble", "plan", "transplant", "debug"],
+                             [*drafts, "ensemble", "plan", "tune", "debug"])
     assert "ensemble" in operators and len(operators) == 11  # the cap, then the last blend
     # how many more turns the model gets is the policy's gain per second, on timings (tests/test_policy.py)
     rows = {r["iteration"]: r for r in record["rows"]}
-    assert rows[4]["status"] == "error" and rows[7]["parent"] == 4 and rows[7]["status"] == "ok"
+    assert rows[6]["status"] == "error" and rows[8]["parent"] == 6 and rows[8]["status"] == "ok"
     assert all(r in ("rerank", "plan", "program") for r in replies.roles[asked_before:])  # no step asked twice
     assert replies.roles.count("debug") == 1 and record["outcome"] == "ok" and record["kind"] == "search"
     # the solution: the last blend, unless the best single node did better on the same cross-fitted rows

@@ -44,6 +44,9 @@ def _shape_problem(record: object) -> str | None:
     return None
 
 
+SCRIPT_ROLES = ("execute", "refit")  # the steps whose output is a script's RunResult
+
+
 class RunJournal:
     def __init__(self, run_dir: Path) -> None:
         self.path = run_dir / JOURNAL
@@ -107,6 +110,18 @@ class RunJournal:
             append_lines(self.path, [json_line(record)])
             self._remember(record)
         return record["output"]  # type: ignore[return-value]
+
+    def check_results(self) -> None:
+        """Every recorded script run is one a resume can take back, or the resume is refused now, in one
+        sentence, before it prints or starts anything (a replay would otherwise stop at the step)."""
+        from dsagent_cbr.harness.result import RunResult
+
+        for record in self.records:
+            if record.get("role") in SCRIPT_ROLES and isinstance(record.get("output"), dict):
+                try:
+                    RunResult.from_dict(record["output"])  # type: ignore[arg-type]
+                except ValueError as exc:
+                    raise self.damaged(record["iteration"], str(record["role"]), exc) from None  # type: ignore[arg-type]
 
     def damaged(self, iteration: int, role: str, why: object) -> CbrError:
         """A recorded step whose output its role cannot take back (a result lacking a field)."""

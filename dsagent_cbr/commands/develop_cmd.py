@@ -283,7 +283,7 @@ def _resume(
 
     saved = load_config(run_dir)
     # read once here too: a damaged journal is refused before config.json is rewritten
-    RunJournal(run_dir)
+    RunJournal(run_dir).check_results()
     config = resumed_config(saved_develop(saved.develop, run_dir / "config.json"), policy, address)
     if (saved.develop or {}).get("address") not in (None, address):
         click.echo(

@@ -11,6 +11,7 @@ import click
 from dsagent_cbr.clock import process_start
 from dsagent_cbr.commands.options import budget_seconds, policy_from, sandbox_options
 from dsagent_cbr.commands.printing import echo_results
+from dsagent_cbr.errors import CbrError
 
 
 @click.command()
@@ -37,7 +38,13 @@ def refit(
     from dsagent_cbr.commands.develop_cmd import _resume, run_develop
     from dsagent_cbr.sandbox.bubblewrap import require_sandbox
 
-    nodes = load_record(run_dir).iterations  # one sentence when it is no finished run
+    record = load_record(run_dir)  # one sentence when it is no finished run
+    if record.kind not in ("develop", "search"):
+        raise CbrError(
+            f"{run_dir} is a {record.kind} run; cbr refit refits develop runs (a deploy refits unless "
+            "--no-refit: run it again)."
+        )
+    nodes = record.iterations
     policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
     task, config, settings = _resume(run_dir, {}, policy, None)
     config.iterations, config.refit, config.refit_only = nodes, True, True
