@@ -105,7 +105,9 @@ def test_beside_a_running_node_only_the_other_kind_of_move_starts():
     assert choose(View(1, 2, [best], "draft", model=True, graded=[1], room="model"), rng) == Move("plan")  # not a draft
     behind = Arm(120.0, 0.0, (60.0, 60.0), last=True)
     assert choose(View(0, 2, [best], "draft", model=True, graded=[1], by_model=behind, room="model"), rng) == \
-        Move("stop")  # beside the plain nodes only while its arm is not behind
+        Move("plan")  # in a place of its own, however far behind its arm is: it costs the plain moves none
+    assert choose(View(0, 2, [best], "draft", model=True, graded=[1], by_model=behind, room="any"), rng) == \
+        Move("transplant")  # sharing the places, the better rate takes one
     assert choose(View(0, 2, [best], "draft", model=False, graded=[1], room="model"), rng) == Move("stop")
     assert choose(View(0, 0, [Family(1, 4.0, False)], "transplant", model=True, graded=[1], room="plain"),
                   rng) == Move("stop")  # nothing plain left: wait for the model's node

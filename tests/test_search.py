@@ -345,7 +345,7 @@ def test_a_model_call_the_budget_cuts_short_ends_its_node_but_is_not_held_agains
     from dsagent_cbr.errors import OutOfTime
 
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
-    model = FakeModel({"plan": [OutOfTime("the budget ended 12 s into a call")]})
+    model = FakeModel({"plan": [OutOfTime("the budget ended 12 s into a call")] * 2})  # two in flight at once
     bank = FakeBank(solutions=[solution("first"), solution("good")])
     record = develop_search(task, DevelopConfig(iterations=3, budget=600.0, cbr=False), tmp_path, bank, executor(),
                             model=model)
@@ -435,3 +435,25 @@ def test_when_no_node_grades_the_starters_predictions_are_the_submission_and_say
     graded = develop_search(task, DevelopConfig(iterations=3), tmp_path / "graded", FakeBank(),
                             executor(predictions=noisy_answers(task)))
     assert graded.best_iteration is not None and graded.submission_from == "selected"
+
+
+def test_a_model_nodes_script_takes_the_cores_before_the_plain_scripts_waiting():
+    from dsagent_cbr.search.parallel import Turns
+
+    turns, order, running = Turns(), [], threading.Event()
+
+    def take(name: str, first: bool) -> None:
+        with turns.turn(first):
+            order.append(name)
+
+    with turns.turn():  # a plain script has the cores
+        waiting = [threading.Thread(target=take, args=("plain", False))]
+        waiting[0].start()
+        time.sleep(0.1)  # the plain one waits first
+        waiting.append(threading.Thread(target=take, args=("model", True)))
+        waiting[1].start()
+        time.sleep(0.1)
+        running.set()
+    for thread in waiting:
+        thread.join(5)
+    assert order == ["model", "plain"]

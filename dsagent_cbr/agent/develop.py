@@ -55,7 +55,7 @@ class DevelopConfig:
     budget: float | None = None
     parallel: int = 1  # --parallel: the search's nodes at once (search/parallel.py)
     address: str | None = None  # --address: the Ray cluster its nodes' scripts run on
-    # --in-turn: with --parallel 1, a model's node does not run beside the others
+    # --in-turn: a model's node takes a plain node's place, not one of its own beside them
     in_turn: bool = False
     # `cbr refit`: the run resumed to refit its selection, with no new node
     refit_only: bool = False

@@ -67,8 +67,8 @@ if TYPE_CHECKING:  # the agent's imports stay lazy: `cbr --help` is instant
 @click.option(
     "--in-turn",
     is_flag=True,
-    help="With --parallel 1, a model's node waits its turn instead of being written beside the others: "
-    "a seed then grows the same tree however fast the model answers.",
+    help="A model's node takes a plain node's place instead of being written beside them: a seed then grows "
+    "the same tree however fast the model answers.",
 )
 @click.option(
     "-k", "--k", "k", type=int, default=5, show_default=True, help="Insight cases retrieved."

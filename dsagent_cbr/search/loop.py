@@ -8,7 +8,8 @@ labelled.
     while nodes < T:
         move = choose(tree)      draft | transplant | tune | ensemble (operators.py)
                                  plan | improve | debug (the model's, model_moves.py) | stop
-        start the node, --parallel of them at once; each stamps its own start and end
+        start the node, --parallel of them at once and MODEL_IN_FLIGHT of the model's beside them;
+        each stamps its own start and end
         meanwhile, the leading nodes are refit on every labelled row (refits.py)
     ensemble once more when the tree grew since the last one (a blend on the host: seconds)
     select the last blend, or the best single node when taking it did better on the same cross-fitted rows
@@ -42,6 +43,9 @@ from dsagent_cbr.search.tree import Tree
 from dsagent_cbr.tasks.model import Task
 
 MAX_CASES = 20
+# the model's nodes in flight at once beside the plain ones: while one's script runs, the next is being
+# written (a server that answers requests together, as vLLM and the hosted APIs do, answers both at once)
+MODEL_IN_FLIGHT = 2
 DRAIN_SECONDS = 10.0  # a stop waits this long for the nodes in flight to end, their scripts killed
 
 
@@ -124,12 +128,12 @@ class Search:
         self.clock = clock
         self.config = config
         self.tree = Tree(run)
-        # with --parallel 1 a model node is written beside the plain ones (parallel.py's Beside); the scripts
-        # take turns on all the cores
-        self.beside = (
-            model is not None and config.parallel <= 1 and not config.address and not config.in_turn
+        # the model's nodes are written beside the plain ones (parallel.py): its calls take no cores. With
+        # --parallel 1 the scripts take turns on all the cores; with more, Ray gives each its share
+        self.beside = model is not None and not config.in_turn
+        self.operators = Operators(
+            self.tree, cases, clock, config, scripts_take_turns=self.beside and config.parallel <= 1
         )
-        self.operators = Operators(self.tree, cases, clock, config, scripts_take_turns=self.beside)
         self.model = (
             ModelMoves(self.tree, self.operators.execute, clock, config, model) if model else None
         )
@@ -140,7 +144,7 @@ class Search:
         """Nodes until the cap, the budget or the policy says stop; each node journaled, so a resumed run
         replays the tree and goes on from its last node."""
         running: dict[Future[None], Row] = {}
-        with node_pool(self.config.parallel, self.beside) as pool:
+        with node_pool(self.config.parallel, MODEL_IN_FLIGHT if self.beside else 0) as pool:
             try:
                 t, why = self.nodes(pool, running)
             except BaseException:
@@ -161,18 +165,10 @@ class Search:
         number and why no more were started."""
         t, why = 0, ""
         while True:
-            while (room := self.room(running)) is not None:
-                if room != "model" and (leader := self.refits.next()) is not None:
-                    self.refitting[pool.submit(self.refits.refit, leader)] = leader
-                    continue
-                move, why = self.next_move(t + 1, room)
-                if move is None:  # nothing to start now; with nodes running, perhaps once they end
-                    break
-                t += 1
-                row = self.run.begin(t, operator=move.operator, parent=move.parent)
-                beside = asks_model(move.operator) and isinstance(pool, Beside)
-                start = pool.beside if beside else pool.submit  # type: ignore[union-attr]
-                running[start(self.node, row)] = row
+            started: int | None = 0
+            while started is not None:  # nothing more to start now; with nodes running, perhaps once they end
+                started, why = self.start_one(pool, running, t + 1)
+                t += started or 0
             if not running and not self.refitting:
                 return t, why
             done, _ = wait([*running, *self.refitting], return_when=FIRST_COMPLETED)
@@ -192,15 +188,36 @@ class Search:
         self.run.halt.set()
         wait([*running, *self.refitting], timeout=DRAIN_SECONDS)
 
-    def room(self, running: dict[Future[None], Row]) -> str | None:
-        """The kind of node that may start now (policy.View.room), None when none may: --parallel nodes at
-        once, and one model node beside them when it is written beside them."""
+    def start_one(
+        self, pool: Pool, running: dict[Future[None], Row], t: int
+    ) -> tuple[int | None, str]:
+        """Start node t, or a leader's refit, where there is room: (1 or 0: the nodes started, ""), or
+        (None, why none could start)."""
+        why = ""
+        for room in self.rooms(running):
+            if room != "model" and (leader := self.refits.next()) is not None:
+                self.refitting[pool.submit(self.refits.refit, leader)] = leader
+                return 0, ""
+            move, why = self.next_move(t, room)
+            if move is None:  # the other kind may still start
+                continue
+            row = self.run.begin(t, operator=move.operator, parent=move.parent)
+            beside = asks_model(move.operator) and isinstance(pool, Beside)
+            start = pool.beside if beside else pool.submit  # type: ignore[union-attr]
+            running[start(self.node, row)] = row
+            return 1, ""
+        return None, why
+
+    def rooms(self, running: dict[Future[None], Row]) -> list[str]:
+        """The kinds of node that may start now (policy.View.room), the model's first: --parallel nodes at
+        once, and MODEL_IN_FLIGHT model nodes beside them when they are written beside them, so that the
+        model always has a request in flight while the scripts run."""
         busy = len(running) + len(self.refitting)  # a refit takes a plain node's place
         if not self.beside:
-            return "any" if busy < self.config.parallel else None
+            return ["any"] if busy < self.config.parallel else []
         by_model = sum(asks_model(r.operator) for r in running.values())
-        plain, model = busy - by_model < self.config.parallel, by_model < 1
-        return "any" if plain and model else "plain" if plain else "model" if model else None
+        plain, model = busy - by_model < self.config.parallel, by_model < MODEL_IN_FLIGHT
+        return ["model"] * model + ["plain"] * plain
 
     def next_move(self, t: int, room: str) -> tuple[Move | None, str]:
         """Node t's move, or None and why there is none (no reason when the move it replays waits for room

@@ -66,7 +66,7 @@ class ModelMoves:
     def __init__(
         self,
         tree: Tree,
-        execute: Callable[[int, str], RunResult],
+        execute: Callable[..., RunResult],
         clock: Clock,
         config: DevelopConfig,
         model: Model,
@@ -156,7 +156,7 @@ class ModelMoves:
                 f"{max(left, 0):.0f} s of the budget left after the model's calls: too "
                 f"little for its script"
             )
-        result = self.execute(row.iteration, code)
+        result = self.execute(row.iteration, code, first=True)
         row.log = f"Experiment Summary: {row.step}\nExperiment Result: {result.feedback().splitlines()[0]}"
         self.run.consider(row, code, result)
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from contextlib import AbstractContextManager, nullcontext
 from pathlib import Path
 
 from dsagent_cbr.adapter import Adapted, adapt_case
@@ -30,6 +29,7 @@ from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.search import ensemble, tuning
 from dsagent_cbr.search.drafts import FLOOR, GENERAL, general_cases
+from dsagent_cbr.search.parallel import Turns
 from dsagent_cbr.search.tree import Tree, tuned_from
 
 
@@ -53,14 +53,13 @@ class Operators:
         self.general = general_cases(self.run.task)  # drafted first, in this order
         held = hold_out(self.run.task)
         self.held = held if ensemble.possible(self.run.task, held) else None
-        # a model node written beside the plain ones (--parallel 1) runs its script in turn with theirs
-        self.cores: AbstractContextManager[object] = (
-            threading.Lock() if scripts_take_turns else nullcontext()
-        )
+        # the model's nodes written beside the plain ones (--parallel 1) run their scripts in turn with theirs
+        self.cores = Turns(scripts_take_turns)
 
-    def execute(self, t: int, code: str) -> RunResult:
-        """Node t's script, run within what is left of the budget; killed if the run stops meanwhile."""
-        with self.cores:  # the limit is worked out once the script has the cores
+    def execute(self, t: int, code: str, *, first: bool = False) -> RunResult:
+        """Node t's script, run within what is left of the budget; killed if the run stops meanwhile.
+        `first`: a model node's, which goes before the plain scripts waiting for the cores."""
+        with self.cores.turn(first):  # the limit is worked out once the script has the cores
             self.run.open_for(t, halted=True)
             limit = self.clock.limit(self.tree.reserve(self.clock))
             result = self.run.execute(t, 0, code, timeout=limit, cancel=self.run.halt)

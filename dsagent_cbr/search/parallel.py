@@ -7,9 +7,10 @@ that share and OpenMP told to wait passively. `--address` joins a Ray cluster in
 the project at the same path and the run folder on a shared filesystem).
 
 With --parallel 1 and no --address a node runs in the loop's own thread, as it always did: Ctrl-C reaches
-its script at once, and no Ray starts. A model's node (unless --in-turn) then runs beside it (`Beside`):
-its calls wait on the model, not on our cores, so the plain nodes go on meanwhile; the scripts still take
-turns (search/loop.py's lock)."""
+its script at once, and no Ray starts. A model's nodes (unless --in-turn) run beside it (`Beside`): their
+calls wait on the model, not on our cores, so the plain nodes go on meanwhile; the scripts still take
+turns (operators.py's lock). With more, the model's nodes have threads of their own in the pool, and their
+scripts wait for their share of the cores in Ray's queue."""
 
 from __future__ import annotations
 
@@ -66,12 +67,42 @@ class Beside(Inline):
         return future
 
 
+class Turns:
+    """The cores, one script at a time, when scripts take turns (--parallel 1 with the model's nodes beside
+    the plain ones). A model node's script goes before the plain ones waiting: its node has waited on the
+    model already, and the plain loop would otherwise take the cores back as soon as they are free."""
+
+    def __init__(self, taking: bool = True) -> None:
+        self.taking = taking
+        self._changed = threading.Condition()
+        self._busy = False
+        self._first = 0  # model nodes' scripts waiting
+
+    @contextmanager
+    def turn(self, first: bool = False) -> Iterator[None]:
+        if not self.taking:
+            yield
+            return
+        with self._changed:
+            self._first += first
+            self._changed.wait_for(lambda: not self._busy and (first or not self._first))
+            self._first -= first
+            self._busy = True
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._busy = False
+                self._changed.notify_all()
+
+
 @contextmanager
-def node_pool(parallel: int, beside: bool = False) -> Iterator[Pool]:
+def node_pool(parallel: int, beside: int = 0) -> Iterator[Pool]:
+    """Threads for `parallel` plain nodes and `beside` model nodes at once."""
     if parallel <= 1:
         yield Beside() if beside else Inline()
         return
-    pool = ThreadPoolExecutor(parallel, thread_name_prefix="node")
+    pool = ThreadPoolExecutor(parallel + beside, thread_name_prefix="node")
     try:
         yield pool
     finally:  # a run that stopped does not wait for its other nodes: Ray's end stops their scripts

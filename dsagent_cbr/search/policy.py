@@ -21,9 +21,11 @@ FIRST_MODEL_NODE); a plain node MIN_PLAIN_SECONDS, or ROOM times the median its 
 and only FIRST_GRADE_SECONDS while no node has graded.
 Each node is charged its own time, from its start to its end (loop.py stamps both).
 
-With --parallel 1 a model node is written beside the plain nodes (it waits on the model, not on our
-cores): while it is, only plain moves start, and while a plain node runs, only a model move may start
-beside it, when its arm is not behind (`View.room`)."""
+Unless --in-turn, the model's nodes are written beside the plain nodes (they wait on the model, not on our
+cores), in places of their own (`View.room`): the model is asked whenever one of its places is free and
+its node fits in what is left, so that it thinks while the machine runs scripts. Its gain per second
+then weighs nothing against the plain moves': it costs them no place. With --in-turn its nodes take
+the plain nodes' places, and the two arms' rates decide who takes each."""
 
 from __future__ import annotations
 
@@ -111,8 +113,8 @@ class View:
     plain: Arm = Arm()
     by_model: Arm = Arm()
     left: float = math.inf  # seconds of the budget left
-    # the kind of node that may start now: any; plain (a model node is being written beside the plain ones);
-    # model (the plain nodes' places are taken, one beside them is free)
+    # the kind of node that may start now: any (the two kinds share the places); plain or model (each
+    # kind has places of its own, and one of this kind is free)
     room: str = "any"
 
     def prior_gain(self) -> float:
@@ -186,10 +188,8 @@ def choose(view: View, rng: random.Random) -> Move:
         else None
     )
     plain = plain_move(view, rng) if plain_fits else None
-    if model is not None and plain is not None:
+    if model is not None and plain is not None:  # one place for either kind: the better rate takes it
         return model if model_first(view) else plain
-    if model is not None and view.room == "model" and not model_first(view):
-        return Move("stop")  # beside the plain nodes only while the model's arm is not behind
     return model or plain or Move("stop")
 
 

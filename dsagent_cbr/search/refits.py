@@ -102,7 +102,7 @@ class Refits:
             note=f"the refit: node {t}'s script again on every labelled row "
             f"(its first fit took {node.wall_time or 0:.0f} s)"
         )
-        with self.operators.cores:  # scripts that take turns take this one's too
+        with self.operators.cores.turn():  # scripts that take turns take this one's too
             run.open_for(t, halted=True)
             limit = self.clock.limit()
             result = run.execute(

@@ -3,6 +3,7 @@
     with ScriptedLLM(["[2] > [1]", "Decision: ...", ...]) as server:
         settings = load_settings(model="scripted", base_url=server.url, api_key="test")
 
+`delay` makes it a slow model that answers several requests at once, as vLLM and the hosted APIs do.
 `replies` is a list consumed in order (each item a string, a (status, body) tuple for an HTTP
 error, or DROP: the connection closed with no reply, as a server that dies does), or a callable `(messages: list[dict]) -> str | tuple[int, dict]`. Every request body is
 kept in `server.requests`. It stands in for a model only; nothing measured through it is agent quality."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -20,9 +22,11 @@ DROP = ("drop",)  # a reply: the connection is closed unanswered
 
 
 class ScriptedLLM:
-    def __init__(self, replies: list[Reply] | Callable[[list[dict]], Reply]) -> None:
+    def __init__(self, replies: list[Reply] | Callable[[list[dict]], Reply], delay: float = 0.0) -> None:
         self.replies = replies
+        self.delay = delay  # seconds each request waits before its reply, requests waiting together
         self.requests: list[dict[str, Any]] = []
+        self.arrived: list[float] = []  # each request's time.monotonic() on arrival
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
@@ -56,6 +60,8 @@ class ScriptedLLM:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 outer.requests.append(body)
+                outer.arrived.append(time.monotonic())
+                time.sleep(outer.delay)  # a slow model, whose requests wait side by side
                 reply = outer._next(body.get("messages", []))
                 if reply is DROP:
                     self.close_connection = True
