@@ -6,6 +6,7 @@ the effects every loop shares. The loops (develop.py, search.py, deploy.py) are 
     consider  record a row's outcome; when its selection score is the best yet, publish its outputs
               and (develop, search) retain the (task, script) pair in the bank if it beats the starter
     refit     --refit: the selected script once more on every labelled row, selection rows included
+              (agent/run_refit.py)
     stopping  how a run ends early (errors.py): the budget is a clean stop; an interrupt or a failure of
               ours saves the record and goes up to the CLI
     finish    summary.json, written after every iteration; observers (the report) told of it
@@ -14,7 +15,10 @@ Nothing here chooses by a number a script reports of itself or by a test score: 
 best by selection score (harness/run.py grades it on rows the harness held back; only a task without
 them falls back to the printed validation, and the record says so; the search's last choice, between
 its blend and its best single node, compares the two on the same cross-fitted rows: search/ensemble.py),
-and the test score of that choice is only recorded."""
+and the test score of that choice is only recorded.
+
+The refit's methods are apart, in agent/run_refit.py: a step at the run's end with rules of its own.
+Run inherits them from RunRefit, so they are still Run's methods."""
 
 from __future__ import annotations
 
@@ -25,23 +29,21 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from dsagent_cbr.agent import refit
 from dsagent_cbr.agent.estimate import estimate
 from dsagent_cbr.agent.journal import RunJournal
 from dsagent_cbr.agent.progress import heartbeat
 from dsagent_cbr.agent.record import Kind, Refit, Row, RunRecord, Status
-from dsagent_cbr.agent.rundir import IMPORTANCE, publish_outputs, row_workspace, step_dir
+from dsagent_cbr.agent.run_refit import RunRefit
+from dsagent_cbr.agent.rundir import IMPORTANCE, publish_outputs, step_dir
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Observer, Progress, Quiet
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.errors import BudgetExceeded, Cancelled, InfrastructureError, Outcome, outcome_of
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.harness.baseline import prior_score
-from dsagent_cbr.harness.plan import Held, hold_out
-from dsagent_cbr.harness.readers import read_refit_rounds
+from dsagent_cbr.harness.plan import hold_out
 from dsagent_cbr.harness.result import RunResult
-from dsagent_cbr.harness.run import REFIT_VARIABLE, predict_room
-from dsagent_cbr.harness.upload import test_values, write_submission
+from dsagent_cbr.harness.upload import write_submission
 from dsagent_cbr.llm.parsing import ParseError
 from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.tasks.model import Task
@@ -51,7 +53,7 @@ FLOOR_BASELINE = "default LightGBM"  # the baselines' name for the search's floo
 FIRST_GRADED = "first graded run better than the starter"
 
 
-class Run:
+class Run(RunRefit):
     def __init__(
         self,
         kind: Kind,
@@ -333,92 +335,6 @@ class Run:
         held = hold_out(self.task) if self.record.selection_rows else None
         write_submission(self.task, held, Path(starter.workspace), self.run_dir)
         self.record.submission_from = "starter"
-
-    def refit_best(self, refit_other: Callable[[Row], Refit | None] | None = None) -> None:
-        """--refit: the selected script once more, given every labelled row (the selection rows too) and
-        told to learn from its validation rows; its predictions become the submission unless they lie too
-        far from the first fit's or it was cut short at its deadline (agent/refit.py). The selection score
-        stays the record's estimate: it judged the script before the refit, not the model submitted.
-        `refit_other`: the loop's own refit of the selected row (the search plans its refits)."""
-        if not (self.wants_refit and self.best and self.best.script):
-            return
-        if refit_other is not None and (made := refit_other(self.best)) is not None:
-            self.record.refit = made
-            return
-        code = (self.run_dir / self.best.script).read_text(encoding="utf-8")
-        if REFIT_VARIABLE not in code:
-            self.record.refit = Refit(
-                status="skipped", why=f"the selected script does not read {REFIT_VARIABLE}"
-            )
-            return
-        late = self.too_late_to_refit(self.best.wall_time or 0.0, "the first fit")
-        if late is not None:
-            self.record.refit = late
-            return
-        took = self.best.wall_time or 0.0
-        self.progress.update(
-            note=f"the refit: iteration {self.best.iteration}'s script again on every labelled row "
-            f"(its first fit took {took:.0f} s)"
-        )
-        limit = self.clock.limit()
-        result = self.execute(self.best.iteration, 0, code, refit=True, timeout=limit)
-        if not result.ok:
-            self.record.refit = Refit(
-                status=result.status, error=result.error, test_after_refit=result.test_metric
-            )
-            return
-        if limit is not None and refit.cut_short(result.wall_time, limit - predict_room(limit)):
-            self.record.refit = Refit(
-                status="cut", why=refit.CUT_NOTE, test_after_refit=result.test_metric
-            )
-            return
-        rounds = read_refit_rounds(Path(result.workspace))
-        first = row_workspace(self.run_dir, self.best.script)
-        self.record.refit = self.judged_refit(
-            first, Path(result.workspace), result.test_metric, rounds
-        )
-        if self.record.refit.status == "ok":
-            publish_outputs(
-                self.run_dir, self.task, code, Path(result.workspace), self.refit_view()
-            )
-
-    def too_late_to_refit(self, took: float, what: str) -> Refit | None:
-        """A refit that could not end within the budget is skipped (the first fit stays the submission):
-        `took` is how long `what`, the fit to do again, took."""
-        left = self.clock.left()
-        if left >= took:
-            return None
-        why = f"{max(left, 0):.0f} s of the budget left, and {what} took {took:.0f} s"
-        return Refit(status="skipped", why=why)
-
-    def refit_view(self) -> Held | None:
-        """The held rows as a refit sees them (none among its test rows), where the task has them."""
-        held = hold_out(self.task) if self.record.selection_rows else None
-        return held.for_refit() if held is not None else None
-
-    def judged_refit(
-        self,
-        first: Path,
-        refit_workspace: Path,
-        test: float | None,
-        rounds: list[list[int]] | None,
-    ) -> Refit:
-        """The refit's record: submitted, or refused when its test predictions (in `refit_workspace`) lie
-        too far from the first fit's (in `first`) to be as good (agent/refit.py)."""
-        view = self.refit_view()
-        if view is None:  # no selection rows: no score to hold the refit to
-            return refit.refitted(test, rounds, "not compared: the task has no selection rows")
-        held = hold_out(self.task)
-        assert held is not None and self.best is not None
-        why, agreement = refit.judge(
-            self.task.metric,
-            self.best.selection,
-            test_values(self.task, held, first),
-            test_values(self.task, view, refit_workspace),
-        )
-        if why:
-            return Refit(status="refused", why=why, agreement=agreement, test_after_refit=test)
-        return refit.refitted(test, rounds, agreement)
 
     # -- how a run ends ----------------------------------------------------------------------------
     @contextlib.contextmanager

@@ -69,7 +69,7 @@ def run_task_dir(run_dir: Path, tasks_dir: Path, given: str | None) -> Path:
 
 def _new_rows(task: Any, new_csv: Path, notes: list[str]) -> Any:
     """NEW.csv with the test file's columns, in its order; an id column made up if it has none."""
-    from dsagent_cbr.tasks.create import read_csv
+    from dsagent_cbr.tasks.user_files import read_csv
 
     new = read_csv(new_csv, "The file to predict")
     expected = list(read_csv(task.public_dir / task.test_file, "The task's test file").columns)

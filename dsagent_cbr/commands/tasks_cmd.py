@@ -352,7 +352,8 @@ def new(
     """Make a task folder DEST from CSV files or a Kaggle competition folder, saying what it inferred."""
     import tempfile
 
-    from dsagent_cbr.tasks.create import NewTaskRequest, create_task, kaggle_files
+    from dsagent_cbr.tasks.create import NewTaskRequest, create_task
+    from dsagent_cbr.tasks.user_files import kaggle_files
 
     if sum(x is not None for x in (train, kaggle_folder, slug, example)) != 1:
         raise CbrError(

@@ -1,17 +1,16 @@
-"""`cbr tasks new`: a task folder from a user's CSV files or a Kaggle competition folder.
+"""`cbr tasks new`: a task from a user's CSV files or a Kaggle competition folder.
 
-It reads the files, takes what tasks/infer.py makes of them (target and id, modality, task type, a
-default metric, each with its reason), and writes task.toml, description.md with the data card, the
-starter train.py, data/ and, with a hold-out, private/answers.csv. A task without answers is valid: it
-has no test score, and the selection rows cbr holds back from train.csv judge its runs. Bad input gets one
-sentence (NewTaskError, exit 2), and the folder is built beside its destination and renamed into place only
-when complete."""
+It takes what tasks/infer.py makes of the files: target and id, modality, task type, a default metric,
+each with its reason. It checks them, lines up the test rows or carves a hold-out from train, and makes
+the sample submission. A task without answers is valid: it has no test score, and the selection rows cbr
+holds back from train.csv judge its runs. Bad input gets one sentence (NewTaskError, exit 2), and
+nothing is left behind.
+
+Reading the files is tasks/user_files.py's. Writing the folder is tasks/task_writer.py's."""
 
 from __future__ import annotations
 
-import json
 import secrets
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,20 +31,8 @@ from dsagent_cbr.tasks.infer import (
 )
 from dsagent_cbr.tasks.metrics import get_metric
 from dsagent_cbr.tasks.sources import SOURCES_FILE, entry_problem, folder_sources
-
-METRIC_WORDS = {
-    "rmse": "root mean squared error (RMSE)",
-    "mse": "mean squared error (MSE)",
-    "mae": "mean absolute error (MAE)",
-    "medae": "median absolute error",
-    "rmsle": "root mean squared logarithmic error (RMSLE)",
-    "mcrmse": "mean columnwise root mean squared error (MCRMSE): the RMSE of each "
-    "target column, averaged",
-    "accuracy": "accuracy",
-    "auroc": "area under the ROC curve (AUROC)",
-    "logloss": "multi-class log loss",
-}
-SAMPLE_NAMES = ("sample_submission.csv", "samplesubmission.csv", "sample_submission_file.csv")
+from dsagent_cbr.tasks.task_writer import METRIC_WORDS, write_task_folder
+from dsagent_cbr.tasks.user_files import SEPARATOR_WORDS, read_csv
 
 
 @dataclass
@@ -64,184 +51,6 @@ class NewTaskRequest:
     source: str | None = None
     # package data the files came from ("package:path", tasks/sources.py)
     sources: tuple[str, ...] = ()
-
-
-# ---------------------------------------------------------------- reading
-
-
-SEPARATORS = (",", ";", "\t", "|")
-SEPARATOR_WORDS = {",": "a comma", ";": "a semicolon", "\t": "a tab", "|": "a vertical bar"}
-
-
-def separator(path: Path) -> str:
-    """The file's field separator: the one its header line holds most of, a comma on a tie. A file
-    saved by a spreadsheet set to a European locale is separated by semicolons."""
-    with path.open("rb") as fh:
-        head = fh.readline(1 << 16).decode("utf-8", errors="replace")
-    counts = {sep: head.count(sep) for sep in SEPARATORS}
-    return max(SEPARATORS, key=counts.__getitem__)  # the first of the most: a comma on a tie
-
-
-def read_csv(path: Path, what: str) -> Any:
-    """The file as a frame; one not separated by commas is read with its own separator, which the
-    frame's attrs["separator"] keeps (the task's files are written with commas)."""
-    import pandas as pd
-
-    if not path.is_file():
-        raise NewTaskError(f"{what} {path} does not exist.")
-    sep = separator(path)
-    # a semicolon goes with a decimal comma ("1,5"), in the locales that write them
-    options = {"sep": sep, "decimal": "," if sep == ";" else ".", "low_memory": False}
-    by = "" if sep == "," else f" separated by {SEPARATOR_WORDS[sep]} ({sep!r})"
-    try:
-        frame = pd.read_csv(path, **options)
-    except pd.errors.EmptyDataError as exc:
-        raise NewTaskError(f"{what} {path} is empty: it has no header and no rows.") from exc
-    except UnicodeDecodeError:
-        try:
-            frame = pd.read_csv(path, encoding="latin-1", **options)
-        except (pd.errors.ParserError, ValueError) as exc:
-            raise NewTaskError(
-                f"{what} {path} does not parse as CSV{by}: {_first_line(exc)}."
-            ) from exc
-    except (pd.errors.ParserError, ValueError) as exc:
-        raise NewTaskError(f"{what} {path} does not parse as CSV{by}: {_first_line(exc)}.") from exc
-    if len(frame) == 0:
-        raise NewTaskError(f"{what} {path} has a header but no rows.")
-    if any(str(c).startswith("Unnamed: ") for c in frame.columns) and frame.columns.size > 1:
-        unnamed = [str(c) for c in frame.columns if str(c).startswith("Unnamed: ")]
-        raise NewTaskError(
-            f"{what} {path} has {len(unnamed)} column(s) without a name in its header."
-        )
-    if sep != ",":
-        frame.attrs["separator"] = sep
-    return frame
-
-
-def _first_line(exc: Exception) -> str:
-    return str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else type(exc).__name__
-
-
-def kaggle_files(folder: Path) -> tuple[Path, Path | None, Path | None, str | None]:
-    """train.csv, test.csv and sample_submission.csv of a Kaggle competition folder (names matched
-    without regard to case), and the first line of source.txt if the folder has one."""
-    if not folder.is_dir():
-        raise NewTaskError(f"{folder} is not a folder.")
-    by_name = {p.name.lower(): p for p in folder.iterdir() if p.is_file()}
-    train = by_name.get("train.csv")
-    if train is None:
-        raise NewTaskError(f"{folder} has no train.csv.")
-    sample = next((by_name[n] for n in SAMPLE_NAMES if n in by_name), None)
-    if sample is None:
-        sample = next(
-            (p for n, p in sorted(by_name.items()) if "submission" in n and n.endswith(".csv")),
-            None,
-        )
-    source = by_name.get("source.txt")
-    line = (
-        source.read_text(encoding="utf-8", errors="replace").strip().splitlines()[0]
-        if source
-        else None
-    )
-    return train, by_name.get("test.csv"), sample, line or None
-
-
-# ---------------------------------------------------------------- writing
-
-
-def _toml_value(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False)
-
-
-def task_toml(
-    name: str, report: NewTaskReport, source: str, public: list[str], sources: tuple[str, ...] = ()
-) -> str:
-    metric = get_metric(report.metric)
-    lines = [
-        f"name = {_toml_value(name)}",
-        f"modality = {_toml_value(report.modality)}",
-        f"task_type = {_toml_value(report.task_type)}",
-        f"metric = {_toml_value(metric.name)}",
-        f"direction = {_toml_value(metric.direction)}",
-        'stage = "development"',
-        "paired_with = []",
-        f"source = {_toml_value(source)}",
-    ]
-    if sources:
-        lines.append(f"sources = {_toml_value(list(sources))}")
-    lines += ["", "[data]", 'format = "csv"', f"public = {_toml_value(public)}"]
-    if report.has_answers:
-        lines.append('answers = "answers.csv"')
-    else:
-        lines.append(
-            "# no answers: the test rows are unlabelled; rows held back from train judge the runs"
-        )
-    lines += [
-        'predictions = "submission.csv"',
-        f"id_column = {_toml_value(report.id_column)}",
-        f"target = {_toml_value(report.target)}",
-    ]
-    if report.classes:
-        lines.append(f"classes = {_toml_value(report.classes)}")
-    return "\n".join(lines) + "\n"
-
-
-_KIND_WORDS = {
-    "regression": "regression",
-    "binary-classification": "binary classification",
-    "multiclass-classification": "multi-class classification",
-    "multilabel-classification": "multi-label classification",
-}
-
-
-def describe(
-    report: NewTaskReport, source: str, n_train: int, n_test: int, card: str, positive: Any
-) -> str:
-    targets = ", ".join(f"`{t}`" for t in report.target)
-    kind = _KIND_WORDS[report.task_type]
-    if report.task_type == "regression" and len(report.target) > 1:
-        kind += f" with {len(report.target)} targets"
-    text = f" with the free-text column `{report.text_column}`" if report.text_column else ""
-    metric = get_metric(report.metric)
-    better = "higher is better" if metric.direction == "maximize" else "lower is better"
-    if report.metric == "logloss":
-        form = f"one probability per class, in the columns {', '.join(f'`{c}`' for c in report.classes)}"
-    elif report.metric == "auroc" and len(report.target) == 1:
-        form = f"the probability that {targets} is {json.dumps(positive)}"
-    elif report.metric == "auroc":
-        form = "one probability per label column"
-    elif report.metric == "accuracy":
-        form = "the predicted label"
-    else:
-        form = "the predicted value" + ("s" if len(report.target) > 1 else "")
-    answers = (
-        "The test answers are held out for grading."
-        if report.has_answers
-        else "The test rows are unlabelled: a solution is judged on labelled rows held back from it, and "
-        "its submission.csv is what would be uploaded."
-    )
-    return (
-        f"You are solving this machine learning task of {kind}: the dataset presented here ({source}) "
-        f"comprises {n_train:,} labelled rows in `train.csv`{text} and {n_test:,} rows to predict in "
-        f"`test.csv`. Your task is to predict {targets} for the rows of `test.csv`, as {form}, identified "
-        f"by `{report.id_column}`. The evaluation metric is {METRIC_WORDS[report.metric]}; {better}. "
-        f"{answers} We provide an overall pipeline in train.py; fill in the model in `train_model` and "
-        f"`predict`, keeping the data split and the output as they are.\n\n{card}"
-    )
-
-
-def _placeholder(report: NewTaskReport, y: Any) -> dict[str, Any]:
-    """Values for a made sample_submission: what a constant guess would upload."""
-    if report.metric == "logloss":
-        return {c: round(1 / len(report.classes), 6) for c in report.classes}
-    if report.metric == "auroc":
-        return {t: 0.5 for t in report.target}
-    if report.metric == "accuracy":
-        return {report.target[0]: y.iloc[:, 0].mode().sort_values().iloc[0]}
-    return {t: float(y[t].median()) for t in report.target}
-
-
-# ---------------------------------------------------------------- the whole
 
 
 def create_task(req: NewTaskRequest) -> NewTaskReport:
@@ -268,7 +77,7 @@ def create_task(req: NewTaskRequest) -> NewTaskReport:
         req.source
         or f"user files: {', '.join(p.name for p in (req.train, req.test, req.sample) if p)}"
     )
-    _write(req.dest, report, source, train, test, made, answers, positive, sources)
+    write_task_folder(req.dest, report, source, train, test, made, answers, positive, sources)
     return report
 
 
@@ -471,6 +280,17 @@ def _sample_submission(report: NewTaskReport, y: Any, test: Any, sample: Any, an
     )
 
 
+def _placeholder(report: NewTaskReport, y: Any) -> dict[str, Any]:
+    """Values for a made sample_submission: what a constant guess would upload."""
+    if report.metric == "logloss":
+        return {c: round(1 / len(report.classes), 6) for c in report.classes}
+    if report.metric == "auroc":
+        return {t: 0.5 for t in report.target}
+    if report.metric == "accuracy":
+        return {report.target[0]: y.iloc[:, 0].mode().sort_values().iloc[0]}
+    return {t: float(y[t].median()) for t in report.target}
+
+
 def declared_sources(req: NewTaskRequest) -> tuple[str, ...]:
     """The package data the files were built from: the request's own, or the sources.txt beside the
     training file (a folder made by `cbr tasks kaggle-example` has one), so that the sandbox hides it."""
@@ -524,68 +344,3 @@ def disguised(rows: Any, id_column: str) -> Any:
     rng = np.random.default_rng(secrets.randbits(64))
     rows = rows.iloc[rng.permutation(len(rows))].reset_index(drop=True)
     return rows.assign(**{id_column: rows[id_column].to_numpy()[rng.permutation(len(rows))]})
-
-
-def _write(
-    dest: Path,
-    report: NewTaskReport,
-    source: str,
-    train: Any,
-    test: Any,
-    sample: Any,
-    answers: Any,
-    positive: Any,
-    sources: tuple[str, ...] = (),
-) -> None:
-    from dsagent_cbr.tasks.datacard import csv_card
-    from dsagent_cbr.tasks.starter import StarterSpec, starter_script
-
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    # The whole task folder is built beside `dest` and renamed into place, so a half-made task is never
-    # found. That is a folder's atomicity, not files.py's one-file write: its files need no fsync each.
-    tmp = dest.parent / f".{dest.name}.tmp-{secrets.token_hex(3)}"
-    try:
-        (tmp / "data").mkdir(parents=True)
-        public = ["train.csv", "test.csv", "sample_submission.csv"]
-        train.to_csv(tmp / "data" / "train.csv", index=False)
-        test.to_csv(tmp / "data" / "test.csv", index=False)
-        sample.to_csv(tmp / "data" / "sample_submission.csv", index=False)
-        if answers is not None:
-            (tmp / "private").mkdir()
-            answers.to_csv(tmp / "private" / "answers.csv", index=False)
-        spec = StarterSpec(
-            modality=report.modality,
-            task_type=report.task_type,
-            metric=report.metric,
-            targets=tuple(report.target),
-            id_column=report.id_column,
-            text_column=report.text_column,
-            classes=tuple(report.classes),
-            positive=positive,
-        )
-        (tmp / "train.py").write_text(starter_script(spec), encoding="utf-8")
-        metric = get_metric(report.metric)
-        card = csv_card(
-            tmp / "data",
-            public,
-            target=report.target,
-            id_column=report.id_column,
-            metric=metric.name,
-            direction=metric.direction,
-            task_type=report.task_type,
-            classes=report.classes if metric.name == "logloss" else None,
-        )
-        (tmp / "description.md").write_text(
-            describe(report, source, len(train), len(test), card, positive), encoding="utf-8"
-        )
-        toml = task_toml(dest.name, report, source, public, sources)
-        (tmp / "task.toml").write_text(toml, encoding="utf-8")
-        if dest.exists():
-            dest.rmdir()  # empty, checked above
-        tmp.rename(dest)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    report.files = ["task.toml", "description.md", "train.py", *(f"data/{p}" for p in public)] + (
-        ["private/answers.csv"] if answers is not None else []
-    )

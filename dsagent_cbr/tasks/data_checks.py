@@ -2,7 +2,7 @@
 that would stop them mid-run with a pandas or numpy traceback (an empty train.csv, a header without
 rows, UTF-16 text, an array that needs pickle) becomes one problem line naming the file.
 
-Cheap for big files: the first MB of a CSV is checked for its encoding, and at most datacard.MAX_ROWS
+Cheap for big files: the first MB of a CSV is checked for its encoding, and at most csv_summary.MAX_ROWS
 rows are parsed, the rows the data card parses itself (strictly, as UTF-8); arrays are opened
 memory-mapped, so only their headers are read.
 
@@ -17,7 +17,7 @@ import os
 import stat
 from pathlib import Path
 
-from dsagent_cbr.tasks.datacard import MAX_ROWS
+from dsagent_cbr.tasks.csv_summary import MAX_ROWS
 from dsagent_cbr.tasks.model import Task
 
 HEAD_BYTES = 1 << 20

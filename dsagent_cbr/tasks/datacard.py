@@ -1,132 +1,42 @@
 """The data card: a compact, deterministic markdown account of a task's public files, so that a model
 (or a person) never has to guess a column name, a dtype or what the target looks like.
 
-It reads only the public files (our layout's data.public, DS-Agent's env/), never private answers; at
-most MAX_ROWS rows of a CSV are read (the row count itself is exact), at most MAX_COLUMNS columns are
-described one by one, and the summary of each file is cached by its path, size and modification time.
+It reads only the public files (our layout's data.public, DS-Agent's env/), never private answers. At
+most MAX_COLUMNS columns are described one by one. A text column of at most MAX_LEVELS values has every
+value shown, with its share of the rows.
 
-A wide file (more than WIDE_COLUMNS columns) has its numbered columns (`pixel0`…`pixel783`, `f_00`…,
-`sensor_1_mean`, `sensor_2_mean`…) of one dtype summarised a group per line, so that hundreds of look-alike
-columns cost a few lines and every column is still accounted for, by name or inside a named group.
-A text column of at most MAX_LEVELS values has every value shown, with its share of the rows."""
+What a CSV file holds is read by tasks/csv_summary.py. A wide file's numbered look-alike columns are
+grouped by tasks/column_groups.py, and written here a line per group."""
 
 from __future__ import annotations
 
-import csv
-import functools
 import json
 import math
-import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from dsagent_cbr.tasks.column_groups import (
+    MIN_GROUP,
+    WIDE_COLUMNS,
+    ColumnGroup,
+    group_columns,
+    group_name,
+    name_items,
+)
+from dsagent_cbr.tasks.csv_summary import (
+    MAX_LEVELS,
+    MAX_ROWS,
+    Column,
+    CsvSummary,
+    cut,
+    is_numeric,
+    summarise_csv,
+)
 from dsagent_cbr.tasks.model import Task
 
-MAX_ROWS = 50_000
 MAX_COLUMNS = 60
-EXAMPLE_CHARS = 60
 MAX_CLASSES = 20
 MORE_NAMES_CHARS = 1500
-MAX_LEVELS = 12  # a text column with at most this many values has every value (and its share) shown
-WIDE_COLUMNS = 40  # beyond this many columns, numbered look-alike columns are grouped
-MIN_GROUP = 3  # two numbered columns (`BsmtFinSF1`, `BsmtFinSF2`) read better one by one
-MAX_RUNS = 8  # runs of numbers named in a group whose numbers have gaps
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    dtype: str
-    missing: float  # share of the rows read
-    distinct: int
-    examples: tuple[str, ...]
-    # Every level of a low-cardinality text or bool column, most frequent first: (as shown, share of rows).
-    levels: tuple[tuple[str, float], ...] = ()
-    # smallest and largest value of a numeric column, for its group's range
-    low: float | None = None
-    high: float | None = None
-
-
-@dataclass(frozen=True)
-class ColumnGroup:
-    """Columns of one dtype named alike but for their numbers: `pieces[0]`, a number, `pieces[1]`, …"""
-
-    pieces: tuple[str, ...]
-    dtype: str
-    columns: tuple[Column, ...]
-    # each column's numbers as written (`00` in `f_00`), in file order
-    numbers: tuple[tuple[str, ...], ...]
-
-
-@dataclass(frozen=True)
-class CsvSummary:
-    rows: int
-    rows_read: int
-    columns: tuple[Column, ...]
-    frame: Any  # the rows read (pandas DataFrame), for target distributions
-
-
-def _cut(text: str, limit: int = EXAMPLE_CHARS) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _example(value: Any) -> str:
-    if isinstance(value, str):
-        return json.dumps(_cut(value), ensure_ascii=False)
-    if isinstance(value, float):
-        return repr(round(value, 6))
-    return str(value)
-
-
-def _count_rows(path: Path) -> int:
-    """Exact data rows of a CSV (quoted newlines included), without building a frame."""
-    with path.open(newline="", encoding="utf-8", errors="replace") as handle:
-        return max(sum(1 for _ in csv.reader(handle)) - 1, 0)
-
-
-@functools.lru_cache(maxsize=64)
-def _summarise_csv(
-    path: str, mtime_ns: int, size: int, max_rows: int, hidden: tuple[str, ...]
-) -> CsvSummary:
-    import pandas as pd
-
-    frame = pd.read_csv(path, nrows=max_rows, low_memory=False)
-    frame = frame.drop(columns=[c for c in hidden if c in frame.columns])
-    rows = len(frame) if len(frame) < max_rows else _count_rows(Path(path))
-    columns = tuple(_column(str(name), frame[name]) for name in frame.columns)
-    return CsvSummary(rows, len(frame), columns, frame)
-
-
-def _plain(value: Any) -> Any:
-    return value.item() if hasattr(value, "item") else value
-
-
-def _column(name: str, values: Any) -> Column:
-    """One column as read. A text column of few levels lists them all: two examples of five levels left a
-    model guessing at the other three."""
-    present = values.dropna()
-    examples = tuple(_example(_plain(v)) for v in present.drop_duplicates()[:2])
-    missing = float(values.isna().mean()) if len(values) else 0.0
-    distinct = int(present.nunique())
-    levels: tuple[tuple[str, float], ...] = ()
-    low = high = None
-    if _is_numeric(values):
-        if len(present):
-            low, high = float(present.min()), float(present.max())
-    elif 0 < distinct <= MAX_LEVELS:
-        counts = present.value_counts(sort=False).items()
-        shares = [(_example(_plain(v)), n / len(values)) for v, n in counts]
-        # Most frequent first, ties by their text, so that the card is the same on every run.
-        levels = tuple(sorted(shares, key=lambda level: (-level[1], level[0])))
-    return Column(name, str(values.dtype), missing, distinct, examples, levels, low, high)
-
-
-def summarise_csv(path: Path, max_rows: int = MAX_ROWS, hidden: tuple[str, ...] = ()) -> CsvSummary:
-    """The file as a script sees it: `hidden` columns (test labels the runner strips) left out."""
-    stat = path.stat()
-    return _summarise_csv(str(path.resolve()), stat.st_mtime_ns, stat.st_size, max_rows, hidden)
 
 
 def _percent(share: float) -> str:
@@ -158,7 +68,7 @@ def _column_table(summary: CsvSummary, keep: set[str]) -> list[str]:
     """The columns of a file: one table row each (the id and targets always among them), at most
     MAX_COLUMNS, the rest by name; in a wide file, its groups of numbered look-alike columns a line each."""
     columns = list(summary.columns)
-    groups = _groups(columns, keep) if len(columns) > WIDE_COLUMNS else []
+    groups = group_columns(columns, keep) if len(columns) > WIDE_COLUMNS else []
     grouped = {c.name for g in groups for c in g.columns}
     single = [c for c in columns if c.name not in grouped]
     if not groups:
@@ -207,78 +117,6 @@ def _rows_table(columns: list[Column], keep: set[str]) -> list[str]:
     return lines
 
 
-_NUMBER = re.compile(r"\d+")
-
-
-def _name_parts(name: str) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """The pieces of a name around its numbers, and those numbers, counting only a number that ends the name
-    or one of its parts (`pixel12`, `f_00`, `sensor_3_mean`, `1/22/20`): one inside a word (`v2x`) names
-    a different thing."""
-    pieces = []
-    numbers = []
-    start = 0
-    for found in _NUMBER.finditer(name):
-        if found.end() == len(name) or not name[found.end()].isalnum():
-            pieces.append(name[start : found.start()])
-            numbers.append(found.group())
-            start = found.end()
-    return (tuple(pieces) + (name[start:],), tuple(numbers)) if numbers else None
-
-
-def _groups(columns: list[Column], keep: set[str]) -> list[ColumnGroup]:
-    """Groups of at least MIN_GROUP columns of one dtype named alike, in the order of their first column;
-    the `keep` columns (id, targets) are never grouped."""
-    found: dict[tuple[tuple[str, ...], str], list[tuple[tuple[str, ...], Column]]] = {}
-    for column in columns:
-        parts = None if column.name in keep else _name_parts(column.name)
-        if parts is not None:
-            found.setdefault((parts[0], column.dtype), []).append((parts[1], column))
-    return [
-        ColumnGroup(pieces, dtype, tuple(c for _, c in members), tuple(n for n, _ in members))
-        for (pieces, dtype), members in found.items()
-        if len(members) >= MIN_GROUP
-    ]
-
-
-def _pattern(group: ColumnGroup, varying: list[int]) -> str:
-    """The names with each varying number as `{n}` and the others as written (`sensor_{n}_reading_3`)."""
-    fixed = group.numbers[0]
-    inner = [
-        piece + ("{n}" if i in varying else fixed[i]) for i, piece in enumerate(group.pieces[:-1])
-    ]
-    return "".join(inner) + group.pieces[-1]
-
-
-def _runs(texts: list[str], numbers: list[int]) -> str:
-    """Sorted numbers as runs, `1–3, 5, 7–9`, at most MAX_RUNS of them."""
-    runs: list[list[str]] = []
-    for i, text in enumerate(texts):
-        if i and numbers[i] == numbers[i - 1] + 1:
-            runs[-1][1] = text
-        else:
-            runs.append([text, text])
-    parts = [first if first == last else f"{first}–{last}" for first, last in runs]
-    return ", ".join(parts[:MAX_RUNS]) + (", …" if len(parts) > MAX_RUNS else "")
-
-
-def _group_name(group: ColumnGroup) -> str:
-    """First and last name when one number varies without a gap (`pixel0` … `pixel783`); the pattern and
-    its runs of numbers when it has gaps; the pattern, first and last name when several numbers vary."""
-    varying = [i for i in range(len(group.pieces) - 1) if len({n[i] for n in group.numbers}) > 1]
-    # a grid or dates (`1/22/20`): the file's order is the one that means something
-    if len(varying) != 1:
-        first, last = group.columns[0].name, group.columns[-1].name
-        return f"`{_pattern(group, varying)}`, from `{first}` to `{last}` in the file's order"
-    at = varying[0]
-    ordered = sorted(
-        zip(group.numbers, group.columns, strict=True), key=lambda m: (int(m[0][at]), m[0][at])
-    )
-    numbers = [int(n[at]) for n, _ in ordered]
-    if numbers == list(range(numbers[0], numbers[0] + len(numbers))):
-        return f"`{ordered[0][1].name}` … `{ordered[-1][1].name}`"
-    return f"`{_pattern(group, varying)}` for n in {_runs([n[at] for n, _ in ordered], numbers)}"
-
-
 def _group_line(group: ColumnGroup) -> str:
     """The group's name, size, dtype, range of missing shares and its values: their range for numbers,
     else the levels of all its columns when few, else how many distinct values a column has."""
@@ -308,32 +146,18 @@ def _group_line(group: ColumnGroup) -> str:
             f"{distinct[0]:,}" if len(distinct) == 1 else f"{distinct[0]:,} to {distinct[-1]:,}"
         )
         values = f"{spread} distinct values per column"
-    return f"- {_group_name(group)} ({len(columns):,} columns): {group.dtype}, missing {missing}, {values}"
-
-
-def _name_items(columns: tuple[Column, ...]) -> list[str]:
-    """A file's column names for a sentence, a wide file's groups named as one item each."""
-    groups = _groups(list(columns), set()) if len(columns) > WIDE_COLUMNS else []
-    first = {g.columns[0].name: g for g in groups}
-    grouped = {c.name for g in groups for c in g.columns}
-    items = []
-    for c in columns:
-        if c.name in first:
-            items.append(f"{_group_name(first[c.name])} ({len(first[c.name].columns):,} columns)")
-        elif c.name not in grouped:
-            items.append(f"`{c.name}`")
-    return items
+    return f"- {group_name(group)} ({len(columns):,} columns): {group.dtype}, missing {missing}, {values}"
 
 
 def target_distribution(values: Any, task_type: str) -> str:
     """Class counts for classification, quantiles for a numeric target."""
     present = values.dropna()
-    if task_type.endswith("classification") or not _is_numeric(present):
+    if task_type.endswith("classification") or not is_numeric(present):
         counts = present.astype(str).value_counts()
         counts = counts.sort_index(kind="stable").sort_values(ascending=False, kind="stable")
         total = max(int(counts.sum()), 1)
         parts = [
-            f"{json.dumps(_cut(str(k), 40), ensure_ascii=False)} {n:,} ({100 * n / total:.1f}%)"
+            f"{json.dumps(cut(str(k), 40), ensure_ascii=False)} {n:,} ({100 * n / total:.1f}%)"
             for k, n in counts.iloc[:MAX_CLASSES].items()
         ]
         more = (
@@ -345,12 +169,6 @@ def target_distribution(values: Any, task_type: str) -> str:
         f"min {_number(q[0])}, 25% {_number(q[1])}, median {_number(q[2])}, 75% {_number(q[3])}, "
         f"max {_number(q[4])}, mean {_number(float(present.astype(float).mean()))}"
     )
-
-
-def _is_numeric(values: Any) -> bool:
-    import pandas as pd
-
-    return pd.api.types.is_numeric_dtype(values) and not pd.api.types.is_bool_dtype(values)
 
 
 def _rows_line(name: str, summary: CsvSummary) -> str:
@@ -413,20 +231,26 @@ def csv_card(
     lines += ["", f"Columns of `{train_name}`:", ""]
     lines += _column_table(train, {*target, *([id_column] if id_column else [])})
     for name, s in summaries.items():
-        if name == train_name:
-            continue
-        names = [c.name for c in s.columns]
-        missing = [c.name for c in train.columns if c.name not in names]
-        if set(names) <= present and set(missing) <= set(target):
-            order = [c.name for c in train.columns if c.name in names]
-            same = "in the same order" if order == names else "in another order"
-            lack = f" without {', '.join(f'`{c}`' for c in missing)}" if missing else ""
-            lines.append(f"\n`{name}` has the columns of `{train_name}`{lack}, {same}.")
-        else:
-            items = _name_items(s.columns)
-            more = f" and {len(items) - MAX_COLUMNS:,} more" if len(items) > MAX_COLUMNS else ""
-            lines.append(f"\n`{name}` columns: {', '.join(items[:MAX_COLUMNS])}{more}.")
+        if name != train_name:
+            lines.append(_other_file_line(name, s, train_name, train, target))
     return "\n".join(lines) + "\n"
+
+
+def _other_file_line(
+    name: str, summary: CsvSummary, train_name: str, train: CsvSummary, target: list[str]
+) -> str:
+    """A file beside the training file: how its columns differ from the training file's, or its names."""
+    present = {c.name for c in train.columns}
+    names = [c.name for c in summary.columns]
+    missing = [c.name for c in train.columns if c.name not in names]
+    if set(names) <= present and set(missing) <= set(target):
+        order = [c.name for c in train.columns if c.name in names]
+        same = "in the same order" if order == names else "in another order"
+        lack = f" without {', '.join(f'`{c}`' for c in missing)}" if missing else ""
+        return f"\n`{name}` has the columns of `{train_name}`{lack}, {same}."
+    items = name_items(summary.columns)
+    more = f" and {len(items) - MAX_COLUMNS:,} more" if len(items) > MAX_COLUMNS else ""
+    return f"\n`{name}` columns: {', '.join(items[:MAX_COLUMNS])}{more}."
 
 
 def npy_card(
