@@ -457,3 +457,22 @@ def test_a_model_nodes_script_takes_the_cores_before_the_plain_scripts_waiting()
     for thread in waiting:
         thread.join(5)
     assert order == ["model", "plain"]
+
+
+def test_the_tree_log_shows_the_best_so_far_and_its_blends_members_however_long_the_search():
+    from types import SimpleNamespace
+
+    from dsagent_cbr.agent.record import Row
+    from dsagent_cbr.search.model_moves import ModelMoves
+
+    singles = [Row(iteration=i, operator="tune", status="ok", score=10.0 + i, parent=1) for i in range(1, 31)]
+    blend = Row(iteration=31, operator="ensemble", status="ok", score=5.0, members={20: 0.6, 25: 0.4})
+    later = [Row(iteration=i, operator="tune", status="ok", score=50.0 + i, parent=1) for i in range(32, 40)]
+    moves = ModelMoves.__new__(ModelMoves)  # only what the log reads
+    moves.tree = SimpleNamespace(rows=[*singles, blend, *later], graded=lambda: [r.iteration for r in singles])
+    moves.run = SimpleNamespace(best=blend, baseline=None)
+    moves.describe = lambda row: f"selection {row.score}"
+    log = moves.tree_log()
+    assert "Node 31 (ensemble)" in log and "Node 20 (tune of node 1)" in log and "Node 25 (tune of node 1)" in log
+    assert "Node 19 (tune" not in log and "other nodes not shown" in log
+    assert log.endswith("The best so far: node 31.")

@@ -178,10 +178,13 @@ class ModelMoves:
         return f"{what}{asked} — {row.status}{': ' + roles.opening(why[0], 160) if why[0] else ''}"
 
     def tree_log(self) -> str:
-        """The nodes the model is told of: the best graded ones and the last ones that ended."""
+        """The nodes the model is told of: the run's best so far and, when it is a blend, its members; the
+        best graded single nodes; and the last ones that ended."""
         # this node and others in flight aside
         ended = [r for r in self.tree.rows if r.status != Status.NOT_RUN]
-        best = set(self.tree.graded()[: LOG_NODES // 2])
+        lead = self.run.best
+        leading = {lead.iteration, *(lead.members or {})} if lead is not None else set()
+        best = leading | set(self.tree.graded()[: LOG_NODES // 2])
         shown = [r for r in ended if r.iteration in best or r in ended[-(LOG_NODES - len(best)) :]]
         lines = []
         for r in shown:
@@ -196,4 +199,5 @@ class ModelMoves:
         more = (
             f"({len(ended) - len(shown)} other nodes not shown)" if len(ended) > len(shown) else ""
         )
-        return "\n".join(x for x in [head, *lines, more] if x) or "(no experiments yet)"
+        best_line = f"The best so far: node {lead.iteration}." if lead is not None else ""
+        return "\n".join(x for x in [head, *lines, more, best_line] if x) or "(no experiments yet)"
