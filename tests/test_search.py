@@ -476,3 +476,16 @@ def test_the_tree_log_shows_the_best_so_far_and_its_blends_members_however_long_
     assert "Node 31 (ensemble)" in log and "Node 20 (tune of node 1)" in log and "Node 25 (tune of node 1)" in log
     assert "Node 19 (tune" not in log and "other nodes not shown" in log
     assert log.endswith("The best so far: node 31.")
+
+
+def test_the_coder_sees_the_scripts_of_the_nodes_a_plan_names(task, tmp_path, monkeypatch):
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    monkeypatch.setattr(search_module, "general_cases", lambda task: general_cases(task)[:1])  # node 1, a draft
+    model = FakeModel({"rerank": ["[1]"] * 4, "plan": [PLAN.format("Keep node 1's booster and nodes 7 and 2's.")],
+                       "program": [fenced("trees")]})
+    bank = FakeBank(insights=[insight(1)], solutions=[solution("first")])
+    develop_search(task, DevelopConfig(iterations=2, in_turn=True), tmp_path, bank, executor(), model=model)
+    program = model.prompts[model.roles.index("program")]
+    draft = (tmp_path / "step-01" / "script.py").read_text()
+    assert "Node 1 (draft):" in program and draft in program  # the node it named, whole
+    assert "Node 7" not in program and "Node 2 (" not in program  # no such node yet; node 2 is this one

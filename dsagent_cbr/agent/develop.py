@@ -19,7 +19,7 @@ end the run as errors.py says, keeping everything done so far."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,10 +237,12 @@ def plan_and_program(
     simpler: bool = False,
     *,
     draft: bool = False,
+    named: Callable[[str], str] | None = None,
 ) -> tuple[str, str] | None:
     """One step planned from the case for `script` and programmed: (the plan's text, the new script).
-    `draft`: a new solution in the frame of `script`, the starter. None when the model gave no usable plan
-    or script (the row says which)."""
+    `draft`: a new solution in the frame of `script`, the starter. `named`: the scripts a plan's decision
+    names, for the coder (the search's nodes). None when the model gave no usable plan or script (the row
+    says which)."""
     t = row.iteration
     plan = run.ask(
         t,
@@ -267,7 +269,14 @@ def plan_and_program(
         t,
         "program",
         lambda: roles.program(
-            model, ctx, script, row.step, cfg.temperature, cfg.program_retries, draft=draft
+            model,
+            ctx,
+            script,
+            row.step,
+            cfg.temperature,
+            cfg.program_retries,
+            draft=draft,
+            named=named(row.step) if named else "",
         ),
     )
     if code is None:

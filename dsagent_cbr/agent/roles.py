@@ -128,10 +128,13 @@ def program(
     retries: int = 2,
     *,
     draft: bool = False,
+    named: str = "",
 ) -> str:
-    """The new or edited script; a reply with no code is answered with a nudge, up to `retries` times."""
+    """The new or edited script; a reply with no code is answered with a nudge, up to `retries` times.
+    `named`: the scripts of the nodes the instruction names, each under its node's heading."""
     content = render(
         "program",
+        named=named,
         data_card=ctx.data_card,
         budget=ctx.budget,
         instruction=instruction,

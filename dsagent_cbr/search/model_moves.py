@@ -14,6 +14,7 @@ clock."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -33,6 +34,9 @@ from dsagent_cbr.search.tree import Tree
 LOG_NODES = 12  # the tree's log in a prompt: the best nodes and the last ones, so that a long search's stays bounded
 # nodes whose step is the model's own instruction, worth repeating
 ASKED = (Operator.PLAN, Operator.IMPROVE)
+# "node 20", "nodes 4, 7 and 9"
+NODE_MENTION = re.compile(r"\bnodes?\s+(\d+(?:\s*(?:,|and|&)\s*\d+)*)", re.IGNORECASE)
+NAMED = 3  # the scripts a plan names, shown to the coder: at most this many
 MIN_CALL_SECONDS = 5.0  # less of the budget left than this: no call starts
 T = TypeVar("T")
 
@@ -111,10 +115,31 @@ class ModelMoves:
         )
         row.case = case_name(case)
         planned = plan_and_program(
-            self.run, row, self.model, self.ctx, self.config, log, script, case, draft=draft
+            self.run,
+            row,
+            self.model,
+            self.ctx,
+            self.config,
+            log,
+            script,
+            case,
+            draft=draft,
+            named=lambda decision: self.named_scripts(decision, row.parent),
         )
         if planned is not None:
             self.run_node(row, planned[1])
+
+    def named_scripts(self, decision: str, editing: int | None) -> str:
+        """The scripts of the nodes a plan's decision names ("keep node 20's LightGBM"), the first NAMED of
+        them, whole: the coder sees only the prompt, and a node it cannot read it can only guess at. The node
+        being edited is shown as the script to edit already."""
+        known = {r.iteration: r for r in self.tree.rows if r.script}
+        mentions = NODE_MENTION.findall(decision)
+        named = dict.fromkeys(int(n) for listed in mentions for n in re.findall(r"\d+", listed))
+        shown = [known[n] for n in named if n in known and n != editing][:NAMED]
+        return "\n\n".join(
+            f"Node {r.iteration} ({r.operator}):\n```python\n{self.tree.script(r)}\n```" for r in shown
+        )
 
     def debug(self, row: Row) -> None:
         """The broken node's script and error to the model; what it returns runs as this node."""
