@@ -489,3 +489,5 @@ def test_the_coder_sees_the_scripts_of_the_nodes_a_plan_names(task, tmp_path, mo
     draft = (tmp_path / "step-01" / "script.py").read_text()
     assert "Node 1 (draft):" in program and draft in program  # the node it named, whole
     assert "Node 7" not in program and "Node 2 (" not in program  # no such node yet; node 2 is this one
+    plan = model.prompts[model.roles.index("plan")]
+    assert "one complete solution" in plan and "tune at most two" not in plan  # a draft's rules, not an edit's
