@@ -54,6 +54,7 @@ def test_prompts_carry_the_data_the_budget_and_the_best_score(tmp_path):
             assert f"`{column}`" in prompt, (column, prompt[:300])
     for prompt in programs + adapts:
         assert "at most 600 s of wall time" in prompt and "no GPU" in prompt and "scikit-learn" in prompt
+        assert 'The script\'s `if os.environ.get("CBR_REFIT")` block stays' in prompt  # the starters have one
     assert "rmse (lower is better)" in plans[0] and "medae (lower is better)" in adapts[0]
     first = summary.best_selection
     assert summary.best_iteration == 1 and f"{first:.6g} (selection score, graded by cbr on held-back rows; " \

@@ -142,7 +142,7 @@ def program(
         validation_line=ctx.validation_line,
         prediction=ctx.prediction,
         draft=draft,
-        refit=REFIT_VARIABLE in script,
+        refit=refit_rule(script),
     )
     messages = [{"role": "user", "content": content}]
     for attempt in range(retries + 1):
@@ -228,6 +228,7 @@ def adapt_messages(ctx: Context, examples: list[tuple[str, str, str]]) -> list[d
         f"### Its solution\n```python\n{solution}\n```"
         for i, (desc, starter, solution) in enumerate(examples, 1)
     )
+    starter = ctx.task.starter.read_text(encoding="utf-8")
     content = render(
         "adapt",
         examples=shown or "(no example)",
@@ -235,7 +236,23 @@ def adapt_messages(ctx: Context, examples: list[tuple[str, str, str]]) -> list[d
         data_card=ctx.data_card,
         metric=ctx.metric,
         budget=ctx.budget,
-        starter=ctx.task.starter.read_text(encoding="utf-8"),
+        starter=starter,
         prediction=ctx.prediction,
+        refit=refit_rule(starter),
     )
     return [{"role": "user", "content": content}]
+
+
+# what a script's refit block asks of it, said wherever a model writes one that has it
+REFIT_RULE = (
+    f'The script\'s `if os.environ.get("{REFIT_VARIABLE}")` block stays: when cbr sets {REFIT_VARIABLE}, the '
+    "script trains its model once more on every labelled row (X, y) before it predicts the test file. The "
+    "validation rows are then among the training rows: cbr makes an early-stopped LightGBM, XGBoost or "
+    "CatBoost model keep the rounds its first fit stopped at, and any other model that stops on the "
+    "validation rows must reuse what its first fit found."
+)
+
+
+def refit_rule(script: str) -> str:
+    """REFIT_RULE when `script` has a refit block, else nothing."""
+    return REFIT_RULE if REFIT_VARIABLE in script else ""
