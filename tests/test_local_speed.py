@@ -56,3 +56,17 @@ def test_a_probe_with_no_reply_in_its_time_says_so(monkeypatch):
     assert "will likely not" in said
     monkeypatch.setattr(local_speed, "measure", lambda url, timeout: None)  # no timings, at once
     assert local_speed.analysis_note("http://x", left=60.0, probe_limit=1.5) is None
+
+
+def test_a_local_model_too_slow_for_one_node_in_the_budget_is_left_out_of_the_search(monkeypatch):
+    from dsagent_cbr.llm import local_speed
+
+    monkeypatch.setattr(local_speed, "measure", lambda url: Speed(reads=20.0, writes=0.6))  # SmolLM2 under load
+    said, worth = local_speed.search_note("http://x", left=120.0)
+    assert not worth and said.endswith("has room for none: the search goes on without it")
+    monkeypatch.setattr(local_speed, "measure", lambda url: Speed(reads=500.0, writes=40.0))  # 66 s a node
+    said, worth = local_speed.search_note("http://x", left=120.0)
+    assert worth and said.endswith("left of the budget has room for 1")
+    assert local_speed.search_note("http://x", left=None)[1]  # no budget: no cut to fear
+    monkeypatch.setattr(local_speed, "measure", lambda url: None)  # a server that gives no timings
+    assert local_speed.search_note("http://x", left=5.0) == (None, True)

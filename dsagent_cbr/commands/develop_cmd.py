@@ -409,15 +409,18 @@ def run_develop(
         if settings.model == "none":
             return develop_search(task, config, run_dir, bank, progress=progress, **seen)
         from dsagent_cbr.llm import open_llm
-        from dsagent_cbr.llm.local_speed import measured_note
+        from dsagent_cbr.llm.local_speed import search_note
 
         with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
-            # minutes a node on a CPU: say so before the user waits
+            # minutes a node on a CPU: say so before the user waits, and leave out a model too slow to
+            # write one node in the budget
             if client.spec.provider == "local":
                 left = seen["clock"].left() if config.budget else None
-                said = measured_note(client.spec.base_url or "", left)
+                said, worth_asking = search_note(client.spec.base_url or "", left)
                 if said:
                     click.echo(said, err=True)
+                if not worth_asking:
+                    return develop_search(task, config, run_dir, bank, progress=progress, **seen)
             # a budget: the search, with the model's operators among its own
             if config.budget is not None:
                 return develop_search(

@@ -78,13 +78,19 @@ def note(speed: Speed, left: float | None) -> str:
     return f"{line}; the {say_duration(left, exact=False)} left of the budget has room for {fit or 'none'}"
 
 
-def measured_note(base_url: str, left: float | None) -> str | None:
-    """The note, measured now; `left` is taken at the call, and the probe's own seconds come off it."""
+def search_note(base_url: str, left: float | None) -> tuple[str | None, bool]:
+    """Before a search: the note, measured now, and whether the model is worth asking. With a budget, not
+    when one of its nodes takes longer than what is left: a node the budget cuts grades nothing, and the
+    plain moves alone still make a submission (the note then says the search goes on without it)."""
     started = time.monotonic()
     speed = measure(base_url)
     if speed is None:
-        return None
-    return note(speed, None if left is None else max(left - (time.monotonic() - started), 0.0))
+        return None, True
+    left = None if left is None else max(left - (time.monotonic() - started), 0.0)
+    said = note(speed, left)
+    if left is None or speed.node_seconds() <= left:
+        return said, True
+    return f"{said}: the search goes on without it", False
 
 
 def analysis_note(base_url: str, left: float, probe_limit: float) -> str | None:
