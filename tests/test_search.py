@@ -491,3 +491,26 @@ def test_the_coder_sees_the_scripts_of_the_nodes_a_plan_names(task, tmp_path, mo
     assert "Node 7" not in program and "Node 2 (" not in program  # no such node yet; node 2 is this one
     plan = model.prompts[model.roles.index("plan")]
     assert "one complete solution" in plan and "tune at most two" not in plan  # a draft's rules, not an edit's
+
+
+def test_a_bug_of_ours_in_a_node_ends_the_run_as_ours_never_as_completed(task, tmp_path, monkeypatch):
+    """A search died of SystemError from ast.parse while nodes ran in threads, and its record then said
+    "ok, completed"."""
+    import json
+
+    from dsagent_cbr.errors import InfrastructureError
+
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+
+    class Buggy(FakeExecutor):
+        def run(self, code, folder, refit=False, timeout=None, cancel=None):
+            if "# first" in code:
+                raise SystemError("AST constructor recursion depth mismatch")
+            return super().run(code, folder, refit, timeout, cancel)
+
+    runs = Buggy(executor().grades, predictions=noisy_answers(task))
+    with pytest.raises(InfrastructureError, match="a failure of ours .*SystemError"):
+        develop_search(task, DevelopConfig(iterations=9), tmp_path, FakeBank(solutions=[solution("first")]), runs)
+    record = json.loads((tmp_path / "summary.json").read_text())
+    assert record["outcome"] == "infrastructure" and "SystemError" in record["stopped"]
+    assert "recursion depth mismatch" in (tmp_path / "traceback.txt").read_text()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import math
 import threading
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
@@ -38,7 +39,14 @@ from dsagent_cbr.agent.rundir import IMPORTANCE, publish_outputs, step_dir
 from dsagent_cbr.agent.seams import Bank, Executor, Model, Observer, Progress, Quiet
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.clock import Clock
-from dsagent_cbr.errors import BudgetExceeded, Cancelled, InfrastructureError, Outcome, outcome_of
+from dsagent_cbr.errors import (
+    BudgetExceeded,
+    Cancelled,
+    CbrError,
+    InfrastructureError,
+    Outcome,
+    outcome_of,
+)
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.harness.baseline import prior_score
 from dsagent_cbr.harness.plan import hold_out
@@ -51,6 +59,9 @@ from dsagent_cbr.tasks.model import Task
 T = TypeVar("T")
 FLOOR_BASELINE = "default LightGBM"  # the baselines' name for the search's floor draft
 FIRST_GRADED = "first graded run better than the starter"
+
+
+TRACEBACK = "traceback.txt"  # a bug of ours in a run: what it raised, for the report of it
 
 
 class Run(RunRefit):
@@ -355,6 +366,17 @@ class Run(RunRefit):
             self.discard_in_flight()
             self.finish(final=True)
             raise
+        except Exception as exc:
+            if isinstance(exc, CbrError):  # the user's input: said as it is
+                raise
+            # a bug of ours: the record says so (never "completed"), and the traceback is kept
+            kept = self.run_dir / TRACEBACK
+            write_text_atomic(kept, "".join(traceback.format_exception(exc)))
+            why = f"a failure of ours (a bug in cbr): {type(exc).__name__}: {exc}"
+            self.stop(Outcome.INFRASTRUCTURE, why)
+            self.discard_in_flight()
+            self.finish(final=True)
+            raise InfrastructureError(f"{why}; its traceback is in {kept}") from exc
 
     def stop(self, outcome: Outcome, why: str) -> None:
         self.halt.set()
