@@ -49,22 +49,22 @@ def test_the_policy_drafts_then_alternates_transplants_and_tunes_then_stops():
 
 def test_the_model_and_the_plain_moves_take_turns_until_one_gains_more_per_second():
     rng, best = random.Random(0), Family(1, 4.0, True)
-    assert choose(View(0, 2, [best], "draft", model=True, graded=[1]), rng) == Move("plan")  # both untried
-    asked = View(0, 2, [best], "draft", model=True, plans=1, graded=[1], by_model=Arm(30.0, 0.0, (30.0,), last=True))
+    assert choose(View(0, 2, [best], "draft", model=True, adapted=True, graded=[1]), rng) == Move("plan")  # both untried
+    asked = View(0, 2, [best], "draft", model=True, adapted=True, plans=1, graded=[1], by_model=Arm(30.0, 0.0, (30.0,), last=True))
     assert choose(asked, rng) == Move("transplant")  # the same rate: the arm that did not move last
     good = Arm(60.0, 3.0, (60.0,), last=True)  # the model's node improved the best by 3 in a minute
     plain = Arm(120.0, 1.0, (60.0, 60.0))
-    assert choose(View(0, 1, [best], "transplant", model=True, plans=2, graded=[5, 1], plain=plain, by_model=good),
+    assert choose(View(0, 1, [best], "transplant", model=True, adapted=True, plans=2, graded=[5, 1], plain=plain, by_model=good),
                   random.Random(1)) == Move("improve", parent=5)  # faster gains: the model again
     poor = Arm(120.0, 0.0, (60.0, 60.0), last=False)
-    assert choose(View(0, 1, [best], "tune", model=True, plans=2, graded=[1], plain=Arm(120.0, 1.0, (60.0, 60.0), True),
+    assert choose(View(0, 1, [best], "tune", model=True, adapted=True, plans=2, graded=[1], plain=Arm(120.0, 1.0, (60.0, 60.0), True),
                        by_model=poor), rng) == Move("transplant")  # two minutes for nothing: the plain moves
     slow_plain = Arm(600.0, 1.0, (60.0,) * 10)
-    assert choose(View(0, 1, [best], "tune", model=True, plans=2, graded=[1], plain=slow_plain, by_model=poor),
+    assert choose(View(0, 1, [best], "tune", model=True, adapted=True, plans=2, graded=[1], plain=slow_plain, by_model=poor),
                   rng).operator == "improve"  # ten minutes of plain moves for one gain: the model's turn again
-    broken = View(0, 1, [best], "transplant", model=True, plans=1, graded=[1], broken=[2])
+    broken = View(0, 1, [best], "transplant", model=True, adapted=True, plans=1, graded=[1], broken=[2])
     assert choose(broken, rng) == Move("debug", parent=2)
-    nothing_plain = View(0, 0, [Family(1, 4.0, False)], "transplant", model=True, plans=2, graded=[1], by_model=poor)
+    nothing_plain = View(0, 0, [Family(1, 4.0, False)], "transplant", model=True, adapted=True, plans=2, graded=[1], by_model=poor)
     assert choose(nothing_plain, rng) == Move("improve", parent=1)  # nothing plain left: the model goes on
     assert choose(View(0, 1, [best], "draft", model=False, plans=1, graded=[1], broken=[2]), rng) == Move("transplant")
 
@@ -76,9 +76,9 @@ def test_no_node_starts_with_less_left_than_a_node_of_its_kind_needs():
     assert needs(Arm(300.0, 0.0, (100.0, 200.0))) == 225.0  # half again the median of its kind's times
     assert needs(Arm(9.0, 0.0, (3.0, 6.0)), by_model=True) == MIN_MODEL_SECONDS == 20.0  # a model's node: 20 s
     assert needs(Arm(300.0, 0.0, (100.0, 200.0)), by_model=True) == 150.0  # or its nodes' median
-    view = View(0, 2, [best], "draft", model=True, graded=[1], left=45.0)
+    view = View(0, 2, [best], "draft", model=True, adapted=True, graded=[1], left=45.0)
     assert choose(view, rng) == Move("transplant")  # no room for a model's first node
-    slow = View(0, 2, [best], "draft", model=True, graded=[1], left=45.0, plain=Arm(80.0, 0.0, (20.0, 20.0)),
+    slow = View(0, 2, [best], "draft", model=True, adapted=True, graded=[1], left=45.0, plain=Arm(80.0, 0.0, (20.0, 20.0)),
                 by_model=Arm(100.0, 0.0, (100.0,)))
     assert choose(slow, rng) == Move("transplant")  # the model's nodes took 100 s
     assert choose(replace(slow, left=29.0), rng) == Move("stop") and out_of_time(replace(slow, left=29.0))
@@ -101,15 +101,16 @@ def test_while_no_node_has_graded_a_plain_node_starts_with_a_few_seconds_left():
 
 def test_beside_a_running_node_only_the_other_kind_of_move_starts():
     rng, best = random.Random(0), Family(1, 4.0, True)
-    assert choose(View(0, 2, [best], "draft", model=True, graded=[1], room="plain"), rng) == Move("transplant")
-    assert choose(View(1, 2, [best], "draft", model=True, graded=[1], room="model"), rng) == Move("plan")  # not a draft
+    assert choose(View(0, 2, [best], "draft", model=True, adapted=True, graded=[1], room="plain"), rng) == Move("transplant")
+    assert choose(View(1, 2, [best], "draft", model=True, adapted=True, graded=[1], room="model"), rng) == Move("plan")  # not a draft
+    assert choose(View(1, 2, [best], "draft", model=True, room="model"), rng) == Move("adapt")  # the model's first: a deploy
     behind = Arm(120.0, 0.0, (60.0, 60.0), last=True)
-    assert choose(View(0, 2, [best], "draft", model=True, graded=[1], by_model=behind, room="model"), rng) == \
+    assert choose(View(0, 2, [best], "draft", model=True, adapted=True, graded=[1], by_model=behind, room="model"), rng) == \
         Move("plan")  # in a place of its own, however far behind its arm is: it costs the plain moves none
-    assert choose(View(0, 2, [best], "draft", model=True, graded=[1], by_model=behind, room="any"), rng) == \
+    assert choose(View(0, 2, [best], "draft", model=True, adapted=True, graded=[1], by_model=behind, room="any"), rng) == \
         Move("transplant")  # sharing the places, the better rate takes one
     assert choose(View(0, 2, [best], "draft", model=False, graded=[1], room="model"), rng) == Move("stop")
-    assert choose(View(0, 0, [Family(1, 4.0, False)], "transplant", model=True, graded=[1], room="plain"),
+    assert choose(View(0, 0, [Family(1, 4.0, False)], "transplant", model=True, adapted=True, graded=[1], room="plain"),
                   rng) == Move("stop")  # nothing plain left: wait for the model's node
 
 

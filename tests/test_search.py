@@ -177,7 +177,8 @@ def insight(n: int) -> Case:
 def test_the_model_plans_debugs_and_improves_nodes_beside_the_plain_moves(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
     monkeypatch.setattr(search_module, "general_cases", lambda task: general_cases(task)[:1])  # the model's moves
-    model = FakeModel({"rerank": ["[2] > [1]"] * 9, "plan": [PLAN.format("ridge"), PLAN.format("trees"),
+    model = FakeModel({"adapt": [fenced("adapted")], "rerank": ["[2] > [1]"] * 9,
+                       "plan": [PLAN.format("ridge"), PLAN.format("trees"),
                                                              *[PLAN.format("deeper trees")] * 7],
                        "program": [fenced("broken"), fenced("trees"), *[fenced("deeper")] * 7],
                        "debug": [fenced("fixed")] * 3})
@@ -186,15 +187,18 @@ def test_the_model_plans_debugs_and_improves_nodes_beside_the_plain_moves(task, 
                          "# first": Graded(selection=9.0, test=9.7251), "# good": Graded(selection=6.0, test=6.7251),
                          "# fixed": Graded(selection=3.5, test=3.7751, stdout="printed by the fix"),
                          "# trees": Graded(selection=3.0, test=3.7251, stdout="printed by the trees"),
-                         "# deeper": Graded(selection=2.5, test=2.7751)}, predictions=noisy_answers(task))
+                         "# deeper": Graded(selection=2.5, test=2.7751), "# adapted": Graded(selection=4.5, test=4.9751)},
+                        predictions=noisy_answers(task))
     bank = FakeBank(insights=[insight(1), insight(2)], solutions=[solution("first"), solution("good")])
     record = develop_search(task, DevelopConfig(iterations=9, in_turn=True), tmp_path, bank, runs, model=model)
     by = {r.iteration: r for r in record.rows}
-    # the model's nodes improved the best faster than the plain ones: it was asked more (policy.py's arms)
-    assert [r.operator for r in record.rows] == ["draft", "plan", "transplant", "debug", "plan", "ensemble", "improve",
+    # the model's first node is a deploy's adaptation; its nodes improved the best faster than the plain ones:
+    # it was asked more (policy.py's arms)
+    assert [r.operator for r in record.rows] == ["draft", "adapt", "plan", "debug", "plan", "ensemble", "improve",
                                                  "improve", "improve", "ensemble"]
-    assert by[2].status == "error" and by[4].parent == 2 and by[4].score == 3.5  # the fix is a node of its own
-    assert by[9].parent in (5, 4, 1) and by[9].score == 2.5  # one of the three best nodes, mostly the best
+    assert by[2].score == 4.5 and by[2].step == "the nearest past solution, adapted in one call"
+    assert by[3].status == "error" and by[4].parent == 3 and by[4].score == 3.5  # the fix is a node of its own
+    assert by[9].score == 2.5
     assert record.best_score == min(r.score for r in by.values() if r.score is not None)
     prompts = dict(zip(model.roles, model.prompts, strict=True))  # each role's last prompt
     assert "NameError" in prompts["debug"] and "# broken" in prompts["debug"]
@@ -202,7 +206,7 @@ def test_the_model_plans_debugs_and_improves_nodes_beside_the_plain_moves(task, 
     parent = (tmp_path / by[by[9].parent].script).read_text()
     assert by[9].parent == 5 and parent in improve_plan and "printed by the trees" in improve_plan  # its own
     assert parent in improve_program and "change nothing else" in improve_program
-    assert "Node 4 (debug of node 2)" in improve_plan and "selection rmse 3.5" in improve_plan
+    assert "Node 4 (debug of node 3)" in improve_plan and "selection rmse 3.5" in improve_plan
     first_plan = model.prompts[model.roles.index("plan")]  # a draft: the starter is a frame, not the current script
     assert "new solution written from scratch" in first_plan and "Current script" not in first_plan
     secret = {str(g.test) for g in runs.grades.values() if g.test is not None} - {"16.0"}
@@ -244,15 +248,18 @@ def test_a_model_whose_nodes_come_to_nothing_gets_less_of_the_budget_and_the_sea
         task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
     taking = Taking(monkeypatch, call=30.0, script=10.0)
-    model = taking.model({"plan": ["Decision: something"] * 9, "program": ["no code here, sorry"] * 30})
+    model = taking.model({"adapt": ["no code here either"], "plan": ["Decision: something"] * 9,
+                          "program": ["no code here, sorry"] * 30})
     bank = FakeBank(solutions=[solution("first"), solution("good")])
-    record = develop_search(task, DevelopConfig(iterations=14, cbr=False, in_turn=True), tmp_path, bank,
+    record = develop_search(task, DevelopConfig(iterations=18, cbr=False, in_turn=True), tmp_path, bank,
                             taking.executor(executor()), model=model)
-    asked = [r for r in record.rows if r.operator in ("plan", "improve", "debug")]
-    # a plan and three program calls: two minutes for nothing, against ten seconds a plain node
-    assert len(asked) == 1 and asked[0].status == "no script" and asked[0].ended - asked[0].started == 120.0
-    after = [r.operator for r in record.rows if r.iteration > asked[0].iteration]
-    assert len(after) >= 8 and not set(after) & {"plan", "improve", "debug"}  # the plain moves went on alone
+    asked = [r for r in record.rows if r.operator in ("adapt", "plan", "improve", "debug")]
+    # an adapt call, then a plan and three program calls: two and a half minutes for nothing, against ten
+    # seconds a plain node
+    assert [(r.operator, r.status, r.ended - r.started) for r in asked] == [("adapt", "no script", 30.0),
+                                                                            ("plan", "no script", 120.0)]
+    after = [r.operator for r in record.rows if r.iteration > asked[-1].iteration]
+    assert len(after) >= 8 and not set(after) & {"adapt", "plan", "improve", "debug"}  # the plain moves alone
     assert record.best_score <= 5.0 and record.outcome == "ok"  # at least the general draft
 
 
@@ -260,7 +267,8 @@ def test_no_node_starts_with_less_than_a_node_needs_and_a_model_node_is_charged_
         task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
     taking = Taking(monkeypatch, call=25.0, script=7.0)
-    model = taking.model({"plan": [PLAN.format("trees")] * 9, "program": [fenced("trees")] * 9})
+    model = taking.model({"adapt": [fenced("trees")], "plan": [PLAN.format("trees")] * 9,
+                          "program": [fenced("trees")] * 9})
     runs = taking.executor(executor())
     runs.grades["# trees"] = Graded(selection=3.0, test=3.5)
     bank = FakeBank(solutions=[solution("first"), solution("good")])
@@ -269,16 +277,17 @@ def test_no_node_starts_with_less_than_a_node_needs_and_a_model_node_is_charged_
                             model=model)
     nodes = [r for r in record.rows if r.operator != "ensemble"]
     assert record.stopped.startswith("the budget of 4m spent")
-    by_model = [r for r in nodes if r.operator in ("plan", "improve")]
+    by_model = [r for r in nodes if r.operator in ("adapt", "plan", "improve")]
     assert all(budget - r.started >= 60.0 for r in by_model[:1])  # a model's first node: a minute
     assert all(budget - r.started >= 20.0 for r in by_model)  # none began with under 20 s of the budget left
     assert all(budget - r.started >= MIN_PLAIN_SECONDS for r in nodes)
     ran = [r for r in by_model if r.status == "ok"]
-    assert ran and all(r.ended - r.started == 57.0 for r in ran)  # two calls and its script: its own time
+    calls = {"adapt": 1, "plan": 2, "improve": 2}  # a rerank is not asked with cbr off
+    assert ran and all(r.ended - r.started == 25.0 * calls[r.operator] + 7.0 for r in ran)  # its own time
     cut = [r for r in by_model if r.status != "ok"]  # after its calls, too little left for its script
     assert all(r.status == "out of time" and "too little for its script" in r.error for r in cut)
-    assert record.best_score == 3.0 and record.rows[record.best_iteration - 1].operator in ("plan", "improve",
-                                                                                            "ensemble")
+    assert record.best_score == 3.0 and record.rows[record.best_iteration - 1].operator in ("adapt", "plan",
+                                                                                            "improve", "ensemble")
 
 
 class Overlapping(FakeExecutor):
@@ -324,7 +333,8 @@ def test_a_model_node_is_written_beside_the_plain_ones_whose_scripts_keep_their_
             time.sleep(0.4)
             return super().complete(role, messages, **options)
 
-    model = Slow({"rerank": ["[1]"] * 9, "plan": [PLAN.format("trees")] * 9, "program": [fenced("trees")] * 9})
+    model = Slow({"adapt": [fenced("good")], "rerank": ["[1]"] * 9, "plan": [PLAN.format("trees")] * 9,
+                  "program": [fenced("trees")] * 9})
     bank = FakeBank(insights=[insight(1)], solutions=[solution("first"), solution("good")])
     runs = Overlapping(task, 0.05, **{"# trees": Graded(selection=3.0, test=3.5)})
     record = develop_search(task, DevelopConfig(iterations=9), tmp_path, bank, runs, model=model)
@@ -345,11 +355,12 @@ def test_a_model_call_the_budget_cuts_short_ends_its_node_but_is_not_held_agains
     from dsagent_cbr.errors import OutOfTime
 
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
-    model = FakeModel({"plan": [OutOfTime("the budget ended 12 s into a call")] * 2})  # two in flight at once
+    model = FakeModel({"adapt": [OutOfTime("the budget ended 12 s into a call")],
+                       "plan": [OutOfTime("the budget ended 12 s into a call")]})  # two in flight at once
     bank = FakeBank(solutions=[solution("first"), solution("good")])
     record = develop_search(task, DevelopConfig(iterations=3, budget=600.0, cbr=False), tmp_path, bank, executor(),
                             model=model)
-    cut = next(r for r in record.rows if r.operator == "plan")
+    cut = next(r for r in record.rows if r.operator == "adapt")
     assert cut.status == "out of time" and "budget ended" in cut.error and record.outcome == "ok"
     assert model.timeouts and all(t is not None and 0 < t <= 600 for t in model.timeouts)  # each call's limit
     assert record.best_score is not None
@@ -481,14 +492,15 @@ def test_the_tree_log_shows_the_best_so_far_and_its_blends_members_however_long_
 def test_the_coder_sees_the_scripts_of_the_nodes_a_plan_names(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
     monkeypatch.setattr(search_module, "general_cases", lambda task: general_cases(task)[:1])  # node 1, a draft
-    model = FakeModel({"rerank": ["[1]"] * 4, "plan": [PLAN.format("Keep node 1's booster and nodes 7 and 2's.")],
-                       "program": [fenced("trees")]})
+    model = FakeModel({"adapt": [fenced("good")], "rerank": ["[1]"] * 4,
+                       "plan": [PLAN.format("Keep node 1's booster and nodes 97 and 98's.")] * 9,
+                       "program": [fenced("trees")] * 9})
     bank = FakeBank(insights=[insight(1)], solutions=[solution("first")])
-    develop_search(task, DevelopConfig(iterations=2, in_turn=True), tmp_path, bank, executor(), model=model)
+    develop_search(task, DevelopConfig(iterations=6, in_turn=True), tmp_path, bank, executor(), model=model)
     program = model.prompts[model.roles.index("program")]
     draft = (tmp_path / "step-01" / "script.py").read_text()
     assert "Node 1 (draft):" in program and draft in program  # the node it named, whole
-    assert "Node 7" not in program and "Node 2 (" not in program  # no such node yet; node 2 is this one
+    assert "Node 97" not in program and "Node 98" not in program  # no such nodes
     plan = model.prompts[model.roles.index("plan")]
     assert "one complete solution" in plan and "tune at most two" not in plan  # a draft's rules, not an edit's
 

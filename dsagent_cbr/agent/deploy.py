@@ -103,7 +103,10 @@ def choose_examples(
     return [(c, s) for c, s in solution_candidates(bank, task, config.cases)]
 
 
-def _starter_of(case: Case, tasks_dir: Path) -> str:
+def case_starter(case: Case, tasks_dir: Path | None) -> str:
+    """The starter of a past solution's task, for the adapt prompt, when its folder is at hand."""
+    if tasks_dir is None:
+        return "(starter not available)"
     starter = tasks_dir / case.task_name / "train.py"
     return starter.read_text(encoding="utf-8") if starter.is_file() else "(starter not available)"
 
@@ -131,7 +134,7 @@ def ask_model(
     assert facts is not None
     ctx = Context.of(run.task, config.policy)
     messages = roles.adapt_messages(
-        ctx, [(c.text, _starter_of(c, tasks_dir), c.script) for c, _ in examples]
+        ctx, [(c.text, case_starter(c, tasks_dir), c.script) for c, _ in examples]
     )
     write_text_atomic(
         run.run_dir / "prompt.md",

@@ -28,12 +28,13 @@ class Operator(StrEnum):
     TRANSPLANT = "transplant"  # a past solution from the bank, adapted
     TUNE = "tune"  # a family root's script with new values for its model literals
     ENSEMBLE = "ensemble"  # a blend of graded nodes' predictions
+    ADAPT = "adapt"  # the model's one-call adaptation of the nearest past solution, as cbr deploy's
     PLAN = "plan"  # the model's draft: a new solution from a retrieved case
     IMPROVE = "improve"  # the model's change to a graded node's script
     DEBUG = "debug"  # the model's fix of a broken node
 
 
-MODEL_OPERATORS = (Operator.PLAN, Operator.IMPROVE, Operator.DEBUG)
+MODEL_OPERATORS = (Operator.ADAPT, Operator.PLAN, Operator.IMPROVE, Operator.DEBUG)
 
 
 def asks_model(operator: str) -> bool:

@@ -18,6 +18,7 @@ COLOURS = {
     Operator.TRANSPLANT: "#2ca02c",
     Operator.TUNE: "#9467bd",
     Operator.ENSEMBLE: "#ff7f0e",
+    Operator.ADAPT: "#bcbd22",
     Operator.PLAN: "#17becf",
     Operator.IMPROVE: "#8c564b",
     Operator.DEBUG: "#e377c2",

@@ -61,8 +61,10 @@ def develop_search(
     model: Model | None = None,
     observers: Sequence[Observer] = (),
     clock: Clock | None = None,
+    tasks_dir: Path | None = None,
 ) -> RunRecord:
-    """The search; `clock`: the command's, started when it was (its budget is the command's wall clock)."""
+    """The search; `clock`: the command's, started when it was (its budget is the command's wall clock);
+    `tasks_dir`: where past solutions' task folders are, for the model's adapt prompt."""
     clock = clock or Clock(config.budget)
     with node_executor(executor, task, config.sandbox, config.parallel, config.address) as (
         runs,
@@ -103,7 +105,7 @@ def develop_search(
                 )
                 return [Case.from_dict(c) for c in found]
 
-            search = Search(run, retrieve, clock, config, model)
+            search = Search(run, retrieve, clock, config, model, tasks_dir)
             search.grow()
         best = search.tree.best_single() if search else None
         if best is not None:
@@ -123,6 +125,7 @@ class Search:
         clock: Clock,
         config: DevelopConfig,
         model: Model | None = None,
+        tasks_dir: Path | None = None,
     ) -> None:
         self.run = run
         self.clock = clock
@@ -135,7 +138,17 @@ class Search:
             self.tree, cases, clock, config, scripts_take_turns=self.beside and config.parallel <= 1
         )
         self.model = (
-            ModelMoves(self.tree, self.operators.execute, clock, config, model) if model else None
+            ModelMoves(
+                self.tree,
+                self.operators.execute,
+                clock,
+                config,
+                model,
+                cases=lambda: self.operators.cases,
+                tasks_dir=tasks_dir,
+            )
+            if model
+            else None
         )
         self.refits = Refits(self.operators)
         self.refitting: dict[Future[None], Row] = {}  # the leading nodes being refit meanwhile
@@ -307,6 +320,7 @@ class Search:
             can_ensemble=self.operators.held is not None and len(singles) >= 2,
             fresh=tree.fresh(),
             model=self.model is not None,
+            adapted=bool(tree.taken(Operator.ADAPT)),
             plans=tree.taken(Operator.PLAN),
             graded=tree.graded(),
             broken=tree.broken(self.config.n_debug),

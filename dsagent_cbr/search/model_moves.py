@@ -16,19 +16,23 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from dsagent_cbr.agent import roles
 from dsagent_cbr.agent.context import Context
+from dsagent_cbr.agent.deploy import case_starter
 from dsagent_cbr.agent.develop import DevelopConfig, best_case, case_name, plan_and_program
 from dsagent_cbr.agent.record import Operator, Row, Status
 from dsagent_cbr.agent.script_summary import summarise_script
 from dsagent_cbr.agent.seams import Messages, Model, Reply
+from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.bank.doctext import task_query
 from dsagent_cbr.clock import MIN_NODE_SECONDS, Clock
 from dsagent_cbr.errors import OutOfTime
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.llm.ledger import Usage
+from dsagent_cbr.llm.parsing import extract_code
 from dsagent_cbr.search.tree import Tree
 
 LOG_NODES = 12  # the tree's log in a prompt: the best nodes and the last ones, so that a long search's stays bounded
@@ -74,6 +78,9 @@ class ModelMoves:
         clock: Clock,
         config: DevelopConfig,
         model: Model,
+        *,
+        cases: Callable[[], list[Case]] = list,
+        tasks_dir: Path | None = None,
     ) -> None:
         self.tree = tree
         self.run = tree.run
@@ -83,12 +90,37 @@ class ModelMoves:
         self.model = Deadlined(model, clock, tree.reserve)
         self.ctx = Context.of(self.run.task, config.sandbox)
         self.query = task_query(self.run.task.description, self.run.task.modality)
+        self.cases = cases  # past solutions, nearest first (retrieved when first asked for)
+        self.tasks_dir = tasks_dir
 
     def make(self, row: Row) -> None:
         """Node `row` by its model operator."""
-        {Operator.PLAN: self.plan, Operator.IMPROVE: self.improve, Operator.DEBUG: self.debug}[
-            row.operator
-        ](row)
+        {
+            Operator.ADAPT: self.adapt,
+            Operator.PLAN: self.plan,
+            Operator.IMPROVE: self.improve,
+            Operator.DEBUG: self.debug,
+        }[row.operator](row)
+
+    def adapt(self, row: Row) -> None:
+        """cbr deploy's one call inside the search: the nearest past solution, its task and starter shown
+        as the example, adapted to this task by the model; what it returns runs as this node."""
+        nearest = self.cases()[:1]
+        row.case = case_name(nearest[0]) if nearest else "(no case)"
+        row.step = "the nearest past solution, adapted in one call"
+        examples = [(c.text, case_starter(c, self.tasks_dir), c.script) for c in nearest]
+        messages = roles.adapt_messages(self.ctx, examples)
+        code = self.run.ask(
+            row.iteration,
+            "adapt",
+            lambda: self.model.complete(
+                "adapt", messages, temperature=self.config.temperature, validate=extract_code
+            ).parsed,
+        )
+        if code is None:  # the model answered without a script
+            row.status = Status.NO_SCRIPT
+            return
+        self.run_node(row, code)
 
     def plan(self, row: Row) -> None:
         """A new solution: the starter is shown as the frame every solution keeps, not as a script to edit."""

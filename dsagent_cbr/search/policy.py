@@ -7,8 +7,10 @@ sees the tree as plain values (View) and is tested with them.
 then one of two arms, each a kind of move:
     plain      the next compatible past solution (transplant, nearest first), alternating with new values
                for the model literals of one of the best families (tune, Optuna)
-    model      fix the newest broken node (debug, a chain at most --n-debug deep); a new solution from a
-               retrieved case (plan, PLANS of them); a change to one of the best nodes (improve)
+    model      fix the newest broken node (debug, a chain at most --n-debug deep); the nearest past
+               solution adapted in one call, as cbr deploy does (adapt, once, the model's first node: so a
+               search is never worse than a deploy); a new solution from a retrieved case (plan, PLANS of
+               them); a change to one of the best nodes (improve)
 chosen by gain per second: each arm's improvements of the best score so far, over the seconds its nodes
 took, both with a prior (PRIOR_SECONDS, and the mean improvement seen) so that an arm not tried yet is
 tried. A model that is fast and good gets more of the budget; one that is slow or writes nothing that
@@ -107,6 +109,7 @@ class View:
     can_ensemble: bool = False
     fresh: int = 0  # nodes graded since the last ensemble
     model: bool = False  # there is a model
+    adapted: bool = False  # the model's adapt node is taken
     plans: int = 0  # plan nodes so far
     graded: list[int] = field(default_factory=list)  # single-script nodes with a score, best first
     broken: list[int] = field(default_factory=list)  # nodes a debug node may fix, newest first
@@ -207,6 +210,8 @@ def model_move(view: View, rng: random.Random) -> Move | None:
         return None
     if view.broken:
         return Move(Operator.DEBUG, parent=view.broken[0])
+    if not view.adapted:
+        return Move(Operator.ADAPT)
     if view.plans < PLANS or not view.graded:
         return Move(Operator.PLAN)
     return Move(Operator.IMPROVE, parent=one_of_the_best(view.graded, rng))
