@@ -424,7 +424,14 @@ def run_develop(
             # a budget: the search, with the model's operators among its own
             if config.budget is not None:
                 return develop_search(
-                    task, config, run_dir, bank, progress=progress, **seen, model=client
+                    task,
+                    config,
+                    run_dir,
+                    bank,
+                    progress=progress,
+                    **seen,
+                    model=client,
+                    tasks_dir=settings.tasks_dir,
                 )
             return develop_with_model(
                 task, config, run_dir, bank, client, progress=progress, **seen
