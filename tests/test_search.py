@@ -487,6 +487,9 @@ def test_the_tree_log_shows_the_best_so_far_and_its_blends_members_however_long_
     assert "Node 31 (ensemble)" in log and "Node 20 (tune of node 1)" in log and "Node 25 (tune of node 1)" in log
     assert "Node 19 (tune" not in log and "other nodes not shown" in log
     assert log.endswith("The best so far: node 31.")
+    wide = Row(iteration=31, operator="ensemble", status="ok", score=5.0, members={k: 0.1 for k in range(20, 30)})
+    moves.run = SimpleNamespace(best=wide, baseline=None)
+    assert "Node 39 (" not in moves.tree_log()  # the best and its members fill the log: no recent ones
 
 
 def test_the_coder_sees_the_scripts_of_the_nodes_a_plan_names(task, tmp_path, monkeypatch):

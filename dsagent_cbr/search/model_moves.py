@@ -242,7 +242,8 @@ class ModelMoves:
         lead = self.run.best
         leading = {lead.iteration, *(lead.members or {})} if lead is not None else set()
         best = leading | set(self.tree.graded()[: LOG_NODES // 2])
-        shown = [r for r in ended if r.iteration in best or r in ended[-(LOG_NODES - len(best)) :]]
+        recent = ended[len(ended) - max(LOG_NODES - len(best), 0) :]  # none when the best fill the log
+        shown = [r for r in ended if r.iteration in best or r in recent]
         lines = []
         for r in shown:
             grown = f" of node {r.parent}" if r.parent is not None else ""
