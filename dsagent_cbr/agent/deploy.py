@@ -103,6 +103,11 @@ def choose_examples(
     return [(c, s) for c, s in solution_candidates(bank, task, config.cases)]
 
 
+def adapt_examples(cases: Sequence[Case], tasks_dir: Path | None) -> list[tuple[str, str, str]]:
+    """The adapt prompt's examples: each past solution's task, its task's starter and its script."""
+    return [(c.text, case_starter(c, tasks_dir), c.script) for c in cases]
+
+
 def case_starter(case: Case, tasks_dir: Path | None) -> str:
     """The starter of a past solution's task, for the adapt prompt, when its folder is at hand."""
     if tasks_dir is None:
@@ -133,9 +138,7 @@ def ask_model(
     facts = run.record.deploy
     assert facts is not None
     ctx = Context.of(run.task, config.policy)
-    messages = roles.adapt_messages(
-        ctx, [(c.text, case_starter(c, tasks_dir), c.script) for c, _ in examples]
-    )
+    messages = roles.adapt_messages(ctx, adapt_examples([c for c, _ in examples], tasks_dir))
     write_text_atomic(
         run.run_dir / "prompt.md",
         "\n\n".join(f"## {m['role']}\n\n{m['content']}" for m in messages),

@@ -409,18 +409,8 @@ def run_develop(
         if settings.model == "none":
             return develop_search(task, config, run_dir, bank, progress=progress, **seen)
         from dsagent_cbr.llm import open_llm
-        from dsagent_cbr.llm.local_speed import search_note
 
         with open_llm(settings, run_dir=run_dir, seed=config.seed) as client:
-            # minutes a node on a CPU: say so before the user waits, and leave out a model too slow to
-            # write one node in the budget
-            if client.spec.provider == "local":
-                left = seen["clock"].left() if config.budget else None
-                said, worth_asking = search_note(client.spec.base_url or "", left)
-                if said:
-                    click.echo(said, err=True)
-                if not worth_asking:
-                    return develop_search(task, config, run_dir, bank, progress=progress, **seen)
             # a budget: the search, with the model's operators among its own
             if config.budget is not None:
                 return develop_search(
@@ -430,9 +420,23 @@ def run_develop(
                     bank,
                     progress=progress,
                     **seen,
-                    model=client,
+                    model=client if worth_asking(client, seen["clock"].left()) else None,
                     tasks_dir=settings.tasks_dir,
                 )
+            worth_asking(client, None)  # its speed, said
             return develop_with_model(
                 task, config, run_dir, bank, client, progress=progress, **seen
             )
+
+
+def worth_asking(client: Any, left: float | None) -> bool:
+    """A local model's speed, measured and said before the user waits (minutes a node on a CPU): is it
+    fast enough to write one node in the `left` seconds of the budget? Other models are not measured."""
+    from dsagent_cbr.llm.local_speed import search_note
+
+    if client.spec.provider != "local":
+        return True
+    said, worth = search_note(client.spec.base_url or "", left)
+    if said:
+        click.echo(said, err=True)
+    return worth

@@ -21,7 +21,7 @@ from typing import TypeVar
 
 from dsagent_cbr.agent import roles
 from dsagent_cbr.agent.context import Context
-from dsagent_cbr.agent.deploy import case_starter
+from dsagent_cbr.agent.deploy import adapt_examples
 from dsagent_cbr.agent.develop import DevelopConfig, best_case, case_name, plan_and_program
 from dsagent_cbr.agent.record import Operator, Row, Status
 from dsagent_cbr.agent.script_summary import summarise_script
@@ -108,8 +108,7 @@ class ModelMoves:
         nearest = self.cases()[:1]
         row.case = case_name(nearest[0]) if nearest else "(no case)"
         row.step = "the nearest past solution, adapted in one call"
-        examples = [(c.text, case_starter(c, self.tasks_dir), c.script) for c in nearest]
-        messages = roles.adapt_messages(self.ctx, examples)
+        messages = roles.adapt_messages(self.ctx, adapt_examples(nearest, self.tasks_dir))
         code = self.run.ask(
             row.iteration,
             "adapt",
