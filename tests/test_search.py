@@ -470,44 +470,6 @@ def test_a_model_nodes_script_takes_the_cores_before_the_plain_scripts_waiting()
     assert order == ["model", "plain"]
 
 
-def test_the_tree_log_shows_the_best_so_far_and_its_blends_members_however_long_the_search():
-    from types import SimpleNamespace
-
-    from dsagent_cbr.agent.record import Row
-    from dsagent_cbr.search.model_moves import ModelMoves
-
-    singles = [Row(iteration=i, operator="tune", status="ok", score=10.0 + i, parent=1) for i in range(1, 31)]
-    blend = Row(iteration=31, operator="ensemble", status="ok", score=5.0, members={20: 0.6, 25: 0.4})
-    later = [Row(iteration=i, operator="tune", status="ok", score=50.0 + i, parent=1) for i in range(32, 40)]
-    moves = ModelMoves.__new__(ModelMoves)  # only what the log reads
-    moves.tree = SimpleNamespace(rows=[*singles, blend, *later], graded=lambda: [r.iteration for r in singles])
-    moves.run = SimpleNamespace(best=blend, baseline=None)
-    moves.describe = lambda row: f"selection {row.score}"
-    log = moves.tree_log()
-    assert "Node 31 (ensemble)" in log and "Node 20 (tune of node 1)" in log and "Node 25 (tune of node 1)" in log
-    assert "Node 19 (tune" not in log and "other nodes not shown" in log
-    assert log.endswith("The best so far: node 31.")
-    wide = Row(iteration=31, operator="ensemble", status="ok", score=5.0, members={k: 0.1 for k in range(20, 30)})
-    moves.run = SimpleNamespace(best=wide, baseline=None)
-    assert "Node 39 (" not in moves.tree_log()  # the best and its members fill the log: no recent ones
-
-
-def test_the_coder_sees_the_scripts_of_the_nodes_a_plan_names(task, tmp_path, monkeypatch):
-    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
-    monkeypatch.setattr(search_module, "general_cases", lambda task: general_cases(task)[:1])  # node 1, a draft
-    model = FakeModel({"adapt": [fenced("good")], "rerank": ["[1]"] * 4,
-                       "plan": [PLAN.format("Keep node 1's booster and nodes 97 and 98's.")] * 9,
-                       "program": [fenced("trees")] * 9})
-    bank = FakeBank(insights=[insight(1)], solutions=[solution("first")])
-    develop_search(task, DevelopConfig(iterations=6, in_turn=True), tmp_path, bank, executor(), model=model)
-    program = model.prompts[model.roles.index("program")]
-    draft = (tmp_path / "step-01" / "script.py").read_text()
-    assert "Node 1 (draft):" in program and draft in program  # the node it named, whole
-    assert "Node 97" not in program and "Node 98" not in program  # no such nodes
-    plan = model.prompts[model.roles.index("plan")]
-    assert "one complete solution" in plan and "tune at most two" not in plan  # a draft's rules, not an edit's
-
-
 def test_a_bug_of_ours_in_a_node_ends_the_run_as_ours_never_as_completed(task, tmp_path, monkeypatch):
     """A search died of SystemError from ast.parse while nodes ran in threads, and its record then said
     "ok, completed"."""
