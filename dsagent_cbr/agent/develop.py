@@ -33,6 +33,7 @@ from dsagent_cbr.agent.seams import Bank, Executor, Model, Observer, Progress, S
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.files import write_text_atomic
+from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.tasks.model import Task
 
@@ -303,6 +304,28 @@ def develop_iteration(
             memory.log.append(f"Iteration {t}: the programmer returned no usable script.")
         return
     plan, code = planned
+    code, result, ran = run_and_debug(run, row, model, ctx, cfg, log, before, code)
+    row.log = log_entry(run, row, model, ctx, cfg, log, plan, before, code, result)
+    memory.log.append(f"Iteration {t}:\n{row.log}")
+    memory.simpler = not result.ok
+    if result.ok:
+        memory.script = code
+    run.consider(row, code, result, ran, retain=row.step)
+
+
+def run_and_debug(
+    run: Run,
+    row: Row,
+    model: Model,
+    ctx: Context,
+    cfg: DevelopConfig,
+    log: str,
+    before: str,
+    code: str,
+) -> tuple[str, RunResult, int]:
+    """Run the iteration's script and, while it fails, ask the model for a fix up to `n_debug` times.
+    Returns the last script run, its result and the attempt that ran it (0: the first script)."""
+    t = row.iteration
     result = run.execute(t, 0, code)
     attempt = 0
     ran = 0
@@ -322,8 +345,25 @@ def develop_iteration(
             result = run.execute(t, attempt, fixed)
             ran = attempt
     row.debug_attempts = attempt
+    return code, result, ran
+
+
+def log_entry(
+    run: Run,
+    row: Row,
+    model: Model,
+    ctx: Context,
+    cfg: DevelopConfig,
+    log: str,
+    plan: str,
+    before: str,
+    code: str,
+    result: RunResult,
+) -> str:
+    """The iteration's entry in the log: the model's summary, or the step and its first line of feedback
+    when the model gave none."""
     entry = run.ask(
-        t,
+        row.iteration,
         "log",
         lambda: roles.summarize(
             model,
@@ -338,12 +378,7 @@ def develop_iteration(
             cfg.temperature,
         ),
     )
-    row.log = (
+    return (
         entry
         or f"Experiment Summary: {row.step}\nExperiment Result: {result.feedback().splitlines()[0]}"
     )
-    memory.log.append(f"Iteration {t}:\n{row.log}")
-    memory.simpler = not result.ok
-    if result.ok:
-        memory.script = code
-    run.consider(row, code, result, ran, retain=row.step)
