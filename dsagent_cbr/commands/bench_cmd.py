@@ -6,7 +6,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -14,6 +14,9 @@ from dsagent_cbr.commands.bench_dabench import dabench
 from dsagent_cbr.commands.options import budget_seconds
 from dsagent_cbr.config import BENCHMARKS_DIR, load_settings
 from dsagent_cbr.errors import CbrError
+
+if TYPE_CHECKING:
+    from dsagent_cbr.bench.spec import GridSpec
 
 DEFAULT_TASKS = "smoke-ban,titanic-survival,deliveries-time"
 UNSUPPORTED = "unsupported.json"
@@ -131,10 +134,8 @@ def run(
     out_dir: Path | None,
 ) -> None:
     """Run (or resume) a grid: every trial an independent CLI run with its own seed and bank copy."""
-    from dsagent_cbr.bench import engine, grid
+    from dsagent_cbr.bench import grid
     from dsagent_cbr.bench.spec import GridSpec, parse_agents
-    from dsagent_cbr.tasks.loader import load_task
-    from dsagent_cbr.tasks.prepare import prepare_task
 
     settings = load_settings()
     if trials < 1 or anchor_trials < 1:
@@ -160,10 +161,28 @@ def run(
     )
     name = name or f"grid-{spec.digest()}"
     folder = (grid_dir or settings.runs_dir / "bench" / name).resolve()
+    run_grid(spec, folder, name, base_bank, parallel, address, out_dir)
+
+
+def run_grid(
+    spec: GridSpec,
+    folder: Path,
+    name: str,
+    base_bank: Path | None,
+    parallel: int | None,
+    address: str | None,
+    out_dir: Path | None,
+) -> None:
+    """Open (or resume) the grid in `folder`, run its trials not finished before, tabulate every
+    finished one, and fail when a trial failed for reasons of ours."""
+    from dsagent_cbr.bench import engine, grid
+    from dsagent_cbr.tasks.loader import load_task
+    from dsagent_cbr.tasks.prepare import prepare_task
+
     resumed = grid.open_grid(folder, spec)
     for task in spec.tasks:
         prepare_task(load_task(spec.folder(task)))
-    bank = grid.ensure_base_bank(folder, store, base_bank) if grid.needs_bank(spec) else None
+    bank = grid.ensure_base_bank(folder, spec.store, base_bank) if grid.needs_bank(spec) else None
     work = grid.plan(folder, spec, bank)
     (folder / UNSUPPORTED).write_text(json.dumps(work.unsupported, indent=2), encoding="utf-8")
     click.echo(
@@ -190,6 +209,12 @@ def run(
             "skipped_finished": len(work.finished),
         },
     )
+    _fail_on_ours(records)
+
+
+def _fail_on_ours(records: list[dict[str, Any]]) -> None:
+    """A trial that failed for reasons of ours (not the agent's) fails the command: running it again
+    runs those trials again."""
     infra = sum(r.get("outcome") == "infrastructure" for r in records)
     if infra:
         raise CbrError(
