@@ -141,22 +141,17 @@ def develop(
 ) -> None:
     """Develop a solution for TASK_DIR with the CBR loop (retrieve, rerank, plan, program, debug, log, retain)."""
     started = process_start()  # the budget is the command's wall clock, from the process's start
-    from dsagent_cbr.agent.develop import DevelopConfig
-    from dsagent_cbr.sandbox.bubblewrap import require_sandbox
-
-    flags = {
-        **settings_flags(model, store, bank_dir, chroma_url, runs_dir, max_cost, no_cache),
-        "max_tokens": max_tokens,
-    }
+    flags = settings_flags(model, store, bank_dir, chroma_url, runs_dir, max_cost, no_cache)
+    flags["max_tokens"] = max_tokens
     policy = policy_from(timeout, memory, disk, allow_network, no_sandbox)
     if resume_dir is not None:
-        task, config, settings = _resume(resume_dir, flags, policy, address)
-        require_sandbox(config.sandbox.isolate)
+        task, config, settings = resume_run(resume_dir, flags, policy, address)
         run_dir = resume_dir
     else:
-        config = DevelopConfig(
-            iterations=iterations or (NO_CAP if budget else 5),
-            budget=None if budget is None else budget_seconds(budget),
+        config = new_config(
+            policy,
+            iterations=iterations,
+            budget=budget,
             k=k,
             parallel=parallel,
             address=address,
@@ -165,12 +160,56 @@ def develop(
             temperature=temperature,
             rerank=not no_rerank,
             cbr=not no_cbr,
-            seed=trial_seed(seed),
+            seed=seed,
             refit=refit,
             retain=not no_retain,
-            policy=asdict(policy),
         )
         task, settings, run_dir = start_run(task_dir, flags, config)
+    develop_and_say(task, config, run_dir, settings, started, mlflow_uri, as_json)
+
+
+def new_config(
+    policy: SandboxPolicy,
+    *,
+    iterations: int | None,
+    budget: str | None,
+    seed: int | None,
+    **fields: Any,
+) -> DevelopConfig:
+    """A new run's config from its command line: -T's default is 5 iterations, or no cap under a
+    budget; no --seed is a fresh one. `fields`: DevelopConfig's others, as the options give them."""
+    from dsagent_cbr.agent.develop import DevelopConfig
+
+    return DevelopConfig(
+        iterations=iterations or (NO_CAP if budget else 5),
+        budget=None if budget is None else budget_seconds(budget),
+        seed=trial_seed(seed),
+        policy=asdict(policy),
+        **fields,
+    )
+
+
+def resume_run(
+    run_dir: Path, flags: dict[str, Any], policy: SandboxPolicy, address: str | None
+) -> tuple[Task, DevelopConfig, Settings]:
+    """An interrupted run's task, config and settings (_resume), with its sandbox checked."""
+    from dsagent_cbr.sandbox.bubblewrap import require_sandbox
+
+    task, config, settings = _resume(run_dir, flags, policy, address)
+    require_sandbox(config.sandbox.isolate)
+    return task, config, settings
+
+
+def develop_and_say(
+    task: Task,
+    config: DevelopConfig,
+    run_dir: Path,
+    settings: Settings,
+    started: float,
+    mlflow_uri: str | None,
+    as_json: bool,
+) -> None:
+    """The run, then its record said (as JSON with --json); its outcome is the exit code."""
     record = _run_saying_how_to_resume(task, config, run_dir, settings, started, mlflow_uri)
     if as_json:
         click.echo(record.model_dump_json(indent=2))
