@@ -88,68 +88,113 @@ def run_spider(
     with tempfile.TemporaryDirectory(prefix="cbr-crawl-") as tmp:
         out = Path(tmp) / "items.jsonl"
         log = Path(tmp) / "crawl.log"
-        cmd = [
-            sys.executable,
-            "-m",
-            "scrapy",
-            "crawl",
-            spider,
-            "-O",
-            f"{out}:jsonlines",
-            "-s",
-            f"LOG_FILE={log}",
-        ]
-        for key, value in args.items():
-            cmd += ["-a", f"{key}={value}"]
-        for key, value in (overrides or {}).items():
-            cmd += ["-s", f"{key}={value}"]
-        child_env = {**os.environ, **(env or {})}
-        # the child imports dsagent_cbr from this tree even when it is not installed
-        child_env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(PROJECT_ROOT), child_env.get("PYTHONPATH")) if p
-        )
-        child_env.pop("SCRAPY_SETTINGS_MODULE", None)
+        cmd = _scrapy_command(spider, args, overrides or {}, out, log)
         errors = Path(tmp) / "stderr.txt"
-        # a file, not a pipe: a chatty child cannot block on a full pipe
-        with errors.open("wb") as err_fh:
-            proc = subprocess.Popen(
-                cmd,
-                cwd=crawlers_dir,
-                env=child_env,
-                stdout=subprocess.DEVNULL,
-                stderr=err_fh,
-                start_new_session=True,
-            )
-            started = time.monotonic()
-            try:
-                while proc.poll() is None:
-                    if time.monotonic() - started > timeout:
-                        raise CbrError(
-                            f"The {spider} crawl took longer than {timeout:.0f} s and was stopped."
-                        )
-                    if on_tick:
-                        on_tick(_count_lines(out))
-                    time.sleep(0.5)
-            finally:
-                if proc.poll() is None:
-                    proc.kill()
-                proc.wait()
-        stderr = errors.read_text(encoding="utf-8", errors="replace")
-        log_text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
-        tail = "\n".join((log_text + stderr).strip().splitlines()[-30:])
-        if proc.returncode != 0:
-            raise CbrError(
-                f"The {spider} crawler failed (exit {proc.returncode}).", details=tail.splitlines()
-            )
-        lines = out.read_text(encoding="utf-8").splitlines() if out.exists() else []
-        result = parse_items(lines)
-        result.log_tail = tail
-        closed = _close_reason(log_text)
-        if closed and closed not in ("finished", "shutdown"):
-            result.errors.append(SourceError(url="", reason=closed, stage="crawl", fatal=True))
-        if on_tick:
-            on_tick(len(lines))
-        return result
+        returncode = _wait_for_child(
+            cmd, crawlers_dir, _child_env(env or {}), errors, spider, timeout, on_tick, out
+        )
+        return _read_result(spider, returncode, out, log, errors, on_tick)
+
+
+def _scrapy_command(
+    spider: str, args: Mapping[str, Any], overrides: Mapping[str, Any], out: Path, log: Path
+) -> list[str]:
+    """The crawl's command line: the spider's arguments (-a), the settings overridden (-s), its items
+    to `out` and its log to `log`."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "scrapy",
+        "crawl",
+        spider,
+        "-O",
+        f"{out}:jsonlines",
+        "-s",
+        f"LOG_FILE={log}",
+    ]
+    for key, value in args.items():
+        cmd += ["-a", f"{key}={value}"]
+    for key, value in overrides.items():
+        cmd += ["-s", f"{key}={value}"]
+    return cmd
+
+
+def _child_env(env: Mapping[str, str]) -> dict[str, str]:
+    """Our environment with `env` over it, for the crawler's child process."""
+    child_env = {**os.environ, **env}
+    # the child imports dsagent_cbr from this tree even when it is not installed
+    child_env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(PROJECT_ROOT), child_env.get("PYTHONPATH")) if p
+    )
+    child_env.pop("SCRAPY_SETTINGS_MODULE", None)
+    return child_env
+
+
+def _wait_for_child(
+    cmd: list[str],
+    crawlers_dir: Path,
+    child_env: dict[str, str],
+    errors: Path,
+    spider: str,
+    timeout: float,
+    on_tick: Callable[[int], None] | None,
+    out: Path,
+) -> int:
+    """Run the crawl, its stderr to `errors`, ticking with its items so far in `out`; killed when it
+    outlasts `timeout` (or we are stopped). Returns its exit code."""
+    # a file, not a pipe: a chatty child cannot block on a full pipe
+    with errors.open("wb") as err_fh:
+        proc = subprocess.Popen(
+            cmd,
+            cwd=crawlers_dir,
+            env=child_env,
+            stdout=subprocess.DEVNULL,
+            stderr=err_fh,
+            start_new_session=True,
+        )
+        started = time.monotonic()
+        try:
+            while proc.poll() is None:
+                if time.monotonic() - started > timeout:
+                    raise CbrError(
+                        f"The {spider} crawl took longer than {timeout:.0f} s and was stopped."
+                    )
+                if on_tick:
+                    on_tick(_count_lines(out))
+                time.sleep(0.5)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+    return proc.returncode
+
+
+def _read_result(
+    spider: str,
+    returncode: int,
+    out: Path,
+    log: Path,
+    errors: Path,
+    on_tick: Callable[[int], None] | None,
+) -> CrawlResult:
+    """The finished crawl's items, with the tail of its log and stderr; a failed crawl is an error, and
+    a spider closed for a reason of its own a fatal error among the items'."""
+    stderr = errors.read_text(encoding="utf-8", errors="replace")
+    log_text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    tail = "\n".join((log_text + stderr).strip().splitlines()[-30:])
+    if returncode != 0:
+        raise CbrError(
+            f"The {spider} crawler failed (exit {returncode}).", details=tail.splitlines()
+        )
+    lines = out.read_text(encoding="utf-8").splitlines() if out.exists() else []
+    result = parse_items(lines)
+    result.log_tail = tail
+    closed = _close_reason(log_text)
+    if closed and closed not in ("finished", "shutdown"):
+        result.errors.append(SourceError(url="", reason=closed, stage="crawl", fatal=True))
+    if on_tick:
+        on_tick(len(lines))
+    return result
 
 
 def _close_reason(log_text: str) -> str:
