@@ -168,64 +168,79 @@ def ingest(
     report = IngestReport()
     for err in source_errors:
         report.outcomes.append(Outcome("failed", err.url, err.url, err.stage, err.reason))
-    pending: list[tuple[Case, RawDoc]] = []
-    seen_content: dict[str, str] = {}
-    seen_ids: dict[str, str] = {}
-    spent = ""
-    needs_model: Callable[[str], bool] = getattr(distil, "wants_model", lambda kind: True)
+    batch = _Batch(distil, modality)
     for doc in docs:
         label = doc.label()
         if on_progress:
             on_progress(label)
-        if spent and needs_model(doc.kind):
-            report.outcomes.append(Outcome("failed", label, doc.url, doc.kind, spent))
-            continue
+        kept_out = batch.take(doc, label)
+        if kept_out is not None:
+            report.outcomes.append(kept_out)
+    if batch.pending:
+        _store(store, batch.pending, report)
+    return report
+
+
+class _Batch:
+    """The cases ingest gives the store in one batch, and what it has seen on the way: the cleaned
+    texts' hashes and the cases' ids (a second one is a duplicate), and whether the model's budget is
+    spent (the documents left that need the model are not distilled)."""
+
+    def __init__(self, distil: Distil, modality: str) -> None:
+        self.distil = distil
+        self.modality = modality
+        self.pending: list[tuple[Case, RawDoc]] = []
+        self.seen_content: dict[str, str] = {}
+        self.seen_ids: dict[str, str] = {}
+        self.spent = ""
+        self.needs_model: Callable[[str], bool] = getattr(distil, "wants_model", lambda kind: True)
+
+    def take(self, doc: RawDoc, label: str) -> Outcome | None:
+        """Clean, deduplicate and distil `doc` into a case of the batch (None), or the outcome that
+        keeps it out."""
+        if self.spent and self.needs_model(doc.kind):
+            return Outcome("failed", label, doc.url, doc.kind, self.spent)
         try:
             cleaned = clean_document(doc)
         except CleanError as exc:
-            report.outcomes.append(
-                Outcome("failed", label, doc.url, doc.kind, f"{doc.kind} {label}: {exc}")
-            )
-            continue
+            return Outcome("failed", label, doc.url, doc.kind, f"{doc.kind} {label}: {exc}")
         digest = content_hash(cleaned)
-        if digest in seen_content:
-            report.outcomes.append(
-                Outcome(
-                    "duplicate", label, doc.url, doc.kind, f"same content as {seen_content[digest]}"
-                )
+        if digest in self.seen_content:
+            return Outcome(
+                "duplicate",
+                label,
+                doc.url,
+                doc.kind,
+                f"same content as {self.seen_content[digest]}",
             )
-            continue
-        seen_content[digest] = label
+        self.seen_content[digest] = label
+        distilled = self._distil(doc, label, cleaned)
+        if isinstance(distilled, Outcome):
+            return distilled
+        case = build_case(doc, distilled, digest, self.modality)
+        if case.id in self.seen_ids:
+            return Outcome(
+                "duplicate",
+                label,
+                doc.url,
+                doc.kind,
+                f"distils to the same text as {self.seen_ids[case.id]}",
+            )
+        self.seen_ids[case.id] = label
+        self.pending.append((case, doc))
+        return None
+
+    def _distil(self, doc: RawDoc, label: str, cleaned: str) -> Distilled | Outcome:
+        """The model's distillation of the cleaned text, or the failed outcome when it gave none."""
         try:
-            distilled = distil(doc.kind, cleaned)
+            return self.distil(doc.kind, cleaned)
         except BudgetExceeded as exc:  # the documents left are listed as not distilled
-            spent = f"not distilled: {exc}"
-            report.outcomes.append(Outcome("failed", label, doc.url, doc.kind, spent))
-            continue
+            self.spent = f"not distilled: {exc}"
+            return Outcome("failed", label, doc.url, doc.kind, self.spent)
         except CbrError:
             raise  # model unreachable: the user must act, other documents would fail alike
         except Exception as exc:  # one bad answer must not sink the batch
-            report.outcomes.append(
-                Outcome("failed", label, doc.url, doc.kind, f"distillation failed: {exc}")
-            )
-            continue
-        case = build_case(doc, distilled, digest, modality)
-        if case.id in seen_ids:
-            report.outcomes.append(
-                Outcome(
-                    "duplicate",
-                    label,
-                    doc.url,
-                    doc.kind,
-                    f"distils to the same text as {seen_ids[case.id]}",
-                )
-            )
-            continue
-        seen_ids[case.id] = label
-        pending.append((case, doc))
-    if pending:
-        _store(store, pending, report)
-    return report
+            return Outcome("failed", label, doc.url, doc.kind, f"distillation failed: {exc}")
 
 
 def _store(store: Store, pending: list[tuple[Case, RawDoc]], report: IngestReport) -> None:
