@@ -9,12 +9,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dsagent_cbr.errors import InfrastructureError, OutOfTime
 from dsagent_cbr.llm.cache import ResponseCache, request_key
 from dsagent_cbr.llm.ledger import BudgetExceeded, CallRecord, Ledger, Usage
 from dsagent_cbr.llm.models import ModelSpec
+
+if TYPE_CHECKING:  # openai is imported where it is used: importing the client stays cheap
+    import openai
 
 __all__ = ["BudgetExceeded", "Completion", "LLMClient"]
 
@@ -147,16 +150,8 @@ class LLMClient:
         client's own timeout."""
         import openai
 
-        kwargs: dict[str, Any] = {
-            "model": self.spec.name,
-            "messages": messages,
-            "temperature": params["temperature"],
-        }
+        kwargs = self._request(messages, params)
         ends = None if deadline is None or deadline >= self.timeout else time.monotonic() + deadline
-        if params["max_tokens"]:
-            kwargs["max_tokens"] = params["max_tokens"]
-        if params["seed"] is not None:
-            kwargs["seed"] = params["seed"]
         where = self.spec.base_url or "the server"
         for attempt in range(self.max_retries + 1):
             if ends is not None:  # each try gets what the budget has left after the ones before
@@ -165,48 +160,83 @@ class LLMClient:
                     raise OutOfTime(f"the budget ended while {self.model}'s call was retried")
             try:
                 return self._sdk.chat.completions.create(**kwargs)
-            except openai.AuthenticationError as exc:
-                raise InfrastructureError(
-                    f"{where} rejected the API key for model {self.model} (HTTP 401)."
-                ) from exc
-            except openai.PermissionDeniedError as exc:
-                raise InfrastructureError(
-                    f"{where} refused access to model {self.model} (HTTP 403)."
-                ) from exc
-            except openai.NotFoundError as exc:
-                raise InfrastructureError(
-                    f"{where} does not know the model {self.spec.name!r} (HTTP 404)."
-                ) from exc
-            except openai.BadRequestError as exc:
-                raise InfrastructureError(
-                    f"{where} refused the request for {self.model}: {exc.message}"
-                ) from exc
+            except (
+                openai.AuthenticationError,
+                openai.PermissionDeniedError,
+                openai.NotFoundError,
+                openai.BadRequestError,
+            ) as exc:
+                raise self._refusal(exc, where) from exc
             except (
                 openai.RateLimitError,
                 openai.InternalServerError,
                 openai.APIConnectionError,
             ) as exc:
-                # the budget ended, not the server
-                if isinstance(exc, openai.APITimeoutError) and "timeout" in kwargs:
-                    raise OutOfTime(
-                        f"the budget ended {kwargs['timeout']:.0f} s into a call of {self.model}"
-                    ) from exc
-                if attempt == self.max_retries:
-                    if isinstance(exc, openai.APIConnectionError) and not isinstance(
-                        exc, openai.APITimeoutError
-                    ):
-                        raise InfrastructureError(
-                            f"Cannot reach the model server at {where} (is it running?)."
-                        ) from exc
-                    raise InfrastructureError(
-                        f"The model server at {where} kept failing after {attempt + 1} tries: "
-                        f"{type(exc).__name__}."
-                    ) from exc
-                time.sleep(self.backoff * (2**attempt) * (0.5 + random.random()))
+                self._raise_unless_retrying(exc, attempt, kwargs.get("timeout"), where)
+                self._back_off(attempt)
             except openai.APIStatusError as exc:
                 if exc.status_code < 500 or attempt == self.max_retries:
                     raise InfrastructureError(
                         f"{where} answered HTTP {exc.status_code} for {self.model}."
                     ) from exc
-                time.sleep(self.backoff * (2**attempt) * (0.5 + random.random()))
+                self._back_off(attempt)
         raise AssertionError("unreachable")
+
+    def _request(self, messages: list[dict[str, str]], params: dict[str, Any]) -> dict[str, Any]:
+        """The SDK call's arguments: a limit on tokens and a seed only when there is one."""
+        kwargs: dict[str, Any] = {
+            "model": self.spec.name,
+            "messages": messages,
+            "temperature": params["temperature"],
+        }
+        if params["max_tokens"]:
+            kwargs["max_tokens"] = params["max_tokens"]
+        if params["seed"] is not None:
+            kwargs["seed"] = params["seed"]
+        return kwargs
+
+    def _refusal(self, exc: openai.APIStatusError, where: str) -> InfrastructureError:
+        """One sentence for a request the server refuses for good (asking again would not help): the
+        key, the access to the model, the model's name or the request itself."""
+        import openai
+
+        if isinstance(exc, openai.AuthenticationError):
+            return InfrastructureError(
+                f"{where} rejected the API key for model {self.model} (HTTP 401)."
+            )
+        if isinstance(exc, openai.PermissionDeniedError):
+            return InfrastructureError(f"{where} refused access to model {self.model} (HTTP 403).")
+        if isinstance(exc, openai.NotFoundError):
+            return InfrastructureError(
+                f"{where} does not know the model {self.spec.name!r} (HTTP 404)."
+            )
+        return InfrastructureError(f"{where} refused the request for {self.model}: {exc.message}")
+
+    def _raise_unless_retrying(
+        self, exc: Exception, attempt: int, timeout: float | None, where: str
+    ) -> None:
+        """A transient failure (429, 5xx, no connection) returns, to be tried again, unless it was the
+        budget's timeout (OutOfTime) or the last try (InfrastructureError)."""
+        import openai
+
+        # the budget ended, not the server
+        if isinstance(exc, openai.APITimeoutError) and timeout is not None:
+            raise OutOfTime(
+                f"the budget ended {timeout:.0f} s into a call of {self.model}"
+            ) from exc
+        if attempt < self.max_retries:
+            return
+        if isinstance(exc, openai.APIConnectionError) and not isinstance(
+            exc, openai.APITimeoutError
+        ):
+            raise InfrastructureError(
+                f"Cannot reach the model server at {where} (is it running?)."
+            ) from exc
+        raise InfrastructureError(
+            f"The model server at {where} kept failing after {attempt + 1} tries: "
+            f"{type(exc).__name__}."
+        ) from exc
+
+    def _back_off(self, attempt: int) -> None:
+        """Exponential backoff with jitter before the next try."""
+        time.sleep(self.backoff * (2**attempt) * (0.5 + random.random()))
