@@ -89,32 +89,47 @@ def develop_search(
         search = None  # no search when the starter's run stopped the run
         with run.stopping():
             run.baseline_run()
-
-            # retrieved when a transplant or tune first needs them, after the drafts: loading the
-            # embedding model and searching took 5 s of a 30-second budget, before any node
-            def retrieve() -> list[Case]:
-                found = run.journal.step(
-                    0,
-                    "retrieve",
-                    lambda: [
-                        {**c.to_dict(), "score": s}
-                        for c, s in solution_candidates(
-                            bank, task, min(config.iterations, MAX_CASES)
-                        )
-                    ],
-                )
-                return [Case.from_dict(c) for c in found]
-
-            search = Search(run, retrieve, clock, config, model, tasks_dir)
+            search = Search(
+                run, past_solutions(run, bank, task, config), clock, config, model, tasks_dir
+            )
             search.grow()
-        best = search.tree.best_single() if search else None
-        if best is not None:
-            # a bank server that died since is ours: the record says so, exit 3
-            with run.stopping():
-                run.retain(
-                    best, search.tree.script(best), f"search node {best.iteration} ({best.step})"
-                )
+        if search is not None:
+            retain_best(run, search)
         return run.close(search.refits.submit if search else None)
+
+
+def past_solutions(
+    run: Run, bank: Bank, task: Task, config: DevelopConfig
+) -> Callable[[], list[Case]]:
+    """The past solutions compatible with the task, nearest first, as a call that retrieves them (once
+    across resumes, in the journal)."""
+
+    # retrieved when a transplant or tune first needs them, after the drafts: loading the
+    # embedding model and searching took 5 s of a 30-second budget, before any node
+    def retrieve() -> list[Case]:
+        found = run.journal.step(
+            0,
+            "retrieve",
+            lambda: [
+                {**c.to_dict(), "score": s}
+                for c, s in solution_candidates(bank, task, min(config.iterations, MAX_CASES))
+            ],
+        )
+        return [Case.from_dict(c) for c in found]
+
+    return retrieve
+
+
+def retain_best(run: Run, search: Search) -> None:
+    """The search's best single node and its script go to the bank, when the run retains and the node
+    beat the starter (Run.retain)."""
+    best = search.tree.best_single()
+    if best is not None:
+        # a bank server that died since is ours: the record says so, exit 3
+        with run.stopping():
+            run.retain(
+                best, search.tree.script(best), f"search node {best.iteration} ({best.step})"
+            )
 
 
 class Search:
