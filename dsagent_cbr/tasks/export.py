@@ -149,17 +149,7 @@ class _Parts:
 
 def export_dsagent(task: Task, out: Path) -> Path:
     """Write `task` (our layout, prepared) at `out` in DS-Agent's layout; returns the folder."""
-    if task.layout != "cbr":
-        raise CbrError(
-            f"Task {task.name} is already in the {task.layout} layout; only our layout is exported."
-        )
-    if not task.is_prepared():
-        raise CbrError(
-            f"Task {task.name} has no data yet: run `cbr tasks prepare {task.name}` first."
-        )
-    out = Path(out).expanduser().resolve()
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise CbrError(f"{out} already exists and is not an empty folder; choose another.")
+    out = _export_folder(task, out)
     parts = _npy_parts(task) if task.data_format == "npy" else _csv_parts(task)
     out.parent.mkdir(parents=True, exist_ok=True)
     # Built beside `out` and renamed whole, so a half-written export is never found (a folder's atomicity,
@@ -171,36 +161,8 @@ def export_dsagent(task: Task, out: Path) -> Path:
         env.mkdir(parents=True)
         scripts.mkdir()
         _write_data(task, env)
-        name, metric = DISPLAY[task.metric_name], _metric_function(task.metric_name)
-        imports = ["import numpy as np", *parts.imports]
-        (env / "submission.py").write_text(
-            _SUBMISSION.substitute(
-                header=_header(imports, parts.labels),
-                metric=metric,
-                load_truth=parts.load_truth,
-                name=name,
-            ),
-            encoding="utf-8",
-        )
-        starter_imports = [
-            *imports,
-            "from sklearn.model_selection import train_test_split",
-            "from submission import submit_predictions_for_test_set",
-        ]
-        (env / "train.py").write_text(
-            _STARTER.substitute(
-                header=_header(starter_imports, ["SEED = 42", *parts.features, *parts.labels]),
-                metric=metric,
-                guess_train=parts.guess_train,
-                guess_predict=parts.guess_predict,
-                what=parts.what,
-                load_train=parts.load_train,
-                split=parts.split,
-                load_test=parts.load_test,
-                name=name,
-            ),
-            encoding="utf-8",
-        )
+        (env / "submission.py").write_text(_submission_script(task, parts), encoding="utf-8")
+        (env / "train.py").write_text(_starter_script(task, parts), encoding="utf-8")
         (scripts / "research_problem.txt").write_text(research_problem(task), encoding="utf-8")
         if out.exists():
             out.rmdir()
@@ -208,6 +170,55 @@ def export_dsagent(task: Task, out: Path) -> Path:
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return out
+
+
+def _export_folder(task: Task, out: Path) -> Path:
+    """`out`, resolved, once the task is one to export (ours, prepared) and `out` is free (absent or an
+    empty folder)."""
+    if task.layout != "cbr":
+        raise CbrError(
+            f"Task {task.name} is already in the {task.layout} layout; only our layout is exported."
+        )
+    if not task.is_prepared():
+        raise CbrError(
+            f"Task {task.name} has no data yet: run `cbr tasks prepare {task.name}` first."
+        )
+    out = Path(out).expanduser().resolve()
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise CbrError(f"{out} already exists and is not an empty folder; choose another.")
+    return out
+
+
+def _submission_script(task: Task, parts: _Parts) -> str:
+    """submission.py: the metric, and the test labels it reads to score the predictions it is given."""
+    imports = ["import numpy as np", *parts.imports]
+    return _SUBMISSION.substitute(
+        header=_header(imports, parts.labels),
+        metric=_metric_function(task.metric_name),
+        load_truth=parts.load_truth,
+        name=DISPLAY[task.metric_name],
+    )
+
+
+def _starter_script(task: Task, parts: _Parts) -> str:
+    """train.py, the starter: a fixed validation split and a random guess, its predictions submitted."""
+    starter_imports = [
+        "import numpy as np",
+        *parts.imports,
+        "from sklearn.model_selection import train_test_split",
+        "from submission import submit_predictions_for_test_set",
+    ]
+    return _STARTER.substitute(
+        header=_header(starter_imports, ["SEED = 42", *parts.features, *parts.labels]),
+        metric=_metric_function(task.metric_name),
+        guess_train=parts.guess_train,
+        guess_predict=parts.guess_predict,
+        what=parts.what,
+        load_train=parts.load_train,
+        split=parts.split,
+        load_test=parts.load_test,
+        name=DISPLAY[task.metric_name],
+    )
 
 
 def dsagent_copy(task: Task, folder: Path) -> Task:
