@@ -379,6 +379,19 @@ def _load_dsagent(root: Path) -> tuple[Task | None, list[str]]:
     from dsagent_cbr.tasks.dsagent_layout import analyse
 
     problems: list[str] = []
+    env = root / "env"
+    description, label, metric_name = _read_dsagent_files(root, problems)
+    grading = analyse(env, problems) if not problems else None
+    if problems or grading is None:
+        return None, problems
+    assert metric_name is not None
+    return _dsagent_task(root, description, label, metric_name, grading), problems
+
+
+def _read_dsagent_files(root: Path, problems: list[str]) -> tuple[str, str | None, str | None]:
+    """What a DS-Agent folder's files say: the task in words, the label of the printed test score and
+    the metric. Each problem found on the way (the starter's too, and a symlink out of env/) is added
+    to `problems`."""
     env, scripts = root / "env", root / "scripts"
     description = (
         (scripts / "research_problem.txt").read_text(encoding="utf-8", errors="replace").strip()
@@ -405,10 +418,15 @@ def _load_dsagent(root: Path) -> tuple[Task | None, list[str]]:
         problems.append(
             f"{env}: {', '.join(sorted(escaping))} lead(s) outside env/ through a symlink"
         )
-    grading = analyse(env, problems) if not problems else None
-    if problems or grading is None:
-        return None, problems
-    assert metric_name is not None
+    return description, label, metric_name
+
+
+def _dsagent_task(
+    root: Path, description: str, label: str | None, metric_name: str, grading: DsagentGrading
+) -> Task:
+    """The Task of a DS-Agent folder that passed its checks: graded by its own submission.py, every
+    file of env/ public but the starter and the test labels."""
+    env = root / "env"
     modality, task_type = _guess_modality(description)
     task_type = _label_kind(env, grading, metric_name, task_type)
     hidden = {"train.py", *grading.answer_files}
@@ -416,28 +434,25 @@ def _load_dsagent(root: Path) -> tuple[Task | None, list[str]]:
         sorted(p.name for p in env.iterdir() if p.name not in hidden and not p.name.startswith("."))
     )
     metric = get_metric(metric_name)
-    return (
-        Task(
-            name=root.name,
-            root=root,
-            description=description,
-            modality=modality,
-            task_type=task_type,
-            metric_name=metric.name,
-            direction=metric.direction,
-            starter=env / "train.py",
-            public_dir=env,
-            public_files=public,
-            private_dir=env,
-            answers=None,
-            predictions=None,
-            data_format="dsagent",
-            layout="dsagent",
-            test_pattern=label,
-            dsagent=grading,
-            test_file=grading.label_file or next((f for f in public if "test" in f.lower()), None),
-        ),
-        problems,
+    return Task(
+        name=root.name,
+        root=root,
+        description=description,
+        modality=modality,
+        task_type=task_type,
+        metric_name=metric.name,
+        direction=metric.direction,
+        starter=env / "train.py",
+        public_dir=env,
+        public_files=public,
+        private_dir=env,
+        answers=None,
+        predictions=None,
+        data_format="dsagent",
+        layout="dsagent",
+        test_pattern=label,
+        dsagent=grading,
+        test_file=grading.label_file or next((f for f in public if "test" in f.lower()), None),
     )
 
 
