@@ -102,13 +102,18 @@ _PREDICT_TODO = {
 def starter_script(spec: StarterSpec) -> str:
     imports, model, guess, score = _guess_and_score(spec)
     multi = len(spec.targets) > 1
-    if spec.metric == "auroc" and multi:
-        todo = "one probability column per label in TARGETS"
-    elif spec.metric in _REGRESSION_FUNCTIONS:
-        todo = "the model's predictions" + (", shape (len(X), len(TARGETS))" if multi else "")
-    else:
-        todo = _PREDICT_TODO[spec.metric]
-    target_name = "TARGETS" if multi else "TARGET"
+    lines = [
+        *_header(spec, imports, multi),
+        *_functions(spec, model, guess, multi),
+        *_main_block(spec, score, multi),
+    ]
+    code = "\n".join(lines) + "\n"
+    parse_python(code)
+    return code
+
+
+def _header(spec: StarterSpec, imports: list[str], multi: bool) -> list[str]:
+    """The imports and the constants naming the columns (and the classes, or the positive label)."""
     lines = [
         "import os",
         "",
@@ -127,7 +132,12 @@ def starter_script(spec: StarterSpec) -> str:
         lines.append(f"CLASSES = {_literal(spec.classes)}")
     if spec.metric == "auroc" and not multi:
         lines.append(f"POSITIVE = {_literal(spec.positive)}")
-    lines += [f"ID = {_literal(spec.id_column)}", "", ""]
+    return [*lines, f"ID = {_literal(spec.id_column)}", "", ""]
+
+
+def _functions(spec: StarterSpec, model: str, guess: str, multi: bool) -> list[str]:
+    """The regression metric written out (numpy's), then train_model and predict with the random guess."""
+    lines = []
     if spec.metric in _REGRESSION_FUNCTIONS:
         lines += [
             f"def {spec.metric}(y_true, y_pred):",
@@ -136,26 +146,41 @@ def starter_script(spec: StarterSpec) -> str:
             "",
             "",
         ]
-    lines += [
+    return [
+        *lines,
         "def train_model(X_train, y_train, X_valid, y_valid):",
         "    # TODO: train a model on (X_train, y_train); X_valid and y_valid are there for early stopping",
         f"    return {model}",
         "",
         "",
         "def predict(model, X):",
-        f"    # TODO: replace the random guess with {todo}",
+        f"    # TODO: replace the random guess with {_predict_todo(spec, multi)}",
         "    rng = np.random.default_rng(0)",
         f"    return {guess}",
         "",
         "",
     ]
+
+
+def _predict_todo(spec: StarterSpec, multi: bool) -> str:
+    """What predict should return instead of the guess, as its TODO says."""
+    if spec.metric == "auroc" and multi:
+        return "one probability column per label in TARGETS"
+    if spec.metric in _REGRESSION_FUNCTIONS:
+        return "the model's predictions" + (", shape (len(X), len(TARGETS))" if multi else "")
+    return _PREDICT_TODO[spec.metric]
+
+
+def _main_block(spec: StarterSpec, score: str, multi: bool) -> list[str]:
+    """The fixed part: load, the validation split and score, the refit under CBR_REFIT, submission.csv."""
+    target_name = "TARGETS" if multi else "TARGET"
     y = f"data[{target_name}]" + (".astype(str)" if spec.metric == "logloss" else "")
     if spec.text_column:
         features, test_features = "data[TEXT]", "test[TEXT]"
     else:
         drop = f"[ID, *{target_name}]" if multi else f"[ID, {target_name}]"
         features, test_features = f"data.drop(columns={drop})", "test.drop(columns=[ID])"
-    lines += [
+    return [
         'if __name__ == "__main__":',
         '    data = pd.read_csv("train.csv")',
         f"    X, y = {features}, {y}",
@@ -168,18 +193,19 @@ def starter_script(spec: StarterSpec) -> str:
         "        model = train_model(X, y, X_valid, y_valid)",
         "",
         '    test = pd.read_csv("test.csv")',
+        *_submission_lines(spec, multi, test_features),
+        '    submission.to_csv("submission.csv", index=False)',
     ]
+
+
+def _submission_lines(spec: StarterSpec, multi: bool, test_features: str) -> list[str]:
+    """The submission frame: the id column, then one column per target (or class probability)."""
     if multi or spec.metric == "logloss":
         columns = "CLASSES" if spec.metric == "logloss" else "TARGETS"
-        lines += [
+        return [
             f"    submission = pd.DataFrame(np.asarray(predict(model, {test_features})), columns={columns})",
             "    submission.insert(0, ID, test[ID].to_numpy())",
         ]
-    else:
-        lines.append(
-            f"    submission = pd.DataFrame({{ID: test[ID], TARGET: predict(model, {test_features})}})"
-        )
-    lines.append('    submission.to_csv("submission.csv", index=False)')
-    code = "\n".join(lines) + "\n"
-    parse_python(code)
-    return code
+    return [
+        f"    submission = pd.DataFrame({{ID: test[ID], TARGET: predict(model, {test_features})}})"
+    ]
