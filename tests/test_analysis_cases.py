@@ -1,8 +1,8 @@
 """Analyses as cases of the bank (analysis/cases.py): a run that answered becomes a case, a new
 question's plan shows the nearest cases of other questions, and never one of its own question.
 
-The fast tests run the agent with a fake model and kernel (test_analyze.py's) and a real CaseBank
-over FAISS with an embedder of hashed words (no model loaded). The integration test runs
+The fast tests run the agent with a fake model and kernel (support/analysis_fakes.py) and a real
+CaseBank over FAISS with an embedder of hashed words (no model loaded). The integration test runs
 `cbr bank keep` with the real embedding model."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_analyze import FakeKernel, cell, run
+from support.analysis_fakes import FakeKernel, cell, run
 
 from dsagent_cbr.analysis.cases import (
     analysis_case,
@@ -34,7 +34,7 @@ from dsagent_cbr.bank.places import make_place
 from dsagent_cbr.errors import CbrError
 
 REPO = Path(__file__).resolve().parents[1]
-QUESTION = "What is the mean of sales?"  # test_analyze.run's question
+QUESTION = "What is the mean of sales?"  # support/analysis_fakes.run's question
 
 
 class WordsEmbedder(Embedder):

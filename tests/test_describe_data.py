@@ -1,6 +1,6 @@
 """cbr's first cell describes the data exactly (analysis/describe.py, untrusted/describe_data.py):
 column names as Python sees them, the separator and encoding sniffed, and what is odd. The cell runs
-here in-process, in a temporary folder (the real kernel runs it in test_analyze.py's slow tests)."""
+here in-process, in a temporary folder (the real kernel runs it in test_analyze_command.py's slow tests)."""
 
 from __future__ import annotations
 
