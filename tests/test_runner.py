@@ -250,8 +250,8 @@ if __name__ == "__main__":
 
 @pytest.mark.integration
 def test_a_refit_keeps_the_first_fits_early_stopping_points(concrete, tmp_path):
-    """Stopping early on rows it now learns, a refit would run to its cap; it keeps the first fit's
-    stopping points instead, which makes the very model a fit of that many rounds makes."""
+    """Stopping early on rows it now learns, a refit would run to its cap; it stops at the first fit's
+    stopping points instead, as it trains, which makes the very model a fit of that many rounds makes."""
     from dsagent_cbr.agent.refit import stopping_note
     from dsagent_cbr.harness.readers import read_refit_rounds
 
@@ -259,8 +259,9 @@ def test_a_refit_keeps_the_first_fits_early_stopping_points(concrete, tmp_path):
     assert stopped.ok, stopped.error
     rounds = read_refit_rounds(Path(stopped.workspace))
     assert rounds is not None and len(rounds) == 2
-    assert all(first < had for first, had in rounds), rounds  # alone, the refit would have run longer
-    assert f"{rounds[0][0]} rounds (alone it ran {rounds[0][1]})" in stopping_note(rounds)
+    assert all(first == built for first, built in rounds), rounds  # no round built past the first fit's
+    assert all(first < 3000 for first, _ in rounds)
+    assert f"points: {rounds[0][0]} rounds, {rounds[1][0]} rounds" in stopping_note(rounds)
     fixed = run_script(concrete, REFIT_SCRIPT.format(rounds=[first for first, _ in rounds]),
                        run_dir=tmp_path / "fixed", refit=True)
     assert fixed.ok, fixed.error

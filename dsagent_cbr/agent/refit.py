@@ -40,12 +40,13 @@ RANK_FLOOR = (
 
 def stopping_note(rounds: list[list[int]] | None) -> str:
     """What the refit's early stopping did: it kept the first fit's stopping point (it would otherwise
-    stop on rows it learns, which never stop improving)."""
+    stop on rows it learns, which never stop improving). Its boosters stop there as they train
+    (untrusted/bootstrap.py); one trained out of train_model's order may have built more rounds."""
     if not rounds:
         return ""
     kept = ", ".join(
-        f"{first} rounds (alone it ran {had})" if had > first else f"{had} rounds"
-        for first, had in rounds
+        f"{first} rounds (it built {built})" if built > first else f"{first} rounds"
+        for first, built in rounds
     )
     return f"; its early-stopped models kept the first fit's stopping points: {kept}"
 

@@ -1,7 +1,8 @@
 """Runs untrusted, inside the sandbox (as `python -c <this file's text>`): train.py as __main__, with its
 train_model wrapped so that the model it returns leaves its feature importances beside the
 predictions, and so that a refit (CBR_REFIT: train_model called again on every row, validation rows
-included) keeps the first fit's early-stopping points instead of stopping on rows it learned. The
+included) builds the rounds the first fit's early stopping kept, and stops there, instead of running to
+its cap on rows it learned (a refit of hotel-rates' LightGBM ran 3000 rounds, to keep 1113). The
 wrapper is placed by an AST edit that keeps every line number of train.py, so tracebacks read as if
 train.py ran alone; if anything here fails, train.py runs untouched.
 LightGBM and XGBoost training, however the script calls it, stops at CBR_DEADLINE (the time the harness
@@ -23,6 +24,11 @@ IMPORTANCE = "cbr_feature_importance.json"
 STOPPING = "cbr_refit_rounds.json"
 TOP = 50
 DEADLINE = float(os.environ.get("CBR_DEADLINE") or 0) or None  # seconds since the epoch
+REFIT = bool(os.environ.get("CBR_REFIT"))
+# the rounds each booster trained in the current call of train_model kept, in the order they were trained
+# (None: it did not stop early); in the refit, PLANNED holds the first fit's, for the boosters trained in
+# the same order to stop at
+TRAINED, PLANNED = [], []
 
 
 def _names(X, n):
@@ -92,6 +98,19 @@ def _rounds(obj):
     return None
 
 
+def _built(obj):
+    """The boosting rounds a LightGBM, XGBoost or CatBoost model built; None for another model."""
+    library = _library(obj)
+    with contextlib.suppress(Exception):
+        if library == "lightgbm":
+            return (obj.booster_ if hasattr(obj, "booster_") else obj).current_iteration()
+        if library == "xgboost":
+            return (obj.get_booster() if hasattr(obj, "get_booster") else obj).num_boosted_rounds()
+        if library == "catboost":
+            return obj.tree_count_
+    return None
+
+
 def _keep_rounds(obj, rounds):
     """Make `obj` predict with its first `rounds` rounds only: boosting builds its rounds in order, so
     this is the model a fit of exactly `rounds` rounds without early stopping would have made."""
@@ -120,10 +139,12 @@ def _reuse_stopping(first, refit):
     stopping points; written down so the run record can say so."""
     kept = []
     for before, obj in zip(_early_stopped(first), _early_stopped(refit), strict=False):
-        rounds, had = _rounds(before), _rounds(obj)
-        if had > rounds:
+        rounds, built = _rounds(before), _built(obj) or _rounds(obj)
+        # the booster may have built more (trained out of train_model's order, or a library not stopped),
+        # and its own early stopping, watching learned rows, may have picked fewer
+        if built >= rounds != _rounds(obj):
             _keep_rounds(obj, rounds)
-        kept.append([rounds, had])
+        kept.append([rounds, built])
     if kept:
         with open(STOPPING, "w", encoding="utf-8") as fh:
             json.dump(kept, fh)
@@ -162,8 +183,11 @@ def _wrap(train_model):
 
     @functools.wraps(train_model)
     def wrapped(*args, **kwargs):
+        refit = bool(fits) and REFIT  # the refit; early stopping there would watch learned rows
+        PLANNED[:] = TRAINED if refit else []
+        TRAINED.clear()
         model = train_model(*args, **kwargs)
-        if fits and os.environ.get("CBR_REFIT"):  # the refit; early stopping there would watch learned rows
+        if refit:
             with contextlib.suppress(Exception):  # nothing written: the record does not claim the reuse
                 _reuse_stopping(fits[0], model)
         fits.append(model)
@@ -181,11 +205,20 @@ def _past_deadline(library, rounds):
     return True
 
 
-def _with_callback(train, callback):
+def _with_callbacks(train, deadline, stop_at, rounds_of):
+    """`train` with the deadline's callback, in the refit a callback that stops at the rounds its
+    counterpart in the first fit kept, and the rounds it kept written down in TRAINED."""
+
     @functools.wraps(train)
     def wrapped(*args, **kwargs):
-        kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), callback()]
-        return train(*args, **kwargs)
+        planned = PLANNED[len(TRAINED)] if len(TRAINED) < len(PLANNED) else None
+        ours = [deadline()] if DEADLINE else []
+        ours += [stop_at(planned)] if planned else []
+        kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), *ours]
+        booster = train(*args, **kwargs)
+        with contextlib.suppress(Exception):
+            TRAINED.append(rounds_of(booster))
+        return booster
 
     return wrapped
 
@@ -203,7 +236,18 @@ def _guard_lightgbm():
         stop.order = 40  # after early stopping's own check (30)
         return stop
 
-    guarded = _with_callback(lightgbm.engine.train, deadline)
+    def stop_at(rounds):
+        def stop(env):
+            if env.iteration + 1 >= rounds:
+                raise lightgbm.callback.EarlyStopException(env.iteration, env.evaluation_result_list or [])
+
+        stop.order = 40
+        return stop
+
+    def rounds_of(booster):
+        return booster.best_iteration or None  # 0: no early stopping
+
+    guarded = _with_callbacks(lightgbm.engine.train, deadline, stop_at, rounds_of)
     lightgbm.train = lightgbm.engine.train = lightgbm.sklearn.train = guarded
 
 
@@ -216,13 +260,25 @@ def _guard_xgboost():
         def after_iteration(self, model, epoch, evals_log):
             return _past_deadline("XGBoost", epoch + 1)
 
-    guarded = _with_callback(xgboost.training.train, Deadline)
+    class StopAt(xgboost.callback.TrainingCallback):
+        def __init__(self, rounds):
+            super().__init__()
+            self.rounds = rounds
+
+        def after_iteration(self, model, epoch, evals_log):
+            return epoch + 1 >= self.rounds
+
+    def rounds_of(booster):
+        best = booster.attr("best_iteration")  # set by early stopping only
+        return None if best is None else int(best) + 1
+
+    guarded = _with_callbacks(xgboost.training.train, Deadline, StopAt, rounds_of)
     xgboost.train = xgboost.training.train = xgboost.sklearn.train = guarded
 
 
 def _guard_boosters(source):
     """Only the libraries the script names are imported here (an import costs a second)."""
-    if DEADLINE is None:
+    if DEADLINE is None and not REFIT:
         return
     for name, guard in (("lightgbm", _guard_lightgbm), ("xgboost", _guard_xgboost)):
         if name in source:
