@@ -17,6 +17,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 import warnings
 from pathlib import Path
 
@@ -121,10 +122,11 @@ def run_page(commands: list[str], home: Path) -> tuple[list[str], list[str]]:
             parsed.append(command)
             continue
         assert words[0] in ("cbr", "python"), command
+        started = time.monotonic()
         if words[0] == "python":  # a quick script, run as written
             proc = subprocess.run([sys.executable, *words[1:]], cwd=REPO, capture_output=True, text=True, env=env)
             assert proc.returncode == 0, (command, proc.stderr[-2000:])
-            done.append(command)
+            done.append(said(command, started))
             continue
         if reason:
             parse(words[1:])
@@ -133,8 +135,15 @@ def run_page(commands: list[str], home: Path) -> tuple[list[str], list[str]]:
         argv = [sys.executable, "-m", "dsagent_cbr.cli", *shlex.split(fill(command, home))[1:]]
         proc = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, env=env, timeout=1500)
         assert proc.returncode == 0, (command, proc.stdout[-2000:], proc.stderr[-3000:])
-        done.append(command)
+        done.append(said(command, started))
     return done, parsed
+
+
+def said(command: str, started: float) -> str:
+    """The command with its seconds, printed as it ends (with -s): the slow ones are where CI's time goes."""
+    line = f"{command}  ({time.monotonic() - started:.0f} s)"
+    print(line, flush=True)
+    return line
 
 
 def clear_made() -> None:
