@@ -14,6 +14,7 @@ from conftest import prepared
 from dsagent_cbr.adapter import adapt_case
 from dsagent_cbr.harness.readers import read_importance
 from dsagent_cbr.harness.run import run_script
+from dsagent_cbr.search import drafts
 from dsagent_cbr.search.drafts import general_cases
 from dsagent_cbr.tasks.create import NewTaskRequest, create_task
 from dsagent_cbr.tasks.loader import load_task
@@ -91,6 +92,24 @@ def test_the_forest_stops_adding_trees_at_the_deadline_and_still_predicts(monkey
 
     assert trees(time.time() - 1) == 25  # past its deadline: the first 25 trees, kept
     assert trees(time.time() + 600) == 300
+
+
+def test_the_quick_draft_learns_a_sample_of_many_rows_and_its_refit_learns_them_all(monkeypatch):
+    task = prepared("hotel-rates")
+    monkeypatch.setattr(drafts, "QUICK_ROWS", 100)  # a large table's first draft: the quick booster
+    quick = general_cases(task)[0]
+    assert quick.task_name == "general-quick" and str(drafts.QUICK_SAMPLE) in quick.script
+    code = adapt_case(quick, task)["code"].replace(str(drafts.QUICK_SAMPLE), "400")  # many rows: 400 here
+    scope: dict = {"__name__": "adapted"}
+    exec(compile(code, "adapted.py", "exec"), scope)  # our own draft, not generated code
+    learnt, design = [], scope["design"]
+    scope["design"] = lambda X, spec: learnt.append(len(X)) or design(X, spec)
+    data = pd.read_csv(task.public_dir / "train.csv").head(700)
+    X, y = data.drop(columns=["id", *task.target]), data[task.target[0]]
+    scope["train_model"](X[:600], y[:600], X[600:], y[600:])
+    monkeypatch.setenv("CBR_FIT", "refit")  # what the bootstrap says while the refit's train_model runs
+    scope["train_model"](X[:600], y[:600], X[600:], y[600:])
+    assert learnt == [400, 100, 600, 100]  # (training rows, early-stopping rows), first fit then refit
 
 
 @pytest.mark.slow

@@ -220,6 +220,8 @@ ROUNDS = {rounds}
 
 
 def train_model(X_train, y_train, X_valid, y_valid):
+    with open("fits.txt", "a") as fits:  # which fit the bootstrap says this is
+        fits.write(os.environ.get("CBR_FIT", "first") + "\\n")
     if ROUNDS:  # fixed rounds, no early stopping
         return {{"lgb": lgb.LGBMRegressor(n_estimators=ROUNDS[0], verbose=-1, random_state=0).fit(X_train, y_train),
                 "xgb": xgb.XGBRegressor(n_estimators=ROUNDS[1], random_state=0).fit(X_train, y_train)}}
@@ -258,6 +260,7 @@ def test_a_refit_keeps_the_first_fits_early_stopping_points(concrete, tmp_path):
     stopped = run_script(concrete, REFIT_SCRIPT.format(rounds="None"), run_dir=tmp_path / "stopped", refit=True)
     assert stopped.ok, stopped.error
     rounds = read_refit_rounds(Path(stopped.workspace))
+    assert (Path(stopped.workspace) / "fits.txt").read_text().split() == ["first", "refit"]
     assert rounds is not None and len(rounds) == 2
     assert all(first == built for first, built in rounds), rounds  # no round built past the first fit's
     assert all(first < 3000 for first, _ in rounds)

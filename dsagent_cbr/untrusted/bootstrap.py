@@ -2,7 +2,8 @@
 train_model wrapped so that the model it returns leaves its feature importances beside the
 predictions, and so that a refit (CBR_REFIT: train_model called again on every row, validation rows
 included) builds the rounds the first fit's early stopping kept, and stops there, instead of running to
-its cap on rows it learned (a refit of hotel-rates' LightGBM ran 3000 rounds, to keep 1113). The
+its cap on rows it learned (a refit of hotel-rates' LightGBM ran 3000 rounds, to keep 1113). While the
+refit's train_model runs, CBR_FIT=refit says so (a first fit on a sample of rows then learns them all). The
 wrapper is placed by an AST edit that keeps every line number of train.py, so tracebacks read as if
 train.py ran alone; if anything here fails, train.py runs untouched.
 LightGBM and XGBoost training, however the script calls it, stops at CBR_DEADLINE (the time the harness
@@ -186,7 +187,12 @@ def _wrap(train_model):
         refit = bool(fits) and REFIT  # the refit; early stopping there would watch learned rows
         PLANNED[:] = TRAINED if refit else []
         TRAINED.clear()
-        model = train_model(*args, **kwargs)
+        if refit:
+            os.environ["CBR_FIT"] = "refit"
+        try:
+            model = train_model(*args, **kwargs)
+        finally:
+            os.environ.pop("CBR_FIT", None)
         if refit:
             with contextlib.suppress(Exception):  # nothing written: the record does not claim the reuse
                 _reuse_stopping(fits[0], model)
