@@ -8,7 +8,9 @@
 set -euo pipefail
 venv="${1:-/opt/cbr-autogluon}"
 python="${PYTHON:-python}"  # the interpreter cbr is installed in
-"$python" -m venv --system-site-packages "$venv"
+# --without-pip: the venv runs cbr's own pip (seen through --system-site-packages), not a copy of the older
+# one venv bundles
+"$python" -m venv --system-site-packages --without-pip "$venv"
 # lightgbm, catboost and xgboost: AutoGluon's tree learners without its torch models
-"$venv/bin/pip" install "autogluon.tabular[lightgbm,catboost,xgboost]>=1.6,<1.7"
+"$venv/bin/python" -m pip install "autogluon.tabular[lightgbm,catboost,xgboost]>=1.6,<1.7"
 "$venv/bin/python" -c "import autogluon.tabular, dsagent_cbr; print('AutoGluon', autogluon.tabular.__version__, 'for cbr at', '$venv')"
