@@ -211,7 +211,7 @@ def _past_deadline(library, rounds):
     return True
 
 
-def _with_callbacks(train, deadline, stop_at, rounds_of):
+def _with_callbacks(train, deadline, stop_at):
     """`train` with the deadline's callback, in the refit a callback that stops at the rounds its
     counterpart in the first fit kept, and the rounds it kept written down in TRAINED."""
 
@@ -223,7 +223,7 @@ def _with_callbacks(train, deadline, stop_at, rounds_of):
         kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), *ours]
         booster = train(*args, **kwargs)
         with contextlib.suppress(Exception):
-            TRAINED.append(rounds_of(booster))
+            TRAINED.append(_rounds(booster))
         return booster
 
     return wrapped
@@ -250,10 +250,7 @@ def _guard_lightgbm():
         stop.order = 40
         return stop
 
-    def rounds_of(booster):
-        return booster.best_iteration or None  # 0: no early stopping
-
-    guarded = _with_callbacks(lightgbm.engine.train, deadline, stop_at, rounds_of)
+    guarded = _with_callbacks(lightgbm.engine.train, deadline, stop_at)
     lightgbm.train = lightgbm.engine.train = lightgbm.sklearn.train = guarded
 
 
@@ -274,11 +271,7 @@ def _guard_xgboost():
         def after_iteration(self, model, epoch, evals_log):
             return epoch + 1 >= self.rounds
 
-    def rounds_of(booster):
-        best = booster.attr("best_iteration")  # set by early stopping only
-        return None if best is None else int(best) + 1
-
-    guarded = _with_callbacks(xgboost.training.train, Deadline, StopAt, rounds_of)
+    guarded = _with_callbacks(xgboost.training.train, Deadline, StopAt)
     xgboost.train = xgboost.training.train = xgboost.sklearn.train = guarded
 
 
