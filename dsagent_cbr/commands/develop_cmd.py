@@ -209,8 +209,18 @@ def develop_and_say(
     mlflow_uri: str | None,
     as_json: bool,
 ) -> None:
-    """The run, then its record said (as JSON with --json); its outcome is the exit code."""
-    record = _run_saying_how_to_resume(task, config, run_dir, settings, started, mlflow_uri)
+    """The run, then its record said (as JSON with --json); its outcome is the exit code. A first Ctrl-C
+    stops the run cleanly, saved, with the command that resumes it."""
+    interrupt_once()
+    try:
+        record = run_develop(task, config, run_dir, settings, started, mlflow_uri)
+    except KeyboardInterrupt:
+        click.echo(
+            f"Interrupted: the run is saved in {run_dir}. Resume it with:\n"
+            f"  cbr develop --resume {shlex.quote(str(run_dir))}",
+            err=True,
+        )
+        raise SystemExit(130) from None
     if as_json:
         click.echo(record.model_dump_json(indent=2))
     else:
@@ -274,27 +284,6 @@ def _new_run_dir(task: Task, config: DevelopConfig, settings: Settings) -> Path:
     }
     save_config(run_dir, {"task_dir": str(task.root), "develop": asdict(config), "settings": saved})
     return run_dir
-
-
-def _run_saying_how_to_resume(
-    task: Task,
-    config: DevelopConfig,
-    run_dir: Path,
-    settings: Settings,
-    started: float,
-    mlflow_uri: str | None,
-) -> RunRecord:
-    """The run; a first Ctrl-C stops it cleanly, saved, with the command that resumes it."""
-    interrupt_once()
-    try:
-        return run_develop(task, config, run_dir, settings, started, mlflow_uri)
-    except KeyboardInterrupt:
-        click.echo(
-            f"Interrupted: the run is saved in {run_dir}. Resume it with:\n"
-            f"  cbr develop --resume {shlex.quote(str(run_dir))}",
-            err=True,
-        )
-        raise SystemExit(130) from None
 
 
 NO_CAP = 10_000  # -T with --budget: the budget ends the search
