@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dsagent_cbr.harness.plan import Held, id_key
+from dsagent_cbr.harness.plan import Held, id_key, id_keys
 from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_csv, read_npy
 from dsagent_cbr.tasks.model import Task
 
@@ -124,7 +124,7 @@ def _grade_csv(task: Task, raw: bytes, held: Held | None) -> Grades:
         max_rows=expected,
         max_columns=len(wanted) + EXTRA_COLUMNS,
     )
-    sub = sub[[idc, *columns]].assign(**{KEY: sub[idc].map(id_key)})
+    sub = sub[[idc, *columns]].assign(**{KEY: id_keys(sub[idc])})
     if sub[KEY].duplicated().any():
         raise GradingError(f"{task.predictions} repeats ids")
     chosen = sub[KEY].isin(set(held.ids)) if held else pd.Series(False, index=sub.index)
@@ -161,7 +161,7 @@ def typed_answers(held: Held, id_column: str) -> tuple[pd.DataFrame, bool]:
     kept = _TYPED.get(key)
     if kept is None or kept[0] is not held.answers:
         answers = pd.read_csv(io.StringIO(held.answers.to_csv(index=False)))
-        in_order = answers[id_column].map(id_key).tolist() == list(held.ids)
+        in_order = id_keys(answers[id_column]).tolist() == list(held.ids)
         if len(_TYPED) >= TYPED_KEPT:
             _TYPED.pop(next(iter(_TYPED)))
         kept = _TYPED[key] = (held.answers, answers, in_order)
@@ -194,7 +194,7 @@ def _score_csv(
     idc = task.id_column
     assert idc is not None
     columns = prediction_columns(task)
-    truth = truth.assign(**{KEY: truth[idc].map(id_key)})
+    truth = truth.assign(**{KEY: id_keys(truth[idc])})
     merged = truth.merge(
         sub.drop(columns=[idc]), on=KEY, how="left", suffixes=("", "__pred"), indicator=True
     )
@@ -267,7 +267,7 @@ def predictions_by_id(
         )
     except ArtefactError:
         return None
-    frame = frame.set_index(frame[task.id_column].map(id_key))
+    frame = frame.set_index(id_keys(frame[task.id_column]))
     if frame.index.duplicated().any() or not set(order) <= set(frame.index):
         return None
     return frame

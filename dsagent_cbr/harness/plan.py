@@ -112,6 +112,24 @@ def id_key(value: object) -> str:
     return str(int(number)) if number.is_integer() and abs(number) < 2**53 else text
 
 
+# an id id_key leaves as it is: a plain integer, the usual id, tested on the whole column at once
+PLAIN_ID = r"0|-?[1-9][0-9]{0,14}"
+
+
+def id_keys(ids: pd.Series) -> pd.Series:
+    """id_key of every id in a column; a million ids in a fraction of a second when they are plain
+    integers (mapping id_key over them took a second a million)."""
+    import pandas as pd
+
+    text = ids.astype(str)
+    plain = text.str.fullmatch(PLAIN_ID).fillna(False).to_numpy(dtype=bool)
+    if plain.all():
+        return text
+    keys = text.to_numpy(dtype=object)
+    keys[~plain] = [id_key(v) for v in ids.to_numpy(dtype=object)[~plain]]
+    return pd.Series(keys, index=ids.index, name=ids.name, dtype=str)
+
+
 def describe(task: Task, held: Held | None) -> str:
     """The selection rows in words, for the data card: how many, where they are in the workspace, what
     one is worth."""
@@ -144,7 +162,7 @@ def _rng(task: Task, stream: int = 0) -> np.random.Generator:
     return np.random.default_rng(task_seed(task.name, stream))
 
 
-def _stamp(task: Task) -> tuple[tuple[str, int, int], ...]:
+def files_stamp(task: Task) -> tuple[tuple[str, int, int], ...]:
     paths = [task.public_dir / n for n in task.public_files]
     return tuple((str(p), p.stat().st_mtime_ns, p.stat().st_size) for p in paths if p.is_file())
 
@@ -154,7 +172,7 @@ def hold_out(task: Task) -> Held | None:
     rows, or a layout whose rows it cannot tell apart: the run is then chosen on printed validation)."""
     if not task.is_prepared():
         return None
-    return _hold_out(task, _stamp(task), task_seed(task.name))
+    return _hold_out(task, files_stamp(task), task_seed(task.name))
 
 
 @cache

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dsagent_cbr.harness.grading import EXTRA_COLUMNS, prediction_columns, predictions_by_id
-from dsagent_cbr.harness.plan import Held, id_key
+from dsagent_cbr.harness.plan import Held, id_key, id_keys
 from dsagent_cbr.harness.readers import ArtefactError, csv_columns, read_npy
 from dsagent_cbr.tasks.model import Task
 
@@ -61,7 +61,7 @@ def test_rows_only(task: Task, held: Held, raw: bytes) -> bytes:
 
 def _own_ids(frame: pd.DataFrame, idc: str, held: Held) -> pd.DataFrame:
     """The test rows of a workspace's predictions `frame`, by their own ids, in the test file's order."""
-    keys = frame[idc].map(id_key)
+    keys = id_keys(frame[idc])
     frame = frame[~keys.isin(set(held.ids))]
     own = held.own_test_ids()
     if not own:
@@ -69,7 +69,7 @@ def _own_ids(frame: pd.DataFrame, idc: str, held: Held) -> pd.DataFrame:
     frame = frame.assign(**{idc: keys[frame.index].map(own).fillna(frame[idc])})
     place = {id_key(v): k for k, v in enumerate(held.test_ids)}
     return frame.iloc[
-        np.argsort(frame[idc].map(id_key).map(place).fillna(len(place)).to_numpy(), kind="stable")
+        np.argsort(id_keys(frame[idc]).map(place).fillna(len(place)).to_numpy(), kind="stable")
     ]
 
 
