@@ -24,6 +24,7 @@ from dsagent_cbr.search.policy import (
     Family,
     Move,
     View,
+    blend_seconds,
     choose,
     needs,
     out_of_time,
@@ -184,3 +185,14 @@ def test_a_refit_that_no_longer_fits_leaves_its_room_to_nodes():
     assert reserve(44.0, left=120.0) == pytest.approx(ENDING + REFIT_ROOM * 44.0)
     assert reserve(44.0, left=53.0) == ENDING
     assert reserve(None, left=53.0) == ENDING
+
+
+def test_the_last_blend_s_time_is_kept_at_the_end_and_grows_with_the_rows():
+    """A few thousand rows blend in milliseconds; a million in seconds, more with more nodes, and never
+    less than a blend of the run took. The refit's room goes first when both no longer fit."""
+    assert blend_seconds(2_000, 5) < 0.1
+    assert 8.0 < blend_seconds(1_010_000, 2) < blend_seconds(1_010_000, 6)
+    assert blend_seconds(2_000, 5, taken=4.0) == 4.0
+    assert reserve(None, left=100.0, blend=12.0) == ENDING + 12.0
+    assert reserve(20.0, left=100.0, blend=12.0) == pytest.approx(ENDING + 12.0 + REFIT_ROOM * 20.0)
+    assert reserve(20.0, left=40.0, blend=12.0) == ENDING + 12.0

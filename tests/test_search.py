@@ -23,12 +23,13 @@ from dsagent_cbr.clock import Clock
 from dsagent_cbr.errors import BudgetExceeded, Cancelled
 from dsagent_cbr.search import operators as search_module
 from dsagent_cbr.search.drafts import general_cases
-from dsagent_cbr.search.loop import develop_search
+from dsagent_cbr.search.loop import Search, develop_search
 from dsagent_cbr.search.policy import (
     ENDING,
     MIN_PLAIN_SECONDS,
     REFIT_ROOM,
 )
+from dsagent_cbr.search.tree import Tree
 
 STARTER = Graded(selection=16.0, test=16.0)
 
@@ -491,3 +492,24 @@ def test_a_bug_of_ours_in_a_node_ends_the_run_as_ours_never_as_completed(task, t
     record = json.loads((tmp_path / "summary.json").read_text())
     assert record["outcome"] == "infrastructure" and "SystemError" in record["stopped"]
     assert "recursion depth mismatch" in (tmp_path / "traceback.txt").read_text()
+
+
+def test_a_last_blend_the_budget_has_no_time_for_is_left_out_and_the_record_says_so(task, tmp_path, monkeypatch):
+    """On a table of millions of rows the last blend takes seconds: it starts only if they are left."""
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    ended = threading.Event()
+    nodes = Search.nodes
+
+    def then_no_time(self, *args):
+        try:
+            return nodes(self, *args)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(Search, "nodes", then_no_time)
+    monkeypatch.setattr(Tree, "blend_seconds", lambda self: 1e6 if ended.is_set() else 0.0)
+    record = develop_search(task, DevelopConfig(iterations=6, budget=600.0), tmp_path,
+                            FakeBank(solutions=[solution("first"), solution("good")]), executor(noisy_answers(task)))
+    assert [r.operator for r in record.rows].count("ensemble") == 1  # the one at four graded nodes
+    assert record.rows[-1].operator != "ensemble"
+    assert record.stopped.startswith("the cap of 6 nodes reached after 6 node(s); no last blend: it needs about")

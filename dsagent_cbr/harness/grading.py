@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dsagent_cbr.harness.plan import Held, id_key, id_keys
+from dsagent_cbr.harness.plan import Held, id_keys, keys_of
 from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_csv, read_npy
 from dsagent_cbr.tasks.model import Task
 
@@ -130,8 +130,11 @@ def _grade_csv(task: Task, raw: bytes, held: Held | None) -> Grades:
     chosen = sub[KEY].isin(set(held.ids)) if held else pd.Series(False, index=sub.index)
     tested = sub[~chosen]
     if held:  # the test rows by their own ids
-        own = {k: id_key(v) for k, v in held.own_test_ids().items()}
-        tested = tested.assign(**{KEY: tested[KEY].map(lambda k: own.get(k, "\0" + k))})
+        own = held.own_test_ids()
+        own = dict(zip(own, keys_of(list(own.values())), strict=True))
+        # an id the test file does not give matches no answer
+        mapped = tested[KEY].map(own)
+        tested = tested.assign(**{KEY: mapped.where(mapped.notna(), "\0" + tested[KEY])})
     test = _score_csv(task, truth, tested, "test" if task.answers else None)
     selection = None
     if held and held.rows:

@@ -16,8 +16,9 @@ home. What the plan does to the files a script sees is workspace.py's alone."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from functools import cache, lru_cache
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
+from functools import cache, cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -71,6 +72,15 @@ class Held:
     # test's columns
     answers: Any = field(default=None, repr=False, compare=False)
 
+    def __hash__(self) -> int:
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        """Hashed once: a Held keys the caches of the workspace's files and the typed answers, and its
+        tuples hold a row or an id for each of a million test rows."""
+        return hash(tuple(getattr(self, f.name) for f in fields(self) if f.compare))
+
     def mix(self, values: np.ndarray) -> np.ndarray:
         return mixing.mix(values, self.order)
 
@@ -79,7 +89,7 @@ class Held:
 
     def own_test_ids(self) -> dict[str, str]:
         """csv: each test row's workspace id (as id_key gives it) to its own id, as the test file writes it."""
-        return dict(zip(map(id_key, self.test_shown), self.test_ids, strict=True))
+        return dict(zip(keys_of(self.test_shown), self.test_ids, strict=True))
 
     def for_refit(self) -> Held:
         """What a refit sees: every labelled row to learn, and the test rows where the first fit saw them,
@@ -128,6 +138,13 @@ def id_keys(ids: pd.Series) -> pd.Series:
     keys = text.to_numpy(dtype=object)
     keys[~plain] = [id_key(v) for v in ids.to_numpy(dtype=object)[~plain]]
     return pd.Series(keys, index=ids.index, name=ids.name, dtype=str)
+
+
+def keys_of(ids: Sequence[object]) -> list[str]:
+    """id_key of each of `ids`, at once."""
+    import pandas as pd
+
+    return id_keys(pd.Series(ids, dtype=object)).tolist()
 
 
 def describe(task: Task, held: Held | None) -> str:

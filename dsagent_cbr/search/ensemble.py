@@ -36,7 +36,7 @@ from dsagent_cbr.harness.grading import (
     predictions_by_id,
     score_selection,
 )
-from dsagent_cbr.harness.plan import Held, id_key
+from dsagent_cbr.harness.plan import Held, keys_of
 from dsagent_cbr.harness.readers import ArtefactError, csv_columns, read_bytes, read_csv, read_npy
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.untrusted.blend import blend
@@ -92,7 +92,7 @@ def load(
             return Member(iteration, code, held.unmix(values)) if len(values) == rows else None
     except ArtefactError:
         return None
-    columns, order = prediction_columns(task), [id_key(i) for i in ids]
+    columns, order = prediction_columns(task), keys_of(ids)
     frame = predictions_by_id(task, raw, order, len(order))
     if frame is None:
         return None

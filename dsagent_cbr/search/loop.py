@@ -165,6 +165,8 @@ class Search:
             if model
             else None
         )
+        held = self.operators.held
+        self.tree.blend_rows = held.test_rows + held.rows if held is not None else 0
         self.refits = Refits(self.operators)
         self.refitting: dict[Future[None], Row] = {}  # the leading nodes being refit meanwhile
 
@@ -178,7 +180,7 @@ class Search:
             except BaseException:
                 self.drain(running)
                 raise
-        self.last_ensemble(t + 1)
+        no_blend = self.last_ensemble(t + 1)
         self.final_choice()
         if self.config.refit_only:
             why = "refit later by cbr refit"
@@ -187,6 +189,7 @@ class Search:
         # the budget stopped it with seconds left: the end kept for the refit and the record did
         if why == self.clock.spent() and left >= 1:
             self.run.record.stopped += f" ({left:.0f} s left: too few for a node and the run's end)"
+        self.run.record.stopped += no_blend
 
     def nodes(self, pool: Pool, running: dict[Future[None], Row]) -> tuple[int, str]:
         """Start what the policy chooses while there is room, collect what ends. Returns the last node's
@@ -286,15 +289,21 @@ class Search:
         self.clock.at_least(spent)
         return spent
 
-    def last_ensemble(self, t: int) -> None:
-        """The search ends with a blend of what it found, when nodes graded since the last one: it costs
-        seconds on the host, so it comes after the budget and the node cap."""
-        if self.operators.held is not None and len(self.tree.singles()) >= 2 and self.tree.fresh():
-            # replayed as node t
-            move = self.run.journal.step(t, "choose", lambda: asdict(Move(Operator.ENSEMBLE)))
-            row = self.run.begin(t, **move)
-            self.node(row)
-            self.run.end(row)
+    def last_ensemble(self, t: int) -> str:
+        """The search ends with a blend of what it found, when nodes graded since the last one and the
+        budget has the time the nodes left it (Tree.reserve). Returns why there was none, if it was the
+        budget, for the record of why the run stopped."""
+        if self.operators.held is None or len(self.tree.singles()) < 2 or not self.tree.fresh():
+            return ""
+        needs, left = self.tree.blend_seconds(), self.clock.left()
+        replayed = self.run.journal.recorded(t, "choose") is not None
+        if needs > left and not replayed:
+            return f"; no last blend: it needs about {needs:.0f} s and {max(left, 0):.0f} s were left"
+        move = self.run.journal.step(t, "choose", lambda: asdict(Move(Operator.ENSEMBLE)))
+        row = self.run.begin(t, **move)
+        self.node(row)
+        self.run.end(row)
+        return ""
 
     def final_choice(self) -> None:
         """The run's solution: the last blend, unless taking the best single node did better on the same

@@ -62,7 +62,11 @@ TIE = 0.02  # rates this close are a tie: a few milliseconds either way decide n
 # kept at the budget's end: the refit of the selected node learns from every labelled row, about 1.6 times the
 # rows its first fit learned (80% of the 80% the selection rows leave), so it takes longer than that fit
 REFIT_ROOM = 1.5
-ENDING = 5.0  # seconds for the last blend, the bank's retain and the record
+ENDING = 5.0  # seconds for the bank's retain and the record
+# the last blend reads every graded node's predictions back, then writes and grades its own: 3.3 s a node
+# and 5 s besides for a million predicted rows (a table of five million on this idle two-core machine)
+BLEND_ROW_SECONDS = 5e-6
+BLEND_MEMBER_ROW_SECONDS = 3.3e-6
 # a blend's members weighing less are submitted as their first fits: not worth a refit's time
 MIN_WEIGHT = 0.1
 # the seconds a budget spends before its first node: the interpreter, the task and the bank, then
@@ -145,13 +149,22 @@ def needs(arm: Arm, by_model: bool = False) -> float:
     )
 
 
-def reserve(refit_seconds: float | None, left: float = math.inf) -> float:
+def reserve(refit_seconds: float | None, left: float = math.inf, blend: float = 0.0) -> float:
     """Seconds of the budget kept for the run's end: the refit of the selected node (REFIT_ROOM times its
-    first fit's time; none without a refit) and the ending. Nodes start and run within the rest. A refit
-    that no longer fits in the `left` seconds will be skipped, so its room goes to nodes (a 2-minute run
-    on diamonds-cut kept 67 s for a refit it then skipped, and stopped with 53 s left)."""
+    first fit's time; none without a refit), the last blend's `blend` seconds and the ending. Nodes start
+    and run within the rest. A refit that no longer fits in the `left` seconds will be skipped, so its
+    room goes to nodes (a 2-minute run on diamonds-cut kept 67 s for a refit it then skipped, and
+    stopped with 53 s left)."""
+    end = ENDING + blend
     refit = REFIT_ROOM * (refit_seconds or 0.0)
-    return ENDING + (refit if ENDING + refit <= left else 0.0)
+    return end + (refit if end + refit <= left else 0.0)
+
+
+def blend_seconds(rows: int, members: int, taken: float = 0.0) -> float:
+    """What a blend of `members` nodes, each predicting `rows` rows, will take: at least the longest a
+    blend of this run took (`taken`: the machine's load is in it). A few thousand rows take
+    milliseconds; a five-million-row table's last blend took 16 s and ran its run past the budget."""
+    return max(taken, rows * (BLEND_ROW_SECONDS + members * BLEND_MEMBER_ROW_SECONDS))
 
 
 def budget_too_short(budget: float) -> str | None:

@@ -14,7 +14,7 @@ from dsagent_cbr.agent.rundir import row_workspace
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.search import tuning
-from dsagent_cbr.search.policy import MIN_WEIGHT, Arm, Family, reserve
+from dsagent_cbr.search.policy import MIN_WEIGHT, Arm, Family, blend_seconds, reserve
 
 
 class Tree:
@@ -23,6 +23,7 @@ class Tree:
         # each node's run, for the model's improve and debug
         self.results: dict[int, RunResult] = {}
         self.refitted: set[int] = set()  # the nodes refit on every labelled row (search/refits.py)
+        self.blend_rows = 0  # the rows each node of a blend predicts; none where nothing is blended
 
     @property
     def rows(self) -> list[Row]:
@@ -131,7 +132,19 @@ class Tree:
         heaviest leading node not refit yet, when the run refits and it fits."""
         waiting = [r for r in self.leading() if r.iteration not in self.refitted]
         seconds = waiting[0].wall_time if self.run.wants_refit and waiting else None
-        return reserve(seconds, clock.left())
+        return reserve(seconds, clock.left(), self.blend_seconds())
+
+    def blend_seconds(self) -> float:
+        """What the search's last blend will take (policy.blend_seconds), with one node more than have
+        graded: the one that may end before it."""
+        if not self.blend_rows:
+            return 0.0
+        blends = [
+            r.ended - r.started
+            for r in self.rows
+            if r.operator == Operator.ENSEMBLE and r.ended is not None and r.started is not None
+        ]
+        return blend_seconds(self.blend_rows, len(self.singles()) + 1, max(blends, default=0.0))
 
     def arms(self, now: float) -> tuple[Arm, Arm]:
         """(the plain moves' arm, the model's), for the policy: each node's own time (so far, while it
