@@ -9,7 +9,7 @@ import pandas as pd
 from support.layouts import kaggle_sample_task
 
 from dsagent_cbr.harness import workspace
-from dsagent_cbr.harness.plan import hold_out
+from dsagent_cbr.harness.plan import hold_out, id_key, id_keys
 from dsagent_cbr.tasks.loader import load_task
 
 
@@ -58,3 +58,12 @@ def test_a_public_file_changed_between_two_runs_is_the_one_the_second_gets(tmp_p
     placeholders = pd.read_csv(second / "sample_submission.csv", dtype=str)[frame.columns[1]]
     assert set(placeholders) == {"42.5"}
     assert (first / "sample_submission.csv").read_bytes() != (second / "sample_submission.csv").read_bytes()
+
+
+def test_a_column_of_ids_is_keyed_as_each_id_alone_is():
+    odd = ["7", "7.0", " 7", "007", "-0", "0", "-12", "1e3", "abc", "", "nan", "None", "+5", "5 ", "inf",
+           "12345678901234567890", "123456789012345", "1234567890123456", 7, 7.0, float("nan"), None, 2**60]
+    column = pd.Series([*odd, *map(str, range(1000))], dtype=object)
+    assert id_keys(column).tolist() == [id_key(v) for v in column]
+    numbers = pd.Series(range(-5, 500))
+    assert id_keys(numbers).tolist() == [id_key(v) for v in numbers]
