@@ -31,7 +31,7 @@ from dsagent_cbr.harness.readers import ArtefactError, read_refit_rounds
 from dsagent_cbr.harness.run import REFIT_VARIABLE, predict_room
 from dsagent_cbr.search import ensemble
 from dsagent_cbr.search.operators import Operators
-from dsagent_cbr.search.policy import ENDING, REFIT_ROOM
+from dsagent_cbr.search.policy import REFIT_ROOM, reserve
 
 LATE = 3.0  # refit the leader before the drafts are done when less than this many of its refits are left
 
@@ -56,6 +56,7 @@ class Refits:
         self.clock = operators.clock
         self.done: dict[int, NodeRefit] = {}
         self.running: set[int] = set()
+        self.searching = True  # until the last blend has been made (submit)
         self._lock = threading.Lock()
         held = hold_out(self.run.task)
         self.held: Held | None = held if self.run.wants_refit else None
@@ -71,7 +72,7 @@ class Refits:
                 if node.iteration in self.done or node.iteration in self.running:
                     continue
                 need = REFIT_ROOM * (node.wall_time or 0.0)
-                if self.clock.left() < need + ENDING or REFIT_VARIABLE not in self.tree.script(
+                if self.clock.left(self.end()) < need or REFIT_VARIABLE not in self.tree.script(
                     node
                 ):
                     continue
@@ -79,6 +80,11 @@ class Refits:
                     self.running.add(node.iteration)
                     return node
         return None
+
+    def end(self) -> float:
+        """What a refit leaves of the budget: the ending, and the last blend while the search goes on
+        (a refit that ran to the budget's end took the run past it)."""
+        return reserve(None, blend=self.tree.blend_seconds() if self.searching else 0.0)
 
     def refit(self, node: Row) -> None:
         """Refit `node` (in the node pool) and keep how it went; a refit the run's stop cancelled leaves
@@ -104,7 +110,7 @@ class Refits:
         )
         with self.operators.cores.turn():  # scripts that take turns take this one's too
             run.open_for(t, halted=True)
-            limit = self.clock.limit()
+            limit = self.clock.limit(self.end())
             result = run.execute(
                 t, 0, code, refit=True, folder=folder, timeout=limit, cancel=run.halt
             )
@@ -123,6 +129,7 @@ class Refits:
     def submit(self, row: Row) -> Refit:
         """The selected row's submission from what was refit (its own refit, or its blend's members'),
         after refitting late what still fits the budget; published when any refit is used."""
+        self.searching = False
         for node in self.tree.leading(row):
             if self._late_refit_fits(node):
                 self.refit(node)
