@@ -3,9 +3,13 @@ learned every labelled row. Fast: the rule on arrays."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 from dsagent_cbr.agent.refit import judge
+from dsagent_cbr.agent.run_refit import RunRefit
+from dsagent_cbr.clock import Clock
 from dsagent_cbr.tasks.metrics import get_metric
 
 RNG = np.random.default_rng(0)
@@ -56,3 +60,13 @@ def test_predictions_that_cannot_be_set_side_by_side_are_refused():
     assert judge(get_metric("rmse"), 5.0, FIRST, None)[0] is not None
     assert judge(get_metric("rmse"), 5.0, FIRST, FIRST[:10])[0] is not None
     assert "one constant" in judge(get_metric("auroc"), 0.8, np.full((5, 1), 0.5), np.full((5, 1), 0.5))[0]
+
+
+def test_a_refit_starts_only_with_its_first_fit_s_time_before_its_training_deadline():
+    """The deadline keeps time to predict: 27 s left, 5 of them kept, leaves the refit 22 s and its
+    training 12 (a 1M-row refit so started, its first fit 14 s, was cut short at its deadline)."""
+    run = SimpleNamespace(clock=Clock(27.0))
+    late = RunRefit.too_late_to_refit(run, 14.4, "the first fit", keep=5.0)
+    assert late is not None and late.status == "skipped" and "the first fit took 14 s" in late.why
+    assert RunRefit.too_late_to_refit(run, 11.0, "the first fit", keep=5.0) is None
+    assert RunRefit.too_late_to_refit(run, 14.4, "the first fit") is None  # 27 s: 17 to train

@@ -143,7 +143,8 @@ class Refits:
             self.held is not None
             and node.iteration not in self.done
             and REFIT_VARIABLE in self.tree.script(node)
-            and self.run.too_late_to_refit(took, f"node {node.iteration}'s first fit") is None
+            and self.run.too_late_to_refit(took, f"node {node.iteration}'s first fit", self.end())
+            is None
         )
 
     def _single(self, row: Row) -> Refit:
