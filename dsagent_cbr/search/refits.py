@@ -82,9 +82,10 @@ class Refits:
         return None
 
     def end(self) -> float:
-        """What a refit leaves of the budget: the ending, and the last blend while the search goes on
-        (a refit that ran to the budget's end took the run past it)."""
-        return reserve(None, blend=self.tree.blend_seconds() if self.searching else 0.0)
+        """What a refit leaves of the budget: the ending, the blend of the members' refits, and while
+        the search goes on its last blend (a refit that ran to the budget's end took the run past it;
+        on five million rows the blend of the refits and the ending took 17 s)."""
+        return reserve(None, blend=self.tree.blend_seconds() * (2 if self.searching else 1))
 
     def refit(self, node: Row) -> None:
         """Refit `node` (in the node pool) and keep how it went; a refit the run's stop cancelled leaves

@@ -132,7 +132,9 @@ class Tree:
         heaviest leading node not refit yet, when the run refits and it fits."""
         waiting = [r for r in self.leading() if r.iteration not in self.refitted]
         seconds = waiting[0].wall_time if self.run.wants_refit and waiting else None
-        return reserve(seconds, clock.left(), self.blend_seconds())
+        # with a refit, the blend of the last blend's members' refits reads as many predictions again
+        blends = self.blend_seconds() * (2 if self.run.wants_refit else 1)
+        return reserve(seconds, clock.left(), blends)
 
     def blend_seconds(self) -> float:
         """What the search's last blend will take (policy.blend_seconds), with one node more than have
