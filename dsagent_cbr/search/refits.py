@@ -72,14 +72,19 @@ class Refits:
                 if node.iteration in self.done or node.iteration in self.running:
                     continue
                 need = REFIT_ROOM * (node.wall_time or 0.0)
-                if self.clock.left(self.end()) < need or REFIT_VARIABLE not in self.tree.script(
-                    node
-                ):
+                if not self._fits(node, need):
                     continue
                 if drafted or self.clock.left() < LATE * need:
                     self.running.add(node.iteration)
                     return node
         return None
+
+    def _fits(self, node: Row, need: float) -> bool:
+        """The node's script reads the refit's variable, and `need` seconds of training fit before the
+        refit's deadline (at 5M rows one started with 55 s for a first fit of 33 s, and its deadline
+        cut it short)."""
+        late = self.run.too_late_to_refit(need, f"node {node.iteration}'s first fit", self.end())
+        return late is None and REFIT_VARIABLE in self.tree.script(node)
 
     def end(self) -> float:
         """What a refit leaves of the budget: the ending, the blend of the members' refits, and while
