@@ -1,10 +1,10 @@
-"""The budgeted search's loop with in-process fakes of the bank, the adapter, the executor and the model (its
-policy with plain values is test_policy.py; the real loop on a real task runs in test_results.py and, with a
-scripted model, in test_develop.py and test_search_scripted.py)."""
+"""The budgeted search's loop with in-process fakes of the bank, the adapter and the executor: drafts,
+transplants, tunes, blends, refits, the budget, resumes and stops (its policy with plain values is
+test_policy.py; the model's moves in the loop are test_search_model.py; the real loop on a real task runs
+in test_results.py and, with a scripted model, in test_develop.py and test_search_scripted.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -12,7 +12,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import prepared
-from support.fakes import FakeBank, FakeExecutor, FakeModel, Graded
+from support.fakes import FakeBank, FakeExecutor
+from support.search_fakes import (
+    STARTER,
+    Overlapping,
+    Taking,
+    boosters,
+    executor,
+    fake_adapter,
+    solution,
+)
 from support.workspace_rows import noisy_answers
 
 from dsagent_cbr import clock as clock_module
@@ -22,48 +31,17 @@ from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.errors import BudgetExceeded, Cancelled
 from dsagent_cbr.search import operators as search_module
-from dsagent_cbr.search.drafts import general_cases
 from dsagent_cbr.search.loop import Search, develop_search
 from dsagent_cbr.search.policy import (
     ENDING,
-    MIN_PLAIN_SECONDS,
     REFIT_ROOM,
 )
 from dsagent_cbr.search.tree import Tree
-
-STARTER = Graded(selection=16.0, test=16.0)
 
 
 @pytest.fixture(scope="module")
 def task():
     return prepared("concrete-strength")
-
-
-def boosters(task) -> list[Case]:
-    """The first two drafts without the floor (LightGBM's defaults): LightGBM and XGBoost."""
-    return [c for c in general_cases(task) if c.task_name != "general-default"][:2]
-
-
-def fake_adapter(case: Case, task: object) -> dict:
-    if case.task_name == "unadaptable":
-        return {"error": "no rule for this pair"}
-    model = {"general": "LGBMRegressor(num_leaves=31, learning_rate=0.05)",
-             "general-xgboost": "XGBRegressor(max_depth=6, learning_rate=0.1)"}.get(case.task_name, "Ridge(alpha=1.0)")
-    return {"code": f"import os  # {case.task_name}\nmodel = {model}\n", "notes": []}
-
-
-def solution(name: str) -> Case:
-    return Case(kind="solution", text=f"{name} task", task_name=name, source_kind="reference",
-                script=f"model = Ridge(alpha=0.1)  # {name}\n", modality="tabular", task_type="regression")
-
-
-def executor(predictions: object = None) -> FakeExecutor:
-    """The first draft as adapted grades 5; any tuned first draft 4 (better: rmse); the second draft 7; the
-    cases 9 and 6."""
-    return FakeExecutor({"def train_model": STARTER, "num_leaves=31,": Graded(selection=5.0, test=5.5),
-                         "# general-xgboost": Graded(selection=7.0, test=7.5),
-                         "# general": Graded(selection=4.0, test=4.5), "# first": Graded(selection=9.0),
-                         "# good": Graded(selection=6.0)}, predictions=predictions)
 
 
 def test_the_search_drafts_transplants_tunes_ensembles_and_retains_its_best_single_once(task, tmp_path, monkeypatch):
@@ -163,153 +141,6 @@ def test_a_resumed_search_replays_its_tree_and_grows_it(task, tmp_path, monkeypa
     assert len(again.runs) == 1  # only the new script node ran
 
 
-PLAN = "Reflection: a start.\nDecision: {}"
-
-
-def fenced(marker: str) -> str:
-    return f"Here it is.\n```python\nimport os  # {marker}\nprint('ok')\n```\n"
-
-
-def insight(n: int) -> Case:
-    return Case(kind="insight", text=f"insight {n}: boosted trees with early stopping", title=f"case {n}",
-                task_name=f"other-{n}", source_kind="kaggle")
-
-
-def test_the_model_plans_debugs_and_improves_nodes_beside_the_plain_moves(task, tmp_path, monkeypatch):
-    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
-    monkeypatch.setattr(search_module, "general_cases", lambda task: general_cases(task)[:1])  # the model's moves
-    model = FakeModel({"adapt": [fenced("adapted")], "rerank": ["[2] > [1]"] * 9,
-                       "plan": [PLAN.format("ridge"), PLAN.format("trees"),
-                                                             *[PLAN.format("deeper trees")] * 7],
-                       "program": [fenced("broken"), fenced("trees"), *[fenced("deeper")] * 7],
-                       "debug": [fenced("fixed")] * 3})
-    runs = FakeExecutor({"def train_model": STARTER, "num_leaves=31,": Graded(selection=5.0, test=5.751),
-                         "# general": Graded(selection=4.0, test=4.7451, stdout="printed by the draft"),
-                         "# first": Graded(selection=9.0, test=9.7251), "# good": Graded(selection=6.0, test=6.7251),
-                         "# fixed": Graded(selection=3.5, test=3.7751, stdout="printed by the fix"),
-                         "# trees": Graded(selection=3.0, test=3.7251, stdout="printed by the trees"),
-                         "# deeper": Graded(selection=2.5, test=2.7751), "# adapted": Graded(selection=4.5, test=4.9751)},
-                        predictions=noisy_answers(task))
-    bank = FakeBank(insights=[insight(1), insight(2)], solutions=[solution("first"), solution("good")])
-    record = develop_search(task, DevelopConfig(iterations=9, in_turn=True), tmp_path, bank, runs, model=model)
-    by = {r.iteration: r for r in record.rows}
-    # the model's first node is a deploy's adaptation; its nodes improved the best faster than the plain ones:
-    # it was asked more (policy.py's arms)
-    assert [r.operator for r in record.rows] == ["draft", "adapt", "plan", "debug", "plan", "ensemble", "improve",
-                                                 "improve", "improve", "ensemble"]
-    assert by[2].score == 4.5 and by[2].step == "the nearest past solution, adapted in one call"
-    assert by[3].status == "error" and by[4].parent == 3 and by[4].score == 3.5  # the fix is a node of its own
-    assert by[9].score == 2.5
-    assert record.best_score == min(r.score for r in by.values() if r.score is not None)
-    prompts = dict(zip(model.roles, model.prompts, strict=True))  # each role's last prompt
-    assert "NameError" in prompts["debug"] and "# broken" in prompts["debug"]
-    improve_plan, improve_program = prompts["plan"], prompts["program"]
-    parent = (tmp_path / by[by[9].parent].script).read_text()
-    assert by[9].parent == 5 and parent in improve_plan and "printed by the trees" in improve_plan  # its own
-    assert parent in improve_program and "change nothing else" in improve_program
-    assert "Node 4 (debug of node 3)" in improve_plan and "selection rmse 3.5" in improve_plan
-    first_plan = model.prompts[model.roles.index("plan")]  # a draft: the starter is a frame, not the current script
-    assert "new solution written from scratch" in first_plan and "Current script" not in first_plan
-    secret = {str(g.test) for g in runs.grades.values() if g.test is not None} - {"16.0"}
-    assert not any(s in p for s in secret for p in model.prompts)  # no test score reaches the model
-    assert [r["iteration"] for r in record.retained] == [7]  # the best single script, once
-
-
-class Taking:
-    """A fake clock for the search: the model's calls and the scripts take the seconds they are given."""
-
-    def __init__(self, monkeypatch, call: float, script: float) -> None:
-        from types import SimpleNamespace
-
-        self.now, self.call, self.script = 0.0, call, script
-        monkeypatch.setattr(clock_module, "time", SimpleNamespace(monotonic=lambda: self.now))
-
-    def model(self, replies: dict) -> FakeModel:
-        clock = self
-
-        class Timed(FakeModel):
-            def complete(self, role, messages, **options):
-                clock.now += clock.call
-                return super().complete(role, messages, **options)
-
-        return Timed(replies)
-
-    def executor(self, inner: FakeExecutor) -> FakeExecutor:
-        clock, run = self, inner.run
-
-        def timed(*args, **kwargs):
-            clock.now += clock.script
-            return dataclasses.replace(run(*args, **kwargs), wall_time=clock.script)
-
-        inner.run = timed
-        return inner
-
-
-def test_a_model_whose_nodes_come_to_nothing_gets_less_of_the_budget_and_the_search_ends_graded(
-        task, tmp_path, monkeypatch):
-    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
-    taking = Taking(monkeypatch, call=30.0, script=10.0)
-    model = taking.model({"adapt": ["no code here either"], "plan": ["Decision: something"] * 9,
-                          "program": ["no code here, sorry"] * 30})
-    bank = FakeBank(solutions=[solution("first"), solution("good")])
-    record = develop_search(task, DevelopConfig(iterations=18, cbr=False, in_turn=True), tmp_path, bank,
-                            taking.executor(executor()), model=model)
-    asked = [r for r in record.rows if r.operator in ("adapt", "plan", "improve", "debug")]
-    # an adapt call, then a plan and three program calls: two and a half minutes for nothing, against ten
-    # seconds a plain node
-    assert [(r.operator, r.status, r.ended - r.started) for r in asked] == [("adapt", "no script", 30.0),
-                                                                            ("plan", "no script", 120.0)]
-    after = [r.operator for r in record.rows if r.iteration > asked[-1].iteration]
-    assert len(after) >= 8 and not set(after) & {"adapt", "plan", "improve", "debug"}  # the plain moves alone
-    assert record.best_score <= 5.0 and record.outcome == "ok"  # at least the general draft
-
-
-def test_no_node_starts_with_less_than_a_node_needs_and_a_model_node_is_charged_its_own_time(
-        task, tmp_path, monkeypatch):
-    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
-    taking = Taking(monkeypatch, call=25.0, script=7.0)
-    model = taking.model({"adapt": [fenced("trees")], "plan": [PLAN.format("trees")] * 9,
-                          "program": [fenced("trees")] * 9})
-    runs = taking.executor(executor())
-    runs.grades["# trees"] = Graded(selection=3.0, test=3.5)
-    bank = FakeBank(solutions=[solution("first"), solution("good")])
-    budget = 240.0
-    record = develop_search(task, DevelopConfig(iterations=50, budget=budget, cbr=False, in_turn=True), tmp_path, bank, runs,
-                            model=model)
-    nodes = [r for r in record.rows if r.operator != "ensemble"]
-    assert record.stopped.startswith("the budget of 4m spent")
-    by_model = [r for r in nodes if r.operator in ("adapt", "plan", "improve")]
-    assert all(budget - r.started >= 60.0 for r in by_model[:1])  # a model's first node: a minute
-    assert all(budget - r.started >= 20.0 for r in by_model)  # none began with under 20 s of the budget left
-    assert all(budget - r.started >= MIN_PLAIN_SECONDS for r in nodes)
-    ran = [r for r in by_model if r.status == "ok"]
-    calls = {"adapt": 1, "plan": 2, "improve": 2}  # a rerank is not asked with cbr off
-    assert ran and all(r.ended - r.started == 25.0 * calls[r.operator] + 7.0 for r in ran)  # its own time
-    cut = [r for r in by_model if r.status != "ok"]  # after its calls, too little left for its script
-    assert all(r.status == "out of time" and "too little for its script" in r.error for r in cut)
-    assert record.best_score == 3.0 and record.rows[record.best_iteration - 1].operator in ("adapt", "plan",
-                                                                                            "improve", "ensemble")
-
-
-class Overlapping(FakeExecutor):
-    """A fake whose scripts take a moment (`pause` seconds), counting how many run at once."""
-
-    def __init__(self, task, pause: float, **more: Graded) -> None:
-        super().__init__({**executor().grades, **more}, predictions=noisy_answers(task))
-        self.pause, self.now, self.most, self.lock = pause, 0, 0, threading.Lock()
-
-    def run(self, *args, **kwargs):
-        with self.lock:
-            self.now += 1
-            self.most = max(self.most, self.now)
-        time.sleep(self.pause)
-        try:
-            return super().run(*args, **kwargs)
-        finally:
-            with self.lock:
-                self.now -= 1
-
-
 def test_with_parallel_two_nodes_run_at_once_and_the_tree_resumes_the_same(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
     monkeypatch.setattr(search_module, "general_cases", boosters)
@@ -324,47 +155,6 @@ def test_with_parallel_two_nodes_run_at_once_and_the_tree_resumes_the_same(task,
     again = Overlapping(task, 0.2)
     resumed = develop_search(task, DevelopConfig(iterations=7, parallel=2), tmp_path, bank, again)
     assert [r.model_dump() for r in resumed.rows] == [r.model_dump() for r in record.rows] and not again.runs
-
-
-def test_a_model_node_is_written_beside_the_plain_ones_whose_scripts_keep_their_turns(task, tmp_path, monkeypatch):
-    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
-
-    class Slow(FakeModel):  # a model that takes a moment to answer, as a real one takes seconds
-        def complete(self, role, messages, **options):
-            time.sleep(0.4)
-            return super().complete(role, messages, **options)
-
-    model = Slow({"adapt": [fenced("good")], "rerank": ["[1]"] * 9, "plan": [PLAN.format("trees")] * 9,
-                  "program": [fenced("trees")] * 9})
-    bank = FakeBank(insights=[insight(1)], solutions=[solution("first"), solution("good")])
-    runs = Overlapping(task, 0.05, **{"# trees": Graded(selection=3.0, test=3.5)})
-    record = develop_search(task, DevelopConfig(iterations=9), tmp_path, bank, runs, model=model)
-    plan = next(r for r in record.rows if r.operator == "plan")
-    ran = [next(m for m in ("# trees", "# first", "# good", "# general") if m in code) for code, _ in runs.runs
-           if "def train_model" not in code]
-    after = [r for r in record.rows if r.iteration > plan.iteration and r.operator in ("transplant", "tune")]
-    # plain nodes started after the model's node ran their scripts while it was being written, one at a time
-    assert after and ran.index("# trees") > 1 + sum(r.operator == "draft" for r in record.rows) and runs.most == 1
-    assert plan.score == 3.0 and record.best_score <= 3.0 and record.outcome == "ok"
-    again = Overlapping(task, 0.05)
-    resumed = develop_search(task, DevelopConfig(iterations=9), tmp_path, bank, again, model=model)
-    assert [r.model_dump() for r in resumed.rows] == [r.model_dump() for r in record.rows] and not again.runs
-
-
-def test_a_model_call_the_budget_cuts_short_ends_its_node_but_is_not_held_against_the_model(task, tmp_path,
-                                                                                         monkeypatch):
-    from dsagent_cbr.errors import OutOfTime
-
-    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
-    model = FakeModel({"adapt": [OutOfTime("the budget ended 12 s into a call")],
-                       "plan": [OutOfTime("the budget ended 12 s into a call")]})  # two in flight at once
-    bank = FakeBank(solutions=[solution("first"), solution("good")])
-    record = develop_search(task, DevelopConfig(iterations=3, budget=600.0, cbr=False), tmp_path, bank, executor(),
-                            model=model)
-    cut = next(r for r in record.rows if r.operator == "adapt")
-    assert cut.status == "out of time" and "budget ended" in cut.error and record.outcome == "ok"
-    assert model.timeouts and all(t is not None and 0 < t <= 600 for t in model.timeouts)  # each call's limit
-    assert record.best_score is not None
 
 
 class Stopping(FakeExecutor):
@@ -447,28 +237,6 @@ def test_when_no_node_grades_the_starters_predictions_are_the_submission_and_say
     graded = develop_search(task, DevelopConfig(iterations=3), tmp_path / "graded", FakeBank(),
                             executor(predictions=noisy_answers(task)))
     assert graded.best_iteration is not None and graded.submission_from == "selected"
-
-
-def test_a_model_nodes_script_takes_the_cores_before_the_plain_scripts_waiting():
-    from dsagent_cbr.search.parallel import Turns
-
-    turns, order, running = Turns(), [], threading.Event()
-
-    def take(name: str, first: bool) -> None:
-        with turns.turn(first):
-            order.append(name)
-
-    with turns.turn():  # a plain script has the cores
-        waiting = [threading.Thread(target=take, args=("plain", False))]
-        waiting[0].start()
-        time.sleep(0.1)  # the plain one waits first
-        waiting.append(threading.Thread(target=take, args=("model", True)))
-        waiting[1].start()
-        time.sleep(0.1)
-        running.set()
-    for thread in waiting:
-        thread.join(5)
-    assert order == ["model", "plain"]
 
 
 def test_a_bug_of_ours_in_a_node_ends_the_run_as_ours_never_as_completed(task, tmp_path, monkeypatch):

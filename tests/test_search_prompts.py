@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from conftest import prepared
 from support.fakes import FakeBank, FakeModel
-from test_search import PLAN, executor, fake_adapter, fenced, insight, solution
+from support.search_fakes import PLAN, executor, fake_adapter, fenced, insight, solution
 
 from dsagent_cbr.agent.develop import DevelopConfig
 from dsagent_cbr.search import operators as search_module
