@@ -131,9 +131,9 @@ def _grade_csv(task: Task, raw: bytes, held: Held | None) -> Grades:
     tested = sub[~chosen]
     if held:  # the test rows by their own ids
         own = held.own_test_ids()
-        own = dict(zip(own, keys_of(list(own.values())), strict=True))
+        own_keys = dict(zip(own, keys_of(list(own.values())), strict=True))
         # an id the test file does not give matches no answer
-        mapped = tested[KEY].map(own)
+        mapped = tested[KEY].map(own_keys)
         tested = tested.assign(**{KEY: mapped.where(mapped.notna(), "\0" + tested[KEY])})
     test = _score_csv(task, truth, tested, "test" if task.answers else None)
     selection = None

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dsagent_cbr.harness.grading import EXTRA_COLUMNS, prediction_columns, predictions_by_id
-from dsagent_cbr.harness.plan import Held, id_key, id_keys
+from dsagent_cbr.harness.plan import Held, id_key, id_keys, keys_of
 from dsagent_cbr.harness.readers import ArtefactError, csv_columns, read_npy
 from dsagent_cbr.tasks.model import Task
 
@@ -67,7 +67,7 @@ def _own_ids(frame: pd.DataFrame, idc: str, held: Held) -> pd.DataFrame:
     if not own:
         return frame
     frame = frame.assign(**{idc: keys[frame.index].map(own).fillna(frame[idc])})
-    place = {id_key(v): k for k, v in enumerate(held.test_ids)}
+    place = {key: k for k, key in enumerate(keys_of(held.test_ids))}
     return frame.iloc[
         np.argsort(id_keys(frame[idc]).map(place).fillna(len(place)).to_numpy(), kind="stable")
     ]

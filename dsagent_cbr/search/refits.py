@@ -87,10 +87,9 @@ class Refits:
         return late is None and REFIT_VARIABLE in self.tree.script(node)
 
     def end(self) -> float:
-        """What a refit leaves of the budget: the ending, the blend of the members' refits, and while
-        the search goes on its last blend (a refit that ran to the budget's end took the run past it;
-        on five million rows the blend of the refits and the ending took 17 s)."""
-        return reserve(None, blend=self.tree.blend_seconds() * (2 if self.searching else 1))
+        """What a refit leaves of the budget: the ending and the blends still to come (a refit that ran
+        to the budget's end took the run past it)."""
+        return reserve(None, blend=self.tree.blends_to_come(self.searching))
 
     def refit(self, node: Row) -> None:
         """Refit `node` (in the node pool) and keep how it went; a refit the run's stop cancelled leaves
@@ -144,13 +143,10 @@ class Refits:
         return self._blend(row)
 
     def _late_refit_fits(self, node: Row) -> bool:
-        took = node.wall_time or 0.0
         return (
             self.held is not None
             and node.iteration not in self.done
-            and REFIT_VARIABLE in self.tree.script(node)
-            and self.run.too_late_to_refit(took, f"node {node.iteration}'s first fit", self.end())
-            is None
+            and self._fits(node, node.wall_time or 0.0)
         )
 
     def _single(self, row: Row) -> Refit:
