@@ -242,46 +242,68 @@ def _target_notes(case_kind_: str, case_multi: bool, target: Task, target_cls: b
     return notes
 
 
-def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
-    """The case's train_model/predict, rewritten for the target, wrapped by the shim, in the target's starter."""
+def adapt_solution(case: CaseSolution, target: Task, account: dict | None = None) -> Adaptation:
+    """The case's train_model/predict, rewritten for the target, wrapped by the shim, in the target's starter.
+    `account`: the shim's account of the case (its kind, the forms of its inputs), when the case is an
+    edit of an adapted script's inner code (adapter/edit.py): that code was rewritten for this target when it
+    was first adapted, so it is only renamed and wrapped. An adapted script carries its own account."""
     if case.modality != target.modality:
         raise AdapterError(
             f"cannot apply: the case is {case.modality} and the task is {target.modality}; "
             "no rule carries a model across modalities"
         )
-    inner, account = unwrap_adapted(case.script)
-    if account is not None:  # adapted before: the case inside, as the shim described it then
-        case = replace(case, script=inner)
+    edited = account is not None
+    inner, carried = unwrap_adapted(case.script)
+    if carried is not None:  # adapted before: the case inside, as the shim described it then
+        case, account = replace(case, script=inner), carried
     source, starter, starter_text = _parse_pair(case, target)
-    output = output_kind(target)
-    kind = str(account["case"]) if account else case_kind(case.task_type)
-    case_multi = (
-        bool(account["case_multi"])
-        if account
-        else kind in ("multilabel", "forecasting") or case.metric == "mcrmse"
-    )
-    target_cls = _is_classification(target.task_type)
+    account = account or _case_account(case, source)
+    kind, target_cls = str(account["case"]), _is_classification(target.task_type)
     body, names = _case_body(source, starter)
-    body, notes = _rewrite_for_target(body, names, kind, target)
-    notes += _target_notes(kind, case_multi, target, target_cls)
-    x_kind, y_kind = (
-        (account["x_kind"], account["y_kind"]) if account else _input_forms(source, case.modality)
-    )
-    raw = bool(account.get("raw")) if account else _encodes_its_columns(source)
+    if edited:
+        body, notes = [EstimatorSwap(names, {}).visit(stmt) for stmt in body], []
+    else:
+        body, notes = _rewrite_for_target(body, names, kind, target)
+    notes += _target_notes(kind, bool(account["case_multi"]), target, target_cls)
     config = {
         "modality": target.modality,
-        "output": output,
+        "output": output_kind(target),
         "classes": list(target.classes) or _starter_classes(starter) or None,
-        "case": kind,
-        "case_multi": case_multi,
-        "x_kind": x_kind,
-        "y_kind": y_kind,
+        **{key: account[key] for key in ("case", "case_multi", "x_kind", "y_kind")},
         "target": list(target.target) or None,
         "named": _named_strings(body),
-        "raw": raw,
+        "raw": bool(account.get("raw")),
         "log_target": target.metric_name in LOG_METRICS,
     }
-    estimators = TO_CLASSIFIER if target_cls and kind in ("regression", "forecasting") else {}
+    to_classes = target_cls and kind in ("regression", "forecasting") and not edited
+    block = _transplant(case, source, starter, body, config, TO_CLASSIFIER if to_classes else {})
+    code = splice(starter_text, starter, block)
+    parse_python(code)
+    return Adaptation(code=code, notes=notes)
+
+
+def _case_account(case: CaseSolution, source: ast.Module) -> dict:
+    """The shim's account of a case adapted for the first time: its kind and its inputs' forms, from its code."""
+    kind = case_kind(case.task_type)
+    x_kind, y_kind = _input_forms(source, case.modality)
+    return {
+        "case": kind,
+        "case_multi": kind in ("multilabel", "forecasting") or case.metric == "mcrmse",
+        "x_kind": x_kind,
+        "y_kind": y_kind,
+        "raw": _encodes_its_columns(source),
+    }
+
+
+def _transplant(
+    case: CaseSolution,
+    source: ast.Module,
+    starter: ast.Module,
+    body: list[ast.stmt],
+    config: dict,
+    estimators: dict[str, str],
+) -> str:
+    """The block that takes the starter's train_model/predict's place: the case's imports, the shim, its code."""
     imports = [ast.unparse(s) for s in _used_imports(source, body, estimators)]
     starter_imports = {
         ast.unparse(s) for s in starter.body if isinstance(s, ast.Import | ast.ImportFrom)
@@ -293,12 +315,10 @@ def adapt_solution(case: CaseSolution, target: Task) -> Adaptation:
         _shim(config),
         "",
         *[ast.unparse(stmt) + "\n" for stmt in body],
-        _proba_code(body, output, kind) + "\n",
+        _proba_code(body, config["output"], config["case"]) + "\n",
         "# --- end of transplanted code ---",
     ]
-    code = _splice(starter_text, starter, "\n".join(block))
-    parse_python(code)
-    return Adaptation(code=code, notes=notes)
+    return "\n".join(block)
 
 
 _SHIM_PREFIXES = ("_cbr", "_CBR", "_Cbr")
@@ -339,14 +359,7 @@ def unwrap_adapted(script: str) -> tuple[str, dict | None]:
         n for s in tree.body for n in _top_level_names(s)
     }:
         return script, None
-    kept = []
-    for stmt in tree.body:
-        own = _top_level_names(stmt)
-        shim = own & {"train_model", "predict", PROBA_FUNCTION} or any(
-            n.startswith(_SHIM_PREFIXES) for n in own
-        )
-        if isinstance(stmt, ast.Import | ast.ImportFrom) or (own and not shim):
-            kept.append(_CaseNames().visit(stmt))
+    kept = [_CaseNames().visit(stmt) for stmt in tree.body if _of_the_case(stmt)]
     try:
         account = ast.literal_eval(config)
     except ValueError:
@@ -354,6 +367,18 @@ def unwrap_adapted(script: str) -> tuple[str, dict | None]:
     return ast.unparse(ast.Module(body=kept, type_ignores=[])) + "\n", account if isinstance(
         account, dict
     ) else None
+
+
+def _of_the_case(stmt: ast.stmt) -> bool:
+    """A statement of an adapted script the case brought: its imports, definitions and warning filters, not
+    the shim's (its wrappers, its `_np`/`_pd` imports, its _cbr names and the file its scores go to)."""
+    if isinstance(stmt, ast.Import | ast.ImportFrom):
+        return not all((a.asname or a.name).startswith("_") for a in stmt.names)
+    own = _top_level_names(stmt)
+    shim = own & {"train_model", "predict", PROBA_FUNCTION, "CBR_CLASS_SCORES"} or any(
+        n.startswith(_SHIM_PREFIXES) for n in own
+    )
+    return bool(own and not shim) or _silences_warnings(stmt)
 
 
 def _parse_pair(case: CaseSolution, target: Task) -> tuple[ast.Module, ast.Module, str]:
@@ -458,7 +483,7 @@ def _proba_code(body: list[ast.stmt], output: str, kind: str) -> str:
     return f"{PROBA_FUNCTION} = None"
 
 
-def _splice(starter_text: str, starter: ast.Module, block: str) -> str:
+def splice(starter_text: str, starter: ast.Module, block: str) -> str:
     """The starter with its train_model/predict replaced by `block` (at the first one's place)."""
     funcs = [s for s in starter.body if isinstance(s, ast.FunctionDef) and s.name in CASE_FUNCTIONS]
     lines = starter_text.splitlines()

@@ -13,12 +13,15 @@ clock."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from dsagent_cbr.adapter import AdapterError
+from dsagent_cbr.adapter.edit import Editable, editable, rewrapped
 from dsagent_cbr.agent import roles
 from dsagent_cbr.agent.context import Context
 from dsagent_cbr.agent.deploy import adapt_examples
@@ -137,10 +140,21 @@ class ModelMoves:
             f"The script to improve is node {parent.iteration}'s: {self.describe(parent)}\n"
             f"What it printed (its end):\n{printed}"
         )
-        self.step(row, self.tree.script(parent), log, draft=False)
+        script, edit = self.readable(parent)
+        self.step(row, script, log, draft=False, edit=edit)
 
-    def step(self, row: Row, script: str, log: str, *, draft: bool) -> None:
-        """Case, plan, program, run: one node."""
+    def readable(self, row: Row) -> tuple[str, Editable | None]:
+        """A node's script as the model reads it: an adapted one as the case's code in the starter, without
+        the adapter's shim (and how to wrap an edit of it again); any other as it is."""
+        script = self.tree.script(row)
+        edit = editable(script, self.run.task)
+        return (edit.view if edit else script), edit
+
+    def step(
+        self, row: Row, script: str, log: str, *, draft: bool, edit: Editable | None = None
+    ) -> None:
+        """Case, plan, program, run: one node. `edit`: `script` is an adapted script's view, and the
+        model's edit of it is wrapped by the adapter's shim again before it runs."""
         case = best_case(
             self.run, self.model, self.ctx, self.config, row.iteration, self.query, log
         )
@@ -157,8 +171,14 @@ class ModelMoves:
             draft=draft,
             named=lambda decision: self.named_scripts(decision, row.parent),
         )
-        if planned is not None:
-            self.run_node(row, planned[1])
+        if planned is None:
+            return
+        code = planned[1]
+        if edit is not None:
+            # a reply with no train_model/predict to wrap runs as the model wrote it: its error says why
+            with contextlib.suppress(AdapterError):
+                code = rewrapped(code, edit, self.run.task)
+        self.run_node(row, code)
 
     def named_scripts(self, decision: str, editing: int | None) -> str:
         """The scripts of the nodes a plan's decision names ("keep node 20's LightGBM"), the first NAMED of
@@ -169,7 +189,8 @@ class ModelMoves:
         named = dict.fromkeys(int(n) for listed in mentions for n in re.findall(r"\d+", listed))
         shown = [known[n] for n in named if n in known and n != editing][:NAMED]
         return "\n\n".join(
-            f"Node {r.iteration} ({r.operator}):\n```python\n{self.tree.script(r)}\n```" for r in shown
+            f"Node {r.iteration} ({r.operator}):\n```python\n{self.readable(r)[0]}\n```"
+            for r in shown
         )
 
     def debug(self, row: Row) -> None:
