@@ -165,6 +165,26 @@ def test_each_neighbour_s_values_are_tried_once_then_optuna_proposes():
     assert proposed[0]["num_leaves"] == 63 and (proposed[1]["num_leaves"], proposed[1]["learning_rate"]) == (15, 0.05)
 
 
+def test_a_small_space_is_tuned_without_repeats_until_it_is_spent_and_then_no_longer_tuned():
+    """The forest draft's one knob has eight values; TPE wants the same one again however often it is asked,
+    and a one-minute run on a 6%-positive table tuned min_samples_leaf=1 twice."""
+    from dsagent_cbr.search.tree import _tunable
+    from dsagent_cbr.search.tuning import knobs, propose, space_size
+
+    script = "model = ExtraTreesClassifier(n_estimators=step, min_samples_leaf=2, max_features=0.7)"
+    found = knobs(script)
+    assert space_size(found) == 8 and space_size(knobs("LGBMRegressor(learning_rate=0.1)")) == math.inf
+    tried: list = [({"min_samples_leaf": 2}, 0.71)]
+    for seed in range(7):
+        running = [tried.pop()[0]] if seed == 3 else []  # one still running: neither repeated nor told
+        values = propose(found, tried, [{"min_samples_leaf": 1}], "maximize", seed, running)
+        assert all(values != params for params, _ in tried) and values not in running
+        tried += [(v, 0.7 - seed / 100) for v in [*running, values]]
+        assert _tunable(script, len(tried)) == (len(tried) < 8)
+    assert sorted(v["min_samples_leaf"] for v, _ in tried) == list(range(1, 9))
+    assert not _tunable(script, 8) and _tunable("model = LGBMRegressor(subsample=0.8)", 1000)  # never spent
+
+
 def test_a_clock_started_with_the_command_counts_what_came_before():
     started = time.monotonic() - 30.0
     assert Clock(60.0, start=started).left() == pytest.approx(30.0, abs=1.0)

@@ -110,18 +110,18 @@ class Operators:
         row.case = root.case
         code = self.tree.script(root)
         found = tuning.knobs(code)
+        tunes = [r for r in run.rows if tuned_from(r, root) and r.tuned is not None and r is not row]
+        # a tune still running has no score yet, nor a failure: its values are only not proposed again
         tried = [({k.name: k.value for k in found}, root.score)]
-        tried += [
-            (r.tuned or {}, r.score)
-            for r in run.rows
-            if tuned_from(r, root) and r.tuned is not None and r.status != Status.NOT_RUN
-        ]  # a tune still running has no score yet, nor a failure
+        tried += [(r.tuned or {}, r.score) for r in tunes if r.status != Status.NOT_RUN]
+        running = [r.tuned or {} for r in tunes if r.status == Status.NOT_RUN]
         run.say(t, "tune")
         warm = tuning.warm_values(found, [c.script for c in self.cases])
+        seed = self.config.seed + t
         row.tuned = run.journal.step(
             t,
             "tune",
-            lambda: tuning.propose(found, tried, warm, run.task.direction, self.config.seed + t),
+            lambda: tuning.propose(found, tried, warm, run.task.direction, seed, running),
         )
         row.step = "tune " + ", ".join(f"{k}={v:.3g}" for k, v in row.tuned.items())
         code = tuning.with_values(code, found, row.tuned)

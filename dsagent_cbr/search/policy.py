@@ -84,7 +84,7 @@ class Family:
 
     root: int  # the node's iteration
     best: float | None  # the family's best score, None when nothing in it graded
-    tunable: bool  # its model has literals the tune operator knows
+    tunable: bool  # its model has literals the tune operator knows, with values not yet tried
 
 
 @dataclass(frozen=True)

@@ -83,11 +83,10 @@ class Tree:
         for root in (
             r for r in rows if r.operator not in (Operator.TUNE, Operator.ENSEMBLE) and r.script
         ):
-            scores = [
-                r.score for r in rows if r.score is not None and (r is root or tuned_from(r, root))
-            ]
+            grown = [r for r in rows if r is root or tuned_from(r, root)]
+            scores = [r.score for r in grown if r.score is not None]
             best = (max if maximize else min)(scores, default=None)
-            found.append(Family(root.iteration, best, bool(tuning.knobs(self.script(root)))))
+            found.append(Family(root.iteration, best, _tunable(self.script(root), len(grown))))
         graded = sorted(
             (f for f in found if f.best is not None), key=lambda f: f.best, reverse=maximize
         )
@@ -209,6 +208,13 @@ class Tally:
 
 # the plain arm's operators; drafts and ensembles are in neither
 ARMED = (Operator.TRANSPLANT, Operator.TUNE)
+
+
+def _tunable(script: str, tried: int) -> bool:
+    """The script's model has literals the tune operator knows, and values of them not yet tried (the
+    root and each tune of it tried one set)."""
+    found = tuning.knobs(script)
+    return bool(found) and tried < tuning.space_size(found)
 
 
 def tuned_from(row: Row, root: Row) -> bool:

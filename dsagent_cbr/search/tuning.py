@@ -13,6 +13,7 @@ centre to search around."""
 from __future__ import annotations
 
 import ast
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -48,6 +49,7 @@ ROUNDS = ("n_estimators", "iterations", "num_boost_round")  # tuned only without
 BAND = 4.0  # scales and counts: from the root's value / BAND to its value * BAND
 SHIFT = 0.3  # fractions: the root's value +- SHIFT
 STARTUP = 4  # Optuna's random proposals before its TPE model proposes (its default, 10, is past a short budget)
+MAX_LISTED = 4096  # an integer space this small is listed when TPE wants values tried already
 _MODEL_PREFIXES = ("LGBM", "XGB", "CatBoost")
 _MODEL_SUFFIXES = ("Regressor", "Classifier", "Regression", "SVC", "SVR")
 _MODELS = {
@@ -172,15 +174,28 @@ def warm_values(found: list[Knob], scripts: list[str]) -> list[dict[str, float]]
     return out
 
 
+def space_size(found: list[Knob]) -> float:
+    """How many distinct values the knobs can take together: infinite when any is a float."""
+    size = 1.0
+    for dist in distributions(found).values():
+        if getattr(dist, "step", None) is None:  # a float: no end to its values
+            return math.inf
+        size *= dist.high - dist.low + 1
+    return size
+
+
 def propose(
     found: list[Knob],
     tried: list[tuple[dict[str, float], float | None]],
     warm: list[dict[str, float]],
     direction: str,
     seed: int,
+    running: list[dict[str, float]] = (),
 ) -> dict[str, float]:
     """Optuna's next values for the knobs: the tried ones told as finished (or failed) trials, the
-    neighbours' values queued first, then TPE's proposal."""
+    neighbours' values queued first, then TPE's proposal. Where TPE wants values tried already or
+    `running` (the forest's one knob has eight values, and a one-minute run tried one twice), the nearest
+    untried ones are proposed instead."""
     import optuna
     from optuna.trial import TrialState, create_trial
 
@@ -209,7 +224,29 @@ def propose(
     fresh = [values for values in warm if not any(_matches(params, values) for params, _ in tried)]
     if fresh:
         study.enqueue_trial(fresh[0])
-    return dict(study.ask(space).params)
+    wanted = dict(study.ask(space).params)
+    taken = [params for params, _ in tried] + list(running)
+    if any(_matches(wanted, params) for params in taken):
+        return _nearest_untried(space, taken, wanted) or wanted
+    return wanted
+
+
+def _nearest_untried(
+    space: dict[str, object], taken: list[dict[str, float]], wanted: dict[str, float]
+) -> dict[str, float] | None:
+    """The values not tried yet nearest (on a log scale) to those TPE wanted again, where every knob is an
+    integer of a small range: TPE's choice there is the same however often it is asked. None in a space
+    too large to list, or spent."""
+    ranges = {name: range(d.low, d.high + 1) for name, d in space.items() if getattr(d, "step", None)}
+    if len(ranges) != len(space) or math.prod(map(len, ranges.values())) > MAX_LISTED:
+        return None
+    untried = [
+        values
+        for values in (dict(zip(ranges, point, strict=True)) for point in itertools.product(*ranges.values()))
+        if not any(_matches(values, params) for params in taken)
+    ]
+    distance = lambda values: sum(abs(math.log(values[k] / wanted[k])) for k in values)  # noqa: E731
+    return min(untried, key=distance, default=None)
 
 
 def _matches(params: dict[str, float], values: dict[str, float]) -> bool:
