@@ -94,6 +94,12 @@ def test_the_forest_stops_adding_trees_at_the_deadline_and_still_predicts(monkey
     assert trees(time.time() + 600) == 300
 
 
+def test_a_large_table_gets_the_quick_booster_then_the_floor_before_the_full_booster(monkeypatch):
+    monkeypatch.setattr(drafts, "QUICK_ROWS", 100)  # hotel-rates' 10,000-odd rows as a large table
+    names = [c.task_name for c in general_cases(prepared("hotel-rates"))]
+    assert names == ["general-quick", "general-default", "general", "general-xgboost", "general-forest"]
+
+
 def test_the_quick_draft_learns_a_sample_of_many_rows_and_its_refit_learns_them_all(monkeypatch):
     task = prepared("hotel-rates")
     monkeypatch.setattr(drafts, "QUICK_ROWS", 100)  # a large table's first draft: the quick booster
