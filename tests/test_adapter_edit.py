@@ -84,7 +84,7 @@ def test_the_model_improves_an_adapted_node_from_its_view_and_its_edit_runs_wrap
     edit = editable(script, task)
     shown, ran = [], []
 
-    def planned(run, row, model, ctx, config, log, script, case, **kwargs):
+    def planned(asking, row, log, script, case, **kwargs):
         shown.append(script)
         return "plan", script.replace("num_leaves=31", "num_leaves=15")
 

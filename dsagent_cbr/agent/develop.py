@@ -208,17 +208,25 @@ def retrieve(run: Run, config: DevelopConfig, t: int, query: str) -> list[Case]:
     return [Case.from_dict(c) for c in run.journal.step(t, "retrieve", search)]
 
 
-def best_case(
-    run: Run, model: Model, ctx: Context, cfg: DevelopConfig, t: int, query: str, log: str
-) -> Case | None:
+@dataclass(frozen=True)
+class Asking:
+    """What each step that asks the model works with: the run it records in, the model, what the model
+    is told of the task, and the loop's settings."""
+
+    run: Run
+    model: Model
+    ctx: Context
+    cfg: DevelopConfig
+
+
+def best_case(asking: Asking, t: int, query: str, log: str) -> Case | None:
     """Retrieve by the task and the log, let the model rerank, and take the case it puts first."""
+    run, cfg = asking.run, asking.cfg
     cases = retrieve(run, cfg, t, f"{query}\n{log}")
     order = list(range(len(cases)))
     if cases and cfg.rerank:
-        order = (
-            run.ask(t, "rerank", lambda: roles.rerank(model, ctx, log, cases, cfg.temperature))
-            or order
-        )
+        rerank = lambda: roles.rerank(asking.model, asking.ctx, log, cases, cfg.temperature)  # noqa: E731
+        order = run.ask(t, "rerank", rerank) or order
     return cases[order[0]] if cases else None
 
 
@@ -227,11 +235,8 @@ def case_name(case: Case | None) -> str:
 
 
 def plan_and_program(
-    run: Run,
+    asking: Asking,
     row: Row,
-    model: Model,
-    ctx: Context,
-    cfg: DevelopConfig,
     log: str,
     script: str,
     case: Case | None,
@@ -244,6 +249,7 @@ def plan_and_program(
     `draft`: a new solution in the frame of `script`, the starter. `named`: the scripts a plan's decision
     names, for the coder (the search's nodes). None when the model gave no usable plan or script (the row
     says which)."""
+    run, model, ctx, cfg = asking.run, asking.model, asking.ctx, asking.cfg
     t = row.iteration
     plan = run.ask(
         t,
@@ -291,21 +297,20 @@ def develop_iteration(
 ) -> None:
     """One pass of Algorithm 1's loop body."""
     row, log = run.begin(t), memory.log_text()
-    case = best_case(run, model, ctx, cfg, t, query, log)
+    asking = Asking(run, model, ctx, cfg)
+    case = best_case(asking, t, query, log)
     row.case = case_name(case)
     before = memory.script
     # nothing graded yet: a new solution
     draft = before == run.task.starter.read_text(encoding="utf-8")
-    planned = plan_and_program(
-        run, row, model, ctx, cfg, log, before, case, memory.simpler, draft=draft
-    )
+    planned = plan_and_program(asking, row, log, before, case, memory.simpler, draft=draft)
     if planned is None:
         if row.status == "no script":
             memory.log.append(f"Iteration {t}: the programmer returned no usable script.")
         return
     plan, code = planned
-    code, result, ran = run_and_debug(run, row, model, ctx, cfg, log, before, code)
-    row.log = log_entry(run, row, model, ctx, cfg, log, plan, before, code, result)
+    code, result, ran = run_and_debug(asking, row, log, before, code)
+    row.log = log_entry(asking, row, log, plan, before, code, result)
     memory.log.append(f"Iteration {t}:\n{row.log}")
     memory.simpler = not result.ok
     if result.ok:
@@ -314,17 +319,11 @@ def develop_iteration(
 
 
 def run_and_debug(
-    run: Run,
-    row: Row,
-    model: Model,
-    ctx: Context,
-    cfg: DevelopConfig,
-    log: str,
-    before: str,
-    code: str,
+    asking: Asking, row: Row, log: str, before: str, code: str
 ) -> tuple[str, RunResult, int]:
     """Run the iteration's script and, while it fails, ask the model for a fix up to `n_debug` times.
     Returns the last script run, its result and the attempt that ran it (0: the first script)."""
+    run, model, ctx, cfg = asking.run, asking.model, asking.ctx, asking.cfg
     t = row.iteration
     result = run.execute(t, 0, code)
     attempt = 0
@@ -349,19 +348,11 @@ def run_and_debug(
 
 
 def log_entry(
-    run: Run,
-    row: Row,
-    model: Model,
-    ctx: Context,
-    cfg: DevelopConfig,
-    log: str,
-    plan: str,
-    before: str,
-    code: str,
-    result: RunResult,
+    asking: Asking, row: Row, log: str, plan: str, before: str, code: str, result: RunResult
 ) -> str:
     """The iteration's entry in the log: the model's summary, or the step and its first line of feedback
     when the model gave none."""
+    run, model, ctx, cfg = asking.run, asking.model, asking.ctx, asking.cfg
     entry = run.ask(
         row.iteration,
         "log",

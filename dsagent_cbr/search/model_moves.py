@@ -25,7 +25,13 @@ from dsagent_cbr.adapter.edit import Editable, editable, rewrapped
 from dsagent_cbr.agent import roles
 from dsagent_cbr.agent.context import Context
 from dsagent_cbr.agent.deploy import adapt_examples
-from dsagent_cbr.agent.develop import DevelopConfig, best_case, case_name, plan_and_program
+from dsagent_cbr.agent.develop import (
+    Asking,
+    DevelopConfig,
+    best_case,
+    case_name,
+    plan_and_program,
+)
 from dsagent_cbr.agent.record import Operator, Row, Status
 from dsagent_cbr.agent.script_summary import summarise_script
 from dsagent_cbr.agent.seams import Messages, Model, Reply
@@ -155,22 +161,11 @@ class ModelMoves:
     ) -> None:
         """Case, plan, program, run: one node. `edit`: `script` is an adapted script's view, and the
         model's edit of it is wrapped by the adapter's shim again before it runs."""
-        case = best_case(
-            self.run, self.model, self.ctx, self.config, row.iteration, self.query, log
-        )
+        asking = Asking(self.run, self.model, self.ctx, self.config)
+        case = best_case(asking, row.iteration, self.query, log)
         row.case = case_name(case)
-        planned = plan_and_program(
-            self.run,
-            row,
-            self.model,
-            self.ctx,
-            self.config,
-            log,
-            script,
-            case,
-            draft=draft,
-            named=lambda decision: self.named_scripts(decision, row.parent),
-        )
+        named = lambda decision: self.named_scripts(decision, row.parent)  # noqa: E731
+        planned = plan_and_program(asking, row, log, script, case, draft=draft, named=named)
         if planned is None:
             return
         code = planned[1]
