@@ -56,7 +56,6 @@ class Refits:
         self.clock = operators.clock
         self.done: dict[int, NodeRefit] = {}
         self.running: set[int] = set()
-        self.searching = True  # until the last blend has been made (submit)
         self._lock = threading.Lock()
         held = hold_out(self.run.task)
         self.held: Held | None = held if self.run.wants_refit else None
@@ -79,23 +78,24 @@ class Refits:
                     return node
         return None
 
-    def _fits(self, node: Row, need: float) -> bool:
+    def _fits(self, node: Row, need: float, searching: bool = True) -> bool:
         """The node's script reads the refit's variable, and `need` seconds of training fit before the
         refit's deadline (at 5M rows one started with 55 s for a first fit of 33 s, and its deadline
-        cut it short)."""
-        late = self.run.too_late_to_refit(need, f"node {node.iteration}'s first fit", self.end())
+        cut it short). `searching`: the search's last blend is still to come."""
+        keep = self.end(searching)
+        late = self.run.too_late_to_refit(need, f"node {node.iteration}'s first fit", keep)
         return late is None and REFIT_VARIABLE in self.tree.script(node)
 
-    def end(self) -> float:
-        """What a refit leaves of the budget: the ending and the blends still to come (a refit that ran
-        to the budget's end took the run past it)."""
-        return reserve(None, blend=self.tree.blends_to_come(self.searching))
+    def end(self, searching: bool) -> float:
+        """What a refit leaves of the budget: the ending and the blends still to come, the search's last
+        one while `searching` (a refit that ran to the budget's end took the run past it)."""
+        return reserve(None, blend=self.tree.blends_to_come(searching))
 
-    def refit(self, node: Row) -> None:
-        """Refit `node` (in the node pool) and keep how it went; a refit the run's stop cancelled leaves
-        nothing."""
+    def refit(self, node: Row, searching: bool = True) -> None:
+        """Refit `node` (in the node pool while `searching`, or late, after the last blend) and keep how it
+        went; a refit the run's stop cancelled leaves nothing."""
         try:
-            made = self._refit(node)
+            made = self._refit(node, searching)
         except Cancelled:
             return
         finally:
@@ -105,7 +105,7 @@ class Refits:
             self.done[node.iteration] = made
             self.tree.refitted.add(node.iteration)
 
-    def _refit(self, node: Row) -> NodeRefit:
+    def _refit(self, node: Row, searching: bool) -> NodeRefit:
         run, t = self.run, node.iteration
         code = self.tree.script(node)
         folder = run.run_dir / "refit" / f"node-{t:02d}"
@@ -115,7 +115,7 @@ class Refits:
         )
         with self.operators.cores.turn():  # scripts that take turns take this one's too
             run.open_for(t, halted=True)
-            limit = self.clock.limit(self.end())
+            limit = self.clock.limit(self.end(searching))
             result = run.execute(
                 t, 0, code, refit=True, folder=folder, timeout=limit, cancel=run.halt
             )
@@ -134,10 +134,9 @@ class Refits:
     def submit(self, row: Row) -> Refit:
         """The selected row's submission from what was refit (its own refit, or its blend's members'),
         after refitting late what still fits the budget; published when any refit is used."""
-        self.searching = False
         for node in self.tree.leading(row):
             if self._late_refit_fits(node):
-                self.refit(node)
+                self.refit(node, searching=False)
         if row.operator != Operator.ENSEMBLE:
             return self._single(row)
         return self._blend(row)
@@ -146,7 +145,7 @@ class Refits:
         return (
             self.held is not None
             and node.iteration not in self.done
-            and self._fits(node, node.wall_time or 0.0)
+            and self._fits(node, node.wall_time or 0.0, searching=False)
         )
 
     def _single(self, row: Row) -> Refit:
