@@ -90,14 +90,20 @@ def test_no_node_starts_with_less_left_than_a_node_of_its_kind_needs():
 
 
 def test_while_no_node_has_graded_a_plain_node_starts_with_a_few_seconds_left():
-    """Any graded node is a submission: before one, a draft needs FIRST_GRADE_SECONDS, after, its kind's need."""
+    """Any graded node is a submission: before one, a draft needs FIRST_GRADE_SECONDS; after, a draft
+    MIN_PLAIN_SECONDS and any other plain node its kind's need."""
     rng, timed_out = random.Random(0), Arm(8.0, 0.0, (8.0,))
     first = View(1, 2, [Family(1, None, True)], "draft", plain=timed_out, left=FIRST_GRADE_SECONDS)
     assert choose(first, rng) == Move("draft") and not out_of_time(first)
     assert out_of_time(replace(first, left=FIRST_GRADE_SECONDS - 0.5))
     graded = replace(first, families=[Family(1, 4.0, True)], graded=[1], left=MIN_PLAIN_SECONDS - 1)
     assert choose(graded, rng) == Move("stop") and out_of_time(graded)
-    assert choose(replace(graded, left=1.5 * 8.0 + 1), rng) == Move("draft")  # half again the timed-out draft
+    # a draft needs MIN_PLAIN_SECONDS however long the first took: the next may take a fraction of its time
+    assert choose(replace(graded, left=MIN_PLAIN_SECONDS), rng) == Move("draft")
+    # the drafts done, a tune needs half again the median its kind took (the slow draft's 8 s)
+    drafted = replace(graded, drafts_left=0, cases_left=0, left=MIN_PLAIN_SECONDS)
+    assert choose(drafted, rng) == Move("stop") and out_of_time(drafted)
+    assert choose(replace(drafted, left=1.5 * 8.0 + 1), rng) == Move("tune", parent=1)
 
 
 def test_beside_a_running_node_only_the_other_kind_of_move_starts():
