@@ -29,7 +29,8 @@ def _in_a_scratch_folder(monkeypatch, tmp_path):
 
 def test_a_table_gets_lightgbm_its_defaults_xgboost_then_a_forest_with_the_task_s_loss_and_outputs():
     hotel = general_cases(prepared("hotel-rates"))  # regression graded by mean absolute error
-    assert [c.task_name for c in hotel] == ["general", "general-default", "general-xgboost", "general-forest"]
+    assert [c.task_name for c in hotel] == ["general", "general-default", "general-xgboost", "general-forest",
+                                            "general-catboost"]
     # both keep the squared loss and stop early on the absolute error
     assert 'metric="l1"' in hotel[0].script and "lgb.LGBMRegressor(" in hotel[0].script
     assert "objective" not in hotel[0].script
@@ -78,7 +79,7 @@ def test_the_general_draft_is_handed_dates_categories_and_numbers_as_they_are():
 
 def test_the_forest_stops_adding_trees_at_the_deadline_and_still_predicts(monkeypatch):
     task = prepared("titanic-survival")
-    forest = general_cases(task)[-1]
+    forest = next(c for c in general_cases(task) if c.task_name == "general-forest")
     scope: dict = {"__name__": "adapted"}
     exec(compile(adapt_case(forest, task)["code"], "adapted.py", "exec"), scope)  # our own draft
     data = pd.read_csv(task.public_dir / "train.csv")
@@ -97,7 +98,33 @@ def test_the_forest_stops_adding_trees_at_the_deadline_and_still_predicts(monkey
 def test_a_large_table_gets_the_quick_booster_then_the_floor_before_the_full_booster(monkeypatch):
     monkeypatch.setattr(drafts, "QUICK_ROWS", 100)  # hotel-rates' 10,000-odd rows as a large table
     names = [c.task_name for c in general_cases(prepared("hotel-rates"))]
-    assert names == ["general-quick", "general-default", "general", "general-xgboost", "general-forest"]
+    assert names == ["general-quick", "general-default", "general", "general-xgboost", "general-forest",
+                     "general-catboost"]
+    monkeypatch.setattr(drafts, "CATBOOST_ROWS", 100)  # too many rows for CatBoost
+    assert "general-catboost" not in [c.task_name for c in general_cases(prepared("hotel-rates"))]
+
+
+def _adapted_catboost(task) -> dict:
+    """The CatBoost draft adapted to `task`, run in this process (our own draft, not generated code)."""
+    case = next(c for c in general_cases(task) if c.task_name == "general-catboost")
+    scope: dict = {"__name__": "adapted"}
+    exec(compile(adapt_case(case, task)["code"], "adapted.py", "exec"), scope)
+    return scope
+
+
+def test_the_catboost_draft_refits_the_trees_its_first_fit_kept_and_stops_at_its_deadline(monkeypatch):
+    task = prepared("mlc-churn")
+    data = pd.read_csv(task.public_dir / "train.csv").head(1500)
+    X, y = data.drop(columns=["id", *task.target]), data[task.target[0]]
+    scope = _adapted_catboost(task)
+    trees = lambda fitted: fitted.jobs[0]["inner"]["model"].tree_count_  # noqa: E731 (the shim's job)
+    first = trees(scope["train_model"](X[:1200], y[:1200], X[1200:], y[1200:]))
+    assert 0 < first < 1000  # early stopping chose them
+    monkeypatch.setenv("CBR_FIT", "refit")  # what the bootstrap says while the refit's train_model runs
+    assert trees(scope["train_model"](X, y, X[1200:], y[1200:])) == first
+    monkeypatch.delenv("CBR_FIT")
+    monkeypatch.setenv("CBR_DEADLINE", str(time.time()))  # the deadline for training has passed
+    assert trees(_adapted_catboost(task)["train_model"](X[:1200], y[:1200], X[1200:], y[1200:])) == 1
 
 
 def test_the_quick_draft_learns_a_sample_of_many_rows_and_its_refit_learns_them_all(monkeypatch):

@@ -276,8 +276,8 @@ def test_a_last_blend_the_budget_has_no_time_for_is_left_out_and_the_record_says
 
     monkeypatch.setattr(Search, "nodes", then_no_time)
     monkeypatch.setattr(Tree, "blend_seconds", lambda self: 1e6 if ended.is_set() else 0.0)
-    record = develop_search(task, DevelopConfig(iterations=6, budget=600.0), tmp_path,
+    record = develop_search(task, DevelopConfig(iterations=7, budget=600.0), tmp_path,
                             FakeBank(solutions=[solution("first"), solution("good")]), executor(noisy_answers(task)))
-    assert [r.operator for r in record.rows].count("ensemble") == 1  # the one at four graded nodes
+    assert [r.operator for r in record.rows].count("ensemble") == 1  # the one after the five drafts
     assert record.rows[-1].operator != "ensemble"
-    assert record.stopped.startswith("the cap of 6 nodes reached after 6 node(s); no last blend: it needs about")
+    assert record.stopped.startswith("the cap of 7 nodes reached after 7 node(s); no last blend: it needs about")

@@ -84,7 +84,7 @@ def test_a_model_whose_nodes_come_to_nothing_gets_less_of_the_budget_and_the_sea
     model = taking.model({"adapt": ["no code here either"], "plan": ["Decision: something"] * 9,
                           "program": ["no code here, sorry"] * 30})
     bank = FakeBank(solutions=[solution("first"), solution("good")])
-    record = develop_search(task, DevelopConfig(iterations=18, cbr=False, in_turn=True), tmp_path, bank,
+    record = develop_search(task, DevelopConfig(iterations=19, cbr=False, in_turn=True), tmp_path, bank,
                             taking.executor(executor()), model=model)
     asked = [r for r in record.rows if r.operator in ("adapt", "plan", "improve", "debug")]
     # an adapt call, then a plan and three program calls: two and a half minutes for nothing, against ten
@@ -135,7 +135,7 @@ def test_a_model_node_is_written_beside_the_plain_ones_whose_scripts_keep_their_
                   "program": [fenced("trees")] * 9})
     bank = FakeBank(insights=[insight(1)], solutions=[solution("first"), solution("good")])
     runs = Overlapping(task, 0.05, **{"# trees": Graded(selection=3.0, test=3.5)})
-    record = develop_search(task, DevelopConfig(iterations=9), tmp_path, bank, runs, model=model)
+    record = develop_search(task, DevelopConfig(iterations=10), tmp_path, bank, runs, model=model)
     plan = next(r for r in record.rows if r.operator == "plan")
     ran = [next(m for m in ("# trees", "# first", "# good", "# general") if m in code) for code, _ in runs.runs
            if "def train_model" not in code]
@@ -144,7 +144,7 @@ def test_a_model_node_is_written_beside_the_plain_ones_whose_scripts_keep_their_
     assert after and ran.index("# trees") > 1 + sum(r.operator == "draft" for r in record.rows) and runs.most == 1
     assert plan.score == 3.0 and record.best_score <= 3.0 and record.outcome == "ok"
     again = Overlapping(task, 0.05)
-    resumed = develop_search(task, DevelopConfig(iterations=9), tmp_path, bank, again, model=model)
+    resumed = develop_search(task, DevelopConfig(iterations=10), tmp_path, bank, again, model=model)
     assert [r.model_dump() for r in resumed.rows] == [r.model_dump() for r in record.rows] and not again.runs
 
 
