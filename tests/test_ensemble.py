@@ -92,6 +92,18 @@ def held_rows(task) -> int:
     return held.test_rows + held.rows
 
 
+def test_each_family_s_best_node_is_a_candidate_before_the_next_best_tunes():
+    """Twenty tunes of one model must not fill the pool the blend picks from: a draft that learns
+    differently stays a candidate however its score ranks."""
+    alone = [0.80, *(0.85 + k / 1000 for k in range(10)), 0.70]  # a draft, ten tunes of node 2, a forest
+    families = [1, *([2] * 10), 12]
+    pool = ensemble._pool(alone, "maximize", families)
+    assert pool[:3] == [10, 0, 11] and len(pool) == ensemble.POOL  # each family's best, best first
+    assert pool[3:] == [9, 8, 7, 6, 5]  # then the best of the rest
+    assert ensemble._pool(alone, "maximize", list(range(12)))[:3] == [10, 9, 8]  # no families: by score
+    assert ensemble._pool([None, 3.0, 2.0], "minimize", [1, 1, 3]) == [2, 1, 0]  # unscored last
+
+
 def test_labels_blend_by_their_mean_probability_when_every_member_wrote_them():
     classes = ("no", "yes")
     sure = ensemble.Member(1, "", np.array([["no"], ["yes"]], dtype=object), np.array([[0.95, 0.05], [0.1, 0.9]]), classes)

@@ -42,7 +42,7 @@ from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.untrusted.blend import blend
 
 ROUNDS = 10  # greedy steps: the weights are multiples of 1/ROUNDS
-POOL = 8  # candidates on each half: the nodes best on it
+POOL = 8  # candidates on each half: each family's best node on it, then the next best nodes
 FEWEST_ROWS = 40  # selection rows below which halves are too small to choose weights on
 MAX_CLASSES = 1000  # class-probability columns read back
 # share of rows whose best-scored class must be the submitted label for scores to be used
@@ -157,10 +157,16 @@ class Blend:
 
 
 def make(
-    task: Task, held: Held, ids: list[str], members: list[Member], seed: int, workspace: Path
+    task: Task,
+    held: Held,
+    ids: list[str],
+    members: list[Member],
+    seed: int,
+    workspace: Path,
+    families: dict[int, int] | None = None,
 ) -> Blend:
     """Choose weights on each half, write the blended predictions (rows `ids`) into `workspace` and
-    grade them."""
+    grade them. `families`: each member's family (the node its tunes grew from), by iteration."""
     vote = task.metric.name == "accuracy"
     halves = split(held.rows, seed)
     alone = [
@@ -170,8 +176,9 @@ def make(
         ]
         for rows in halves
     ]  # each member's score on each half
+    kin = [(families or {}).get(m.iteration, m.iteration) for m in members]
     chosen = [
-        _greedy(task, held, members, rows, vote, scores)
+        _greedy(task, held, members, rows, vote, _pool(scores, task.direction, kin))
         for rows, scores in zip(halves, alone, strict=True)
     ]
     firsts = [np.eye(len(members))[_order(scores, task.direction)[0]] for scores in alone]
@@ -248,19 +255,31 @@ def _score(
     return score_selection(task, held, combine(members, weights, held.test_rows + rows, vote), rows)
 
 
+def _pool(alone: list[float | None], direction: str, families: list[int]) -> list[int]:
+    """The members the greedy selection picks among: each family's best alone, then the next best, POOL in
+    all. By score alone, twenty tunes of one logistic model filled a five-minute run's pool on a text
+    table and pushed out the naive Bayes draft, whose blend with a past solution had scored best (cross-
+    fitted AUROC 0.871 against 0.866 after; 0.847 against 0.837 on the test rows)."""
+    ranked, seen, firsts = _order(alone, direction), set(), []
+    for i in ranked:
+        if families[i] not in seen:
+            seen.add(families[i])
+            firsts.append(i)
+    return [*firsts, *(i for i in ranked if i not in firsts)][:POOL]
+
+
 def _greedy(
     task: Task,
     held: Held,
     members: list[Member],
     rows: np.ndarray,
     vote: bool,
-    alone: list[float | None],
+    pool: list[int],
 ) -> np.ndarray:
-    """Caruana's forward selection with replacement on `rows`, among the POOL members best alone there:
-    ROUNDS times, add the member whose extra share makes the blend score best. Returns the weights
-    (summing to one) over `members`."""
+    """Caruana's forward selection with replacement on `rows`, among the members `pool`: ROUNDS times,
+    add the member whose extra share makes the blend score best. Returns the weights (summing to one)
+    over `members`."""
     better = task.metric.better
-    pool = _order(alone, task.direction)[:POOL]
     counts = np.zeros(len(members))
     for _ in range(ROUNDS):
         trials = {

@@ -177,7 +177,8 @@ class Operators:
                 "error": "fewer than two nodes' predictions could be read back as they were graded"
             }
         try:
-            made = ensemble.make(task, held, ids, members, self.config.seed, workspace)
+            families = {r.iteration: r.parent for r in self.tree.singles() if r.operator == Operator.TUNE}
+            made = ensemble.make(task, held, ids, members, self.config.seed, workspace, families)
         except ArtefactError as exc:  # the blend is graded like a script's predictions
             return {"error": str(exc)}
         write_text_atomic(folder / "script.py", ensemble.script(task, members, made.weights))
