@@ -110,7 +110,7 @@ class Operators:
         row.case = root.case
         code = self.tree.script(root)
         found = tuning.knobs(code)
-        tunes = [r for r in run.rows if tuned_from(r, root) and r.tuned is not None and r is not row]
+        tunes = [r for r in run.rows if tuned_from(r, root) and r.tuned is not None]  # not this one yet
         # a tune still running has no score yet, nor a failure: its values are only not proposed again
         tried = [({k.name: k.value for k in found}, root.score)]
         tried += [(r.tuned or {}, r.score) for r in tunes if r.status != Status.NOT_RUN]
