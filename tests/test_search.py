@@ -32,10 +32,7 @@ from dsagent_cbr.clock import Clock
 from dsagent_cbr.errors import BudgetExceeded, Cancelled
 from dsagent_cbr.search import operators as search_module
 from dsagent_cbr.search.loop import Search, develop_search
-from dsagent_cbr.search.policy import (
-    ENDING,
-    REFIT_ROOM,
-)
+from dsagent_cbr.search.policy import ENDING, REFIT_ROOM
 from dsagent_cbr.search.tree import Tree
 
 

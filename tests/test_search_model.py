@@ -27,9 +27,7 @@ from dsagent_cbr.agent.develop import DevelopConfig
 from dsagent_cbr.search import operators as search_module
 from dsagent_cbr.search.drafts import general_cases
 from dsagent_cbr.search.loop import develop_search
-from dsagent_cbr.search.policy import (
-    MIN_PLAIN_SECONDS,
-)
+from dsagent_cbr.search.policy import MIN_PLAIN_SECONDS
 
 
 @pytest.fixture(scope="module")
