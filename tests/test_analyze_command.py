@@ -184,7 +184,7 @@ def test_the_real_local_model_runs_to_a_clean_end(tmp_path):
     env = {**environment(tmp_path), **LOCAL_BOUNDS}
     env.pop("CBR_BASE_URL")
     proc = cbr([str(DABENCH / "tables" / "GODREJIND.csv"), question["question"], "--format", question["format"],
-                "--model", "local", "--budget", "2m", "--runs-dir", str(tmp_path / "runs")], env)
+                "--model", "local", "--budget", "1m", "--runs-dir", str(tmp_path / "runs")], env)
     assert proc.returncode in (0, 1, 4), proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr + proc.stdout
     run_dir = next((tmp_path / "runs" / "analyze" / "GODREJIND").iterdir())

@@ -50,4 +50,4 @@ def test_an_interrupted_parallel_search_stops_cleanly_and_says_so(tmp_path, sig)
     assert summary["outcome"] == "interrupted" and summary["exit_code"] == 130
     assert all(r["status"] != "not run" for r in summary["rows"])  # the nodes in flight left no row
     assert not [p for p in children if _sandbox_alive(p)]
-    assert ".scratch-" not in Path("/proc/self/mountinfo").read_text()
+    assert f"{runs}/" not in Path("/proc/self/mountinfo").read_text()  # its scratch filesystems unmounted
