@@ -104,6 +104,34 @@ def test_the_model_improves_an_adapted_node_from_its_view_and_its_edit_runs_wrap
     assert ran[0] == script.replace("num_leaves=31", "num_leaves=15")
 
 
+def test_a_broken_edit_of_an_adapted_node_is_debugged_from_its_view_and_the_fix_runs_wrapped(monkeypatch):
+    task = prepared("mlc-churn")
+    script = adapted("diamonds-price", task)
+    edit = editable(script, task)
+    broken_view = edit.view.replace("num_leaves=31", "num_leaves=undefined_name")
+    broken = rewrapped(broken_view, edit, task)
+    asked, ran = [], []
+
+    def fix(model, ctx, original, instruction, failing, error, log, temperature):
+        asked.append((original, failing))
+        return failing.replace("undefined_name", "15")
+
+    monkeypatch.setattr(model_moves.roles, "debug", fix)
+    rows = {1: Row(iteration=1, operator="transplant", status="ok", score=0.7, script="step-01/script.py"),
+            2: Row(iteration=2, operator="improve", parent=1, status="error", step="fewer leaves",
+                   script="step-02/script.py")}
+    moves = ModelMoves.__new__(ModelMoves)  # only what debug reads
+    moves.run = SimpleNamespace(task=task, ask=lambda t, role, call: call())
+    moves.config, moves.model, moves.ctx = SimpleNamespace(temperature=0.0), None, None
+    moves.tree = SimpleNamespace(row=rows.get, script=lambda row: {1: script, 2: broken}[row.iteration],
+                                 results={2: SimpleNamespace(feedback=lambda: "NameError: undefined_name")})
+    moves.tree_log = lambda: "Node 1 (transplant)"
+    moves.run_node = lambda row, code: ran.append(code)
+    moves.debug(Row(iteration=3, operator="debug", parent=2))
+    assert asked == [(edit.view, broken_view)]  # the script it was asked to edit, and its broken edit
+    assert ran == [script.replace("num_leaves=31", "num_leaves=15")]
+
+
 @pytest.mark.slow
 def test_an_edited_adaptation_runs_and_is_graded(tmp_path):
     task = prepared("mlc-churn")

@@ -5,6 +5,9 @@
     improve  the same for a graded node: its own script, its description and what it printed
     debug    a broken node's script and error, fixed by the model; the fix is a node of its own
 
+An adapted script (the structural adapter's) is shown without its shim, and what the model returns for it
+is wrapped again (adapter/edit.py).
+
 Every prompt carries the tree's log: each node by its model family, features and key parameters and its
 selection score (an ensemble by its members and its own), never a test score. A reply the model got wrong
 leaves a node with no score, and the policy's gain per second (policy.py) gives the model less time.
@@ -168,12 +171,15 @@ class ModelMoves:
         planned = plan_and_program(asking, row, log, script, case, draft=draft, named=named)
         if planned is None:
             return
-        code = planned[1]
+        self.run_node(row, self.wrapped(planned[1], edit))
+
+    def wrapped(self, code: str, edit: Editable | None) -> str:
+        """The model's edit of an adapted script's view, wrapped by the adapter's shim again; a reply with
+        no train_model/predict to wrap runs as the model wrote it, and its error says why."""
         if edit is not None:
-            # a reply with no train_model/predict to wrap runs as the model wrote it: its error says why
             with contextlib.suppress(AdapterError):
-                code = rewrapped(code, edit, self.run.task)
-        self.run_node(row, code)
+                return rewrapped(code, edit, self.run.task)
+        return code
 
     def named_scripts(self, decision: str, editing: int | None) -> str:
         """The scripts of the nodes a plan's decision names ("keep node 20's LightGBM"), the first NAMED of
@@ -196,12 +202,13 @@ class ModelMoves:
         while origin.operator == Operator.DEBUG:
             origin = tree.row(origin.parent)
         before = (
-            tree.script(tree.row(origin.parent))
+            self.readable(tree.row(origin.parent))[0]
             if origin.operator == Operator.IMPROVE
             else self.run.task.starter.read_text(encoding="utf-8")
         )
         row.case, row.step = broken.case, f"debug node {broken.iteration} ({origin.step})"
-        error, failing = tree.results[broken.iteration].feedback(), tree.script(broken)
+        # an adapted script is fixed in its view, as it was edited, and its fix wrapped again
+        (failing, edit), error = self.readable(broken), tree.results[broken.iteration].feedback()
         fixed = self.run.ask(
             t,
             "debug",
@@ -219,7 +226,7 @@ class ModelMoves:
         if fixed is None:
             row.status = Status.NO_SCRIPT
             return
-        self.run_node(row, fixed)
+        self.run_node(row, self.wrapped(fixed, edit))
 
     def run_node(self, row: Row, code: str) -> None:
         left = self.clock.left(self.tree.reserve(self.clock))
