@@ -117,27 +117,21 @@ def _cbr_fit(X_train, X_valid, y_train, y_valid, names, decode, **info):
     return {"inner": _case_train_model(X_train, yt, X_valid, yv), "decode": decode, **info}
 
 
-def _cbr_outputs(inner, X, proba_first):
-    """What the case predicts: its probabilities (predict -> predict_proba) first when asked, then its own."""
+def _cbr_scores(inner, X, n_classes, proba_first=True):
+    """Class scores (rows, classes) from whatever the case predicts: its probabilities (predict ->
+    predict_proba) first when asked, then its own predict, which is not run when the probabilities are
+    already a score per class (a second prediction of a five-class booster took as long as the first);
+    None when it gives one probability for more than two classes (a binary case on a multi-class task)."""
     variants = [_case_predict_proba, _case_predict] if proba_first and _case_predict_proba else [_case_predict]
-    outputs = []
     for i, variant in enumerate(variants):
         try:
-            outputs.append(_np.asarray(variant(inner, X)))
+            out = _np.asarray(variant(inner, X))
         except Exception:  # the probability variant may not apply to this case's model; its own predict must
             if i == len(variants) - 1:
                 raise
-    return outputs
-
-
-def _cbr_scores(inner, X, n_classes, proba_first=True):
-    """Class scores (rows, classes) from whatever the case predicts; None when it gives one
-    probability for more than two classes (a binary case on a multi-class task)."""
-    outputs = _cbr_outputs(inner, X, proba_first)
-    for out in outputs:
+            continue
         if out.ndim == 2 and out.shape[1] == n_classes and out.dtype.kind == "f":
             return out
-    out = outputs[-1]
     out = out.reshape(len(out), -1)[:, -1] if out.ndim > 1 else out
     if out.dtype.kind in "biuf":
         values = out.astype(float)
