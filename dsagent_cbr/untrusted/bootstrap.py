@@ -8,7 +8,9 @@ wrapper is placed by an AST edit that keeps every line number of train.py, so tr
 train.py ran alone; if anything here fails, train.py runs untouched.
 LightGBM and XGBoost training, however the script calls it, stops at CBR_DEADLINE (the time the harness
 gives the script to have trained by, leaving it room to predict) and keeps the rounds it built, so that a
-script cut short still writes predictions to grade.
+script cut short still writes predictions to grade. It stops sooner when predicting the CBR_PREDICT_ROWS
+rows the script will predict, with the trees built so far, would not end before CBR_END, when the script is
+killed: a booster of many classes and rounds can take longer to predict than to train.
 This file imports nothing from dsagent_cbr: the package is not inside the sandbox."""
 
 import ast
@@ -25,6 +27,14 @@ IMPORTANCE = "cbr_feature_importance.json"
 STOPPING = "cbr_refit_rounds.json"
 TOP = 50
 DEADLINE = float(os.environ.get("CBR_DEADLINE") or 0) or None  # seconds since the epoch
+END = float(os.environ.get("CBR_END") or 0) or None
+PREDICT_ROWS = int(os.environ.get("CBR_PREDICT_ROWS") or 0)
+# a prediction of this many rows is timed to tell what predicting PREDICT_ROWS takes; timed at every
+# doubling of the rounds, the probes cost about twice the last, less than the script's own predictions
+PROBE_ROWS = min(1000, PREDICT_ROWS) or 1000
+# predicting is counted this many times over (the validation rows and the test file's, labels and
+# probabilities), with END_MARGIN seconds kept for reading and writing the files
+PREDICT_SAFETY, END_MARGIN = 2.0, 3.0
 REFIT = bool(os.environ.get("CBR_REFIT"))
 # the rounds each booster trained in the current call of train_model kept, in the order they were trained
 # (None: it did not stop early); in the refit, PLANNED holds the first fit's, for the boosters trained in
@@ -204,11 +214,47 @@ def _wrap(train_model):
     return wrapped
 
 
-def _past_deadline(library, rounds):
-    if time.time() < DEADLINE:
+def _past_deadline(library, rounds, prediction):
+    """Whether the booster, `rounds` into its training, stops: at the deadline, or sooner when predicting
+    with it would not end in time (`prediction`: what predicting takes with it)."""
+    takes = prediction.takes(rounds)
+    if time.time() < DEADLINE and (takes is None or time.time() + takes < END):
         return False
-    print(f"cbr: {library} stopped at its deadline after {rounds} rounds, keeping them", file=sys.stderr)
+    why = "its deadline" if time.time() >= DEADLINE else "the time it needs to predict"
+    print(f"cbr: {library} stopped at {why} after {rounds} rounds, keeping them", file=sys.stderr)
     return True
+
+
+class _Prediction:
+    """What the script's predictions will take with the booster being trained: `predict` (the booster as
+    it is predicts a few of its training rows, and says how many) is timed whenever the rounds have
+    doubled, as a prediction's time grows with the trees, and scaled to the PREDICT_ROWS rows."""
+
+    def __init__(self, predict):
+        self.predict = predict
+        self.rounds, self.rows, self.seconds = 0, 0, 0.0
+
+    def takes(self, rounds):
+        """Seconds for the predictions and the files with `rounds` rounds; None when it cannot be told."""
+        if not (END and PREDICT_ROWS and self.predict):
+            return None
+        if rounds >= 2 * self.rounds:
+            try:
+                started = time.perf_counter()
+                self.rows = self.predict()
+                self.rounds, self.seconds = rounds, time.perf_counter() - started
+            except Exception:  # rows the probe cannot feed the booster: the deadline alone stops it
+                self.predict = None
+                return None
+        per_row_round = self.seconds / max(self.rows, 1) / self.rounds
+        return PREDICT_SAFETY * per_row_round * PREDICT_ROWS * rounds + END_MARGIN
+
+
+def _head(data):
+    """The first PROBE_ROWS rows of a training set's raw data (a frame, an array, a sparse matrix)."""
+    if data is None or isinstance(data, (str, os.PathLike)):
+        return None
+    return data.iloc[:PROBE_ROWS] if hasattr(data, "iloc") else data[:PROBE_ROWS]
 
 
 def _with_callbacks(train, deadline, stop_at):
@@ -218,7 +264,9 @@ def _with_callbacks(train, deadline, stop_at):
     @functools.wraps(train)
     def wrapped(*args, **kwargs):
         planned = PLANNED[len(TRAINED)] if len(TRAINED) < len(PLANNED) else None
-        ours = [deadline()] if DEADLINE else []
+        # both libraries take (params, training set, ...): the set's rows time the predictions
+        learnt = args[1] if len(args) > 1 else kwargs.get("train_set", kwargs.get("dtrain"))
+        ours = [deadline(learnt)] if DEADLINE else []
         ours += [stop_at(planned)] if planned else []
         kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), *ours]
         booster = train(*args, **kwargs)
@@ -234,9 +282,14 @@ def _guard_lightgbm():
     import lightgbm.engine
     import lightgbm.sklearn
 
-    def deadline():
+    def deadline(learnt):
+        # the raw rows, before lightgbm bins them and lets them go
+        head, booster = _head(getattr(learnt, "data", None)), []
+        prediction = _Prediction(None if head is None else lambda: len(booster[0].predict(head)))
+
         def stop(env):
-            if _past_deadline("LightGBM", env.iteration + 1):
+            booster[:] = [env.model]
+            if _past_deadline("LightGBM", env.iteration + 1, prediction):
                 raise lightgbm.callback.EarlyStopException(env.iteration, env.evaluation_result_list or [])
 
         stop.order = 40  # after early stopping's own check (30)
@@ -260,8 +313,21 @@ def _guard_xgboost():
     import xgboost.training
 
     class Deadline(xgboost.callback.TrainingCallback):
+        def __init__(self, learnt):
+            super().__init__()
+            self.booster = None
+            self.prediction = _Prediction(lambda: self._probe(learnt))
+
+        def _probe(self, learnt):
+            # new rows each time: xgboost keeps the predictions of a matrix it has seen, and adds trees
+            rows = _xgboost_rows(learnt)
+            if isinstance(rows, xgboost.DMatrix):
+                return len(self.booster.predict(rows))
+            return len(self.booster.inplace_predict(rows))
+
         def after_iteration(self, model, epoch, evals_log):
-            return _past_deadline("XGBoost", epoch + 1)
+            self.booster = model
+            return _past_deadline("XGBoost", epoch + 1, self.prediction)
 
     class StopAt(xgboost.callback.TrainingCallback):
         def __init__(self, rounds):
@@ -273,6 +339,21 @@ def _guard_xgboost():
 
     guarded = _with_callbacks(xgboost.training.train, Deadline, StopAt)
     xgboost.train = xgboost.training.train = xgboost.sklearn.train = guarded
+
+
+def _xgboost_rows(learnt):
+    """Rows like the training set's: its first ones, or where xgboost keeps only its bins (a
+    QuantileDMatrix, as its scikit-learn models make), values drawn from each feature's bin edges, which
+    are its quantiles."""
+    import numpy
+
+    with contextlib.suppress(Exception):
+        return learnt.slice(list(range(min(PROBE_ROWS, learnt.num_row()))))
+    bounds, edges = learnt.get_quantile_cut()
+    draw, features = numpy.random.default_rng(0).choice, zip(bounds[:-1], bounds[1:], strict=True)
+    return numpy.column_stack(
+        [draw(edges[a:b], PROBE_ROWS) if b > a else numpy.zeros(PROBE_ROWS) for a, b in features]
+    )
 
 
 def _guard_boosters(source):
