@@ -6,6 +6,8 @@ a call returned is on disk (fsynced, the folder too) before the caller goes on."
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import secrets
@@ -108,3 +110,15 @@ def _after_last_newline(fh: BinaryIO, end: int) -> int:
             return at - step + found + 1
         at -= step
     return 0
+
+
+@contextlib.contextmanager
+def exclusive(lock: Path) -> Iterator[None]:
+    """Held by one process at a time: an flock on the file `lock` (made if missing), a file of its own so
+    that what it guards may be replaced meanwhile."""
+    with Path(lock).open("a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)

@@ -7,7 +7,6 @@ is passed over when read, and a line that is not an entry (a torn write, a hand 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 
 from dsagent_cbr.bounded import Unreadable, parse_json
-from dsagent_cbr.files import append_lines, json_line, whole_lines, write_bytes_atomic
+from dsagent_cbr.files import append_lines, exclusive, json_line, whole_lines, write_bytes_atomic
 
 INDEX = "runs.jsonl"
 
@@ -44,12 +43,8 @@ def _locked(home: Path) -> Iterator[None]:
     file, which an append in between would lose. The lock is a file of its own, since the rewrite
     replaces runs.jsonl and a lock held on the old file would guard nothing."""
     Path(home).mkdir(parents=True, exist_ok=True)
-    with (Path(home) / f".{INDEX}.lock").open("a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with exclusive(Path(home) / f".{INDEX}.lock"):
+        yield
 
 
 def register(home: Path, run_dir: Path, task: str) -> Entry:

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 
 from dsagent_cbr.errors import CbrError
+from dsagent_cbr.files import exclusive
 from dsagent_cbr.tasks.model import Task
 
 
@@ -19,22 +17,12 @@ def prepare_task(task: Task, *, force: bool = False, timeout: float = 1200) -> s
         return "already prepared" if task.is_prepared() else "nothing to prepare"
     if task.is_prepared() and not force:
         return "already prepared"
-    with _one_at_a_time(task):
+    # one preparation at a time: two commands started together (a bench's trials, two terminals) would
+    # otherwise write the same files at once
+    with exclusive(task.root / ".prepare.lock"):
         if task.is_prepared() and not force:  # another process prepared it while this one waited
             return "already prepared"
         return _run_prepare(task, timeout)
-
-
-@contextlib.contextmanager
-def _one_at_a_time(task: Task) -> Iterator[None]:
-    """One preparation of a task at a time: two commands started together (a bench's trials, two
-    terminals) would otherwise write the same files at once."""
-    with (task.root / ".prepare.lock").open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def _run_prepare(task: Task, timeout: float) -> str:
