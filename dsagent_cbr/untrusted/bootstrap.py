@@ -214,34 +214,34 @@ def _wrap(train_model):
     return wrapped
 
 
-def _past_deadline(library, rounds, prediction):
-    """Whether the booster, `rounds` into its training, stops: at the deadline, or sooner when predicting
+def _past_deadline(library, rounds, prediction, booster):
+    """Whether `booster`, `rounds` into its training, stops: at the deadline, or sooner when predicting
     with it would not end in time (`prediction`: what predicting takes with it)."""
-    takes = prediction.takes(rounds)
-    if time.time() < DEADLINE and (takes is None or time.time() + takes < END):
+    takes, now = prediction.takes(rounds, booster), time.time()
+    if now < DEADLINE and (takes is None or now + takes < END):
         return False
-    why = "its deadline" if time.time() >= DEADLINE else "the time it needs to predict"
+    why = "its deadline" if now >= DEADLINE else "the time it needs to predict"
     print(f"cbr: {library} stopped at {why} after {rounds} rounds, keeping them", file=sys.stderr)
     return True
 
 
 class _Prediction:
-    """What the script's predictions will take with the booster being trained: `predict` (the booster as
-    it is predicts a few of its training rows, and says how many) is timed whenever the rounds have
+    """What the script's predictions will take with the booster being trained: `predict` (the booster it
+    is given predicts a few of its training rows, and says how many) is timed whenever the rounds have
     doubled, as a prediction's time grows with the trees, and scaled to the PREDICT_ROWS rows."""
 
     def __init__(self, predict):
         self.predict = predict
         self.rounds, self.rows, self.seconds = 0, 0, 0.0
 
-    def takes(self, rounds):
+    def takes(self, rounds, booster):
         """Seconds for the predictions and the files with `rounds` rounds; None when it cannot be told."""
         if not (END and PREDICT_ROWS and self.predict):
             return None
         if rounds >= 2 * self.rounds:
             try:
                 started = time.perf_counter()
-                self.rows = self.predict()
+                self.rows = self.predict(booster)
                 self.rounds, self.seconds = rounds, time.perf_counter() - started
             except Exception:  # rows the probe cannot feed the booster: the deadline alone stops it
                 self.predict = None
@@ -284,12 +284,11 @@ def _guard_lightgbm():
 
     def deadline(learnt):
         # the raw rows, before lightgbm bins them and lets them go
-        head, booster = _head(getattr(learnt, "data", None)), []
-        prediction = _Prediction(None if head is None else lambda: len(booster[0].predict(head)))
+        head = _head(getattr(learnt, "data", None))
+        prediction = _Prediction(None if head is None else lambda booster: len(booster.predict(head)))
 
         def stop(env):
-            booster[:] = [env.model]
-            if _past_deadline("LightGBM", env.iteration + 1, prediction):
+            if _past_deadline("LightGBM", env.iteration + 1, prediction, env.model):
                 raise lightgbm.callback.EarlyStopException(env.iteration, env.evaluation_result_list or [])
 
         stop.order = 40  # after early stopping's own check (30)
@@ -315,19 +314,17 @@ def _guard_xgboost():
     class Deadline(xgboost.callback.TrainingCallback):
         def __init__(self, learnt):
             super().__init__()
-            self.booster = None
-            self.prediction = _Prediction(lambda: self._probe(learnt))
-
-        def _probe(self, learnt):
-            # new rows each time: xgboost keeps the predictions of a matrix it has seen, and adds trees
-            rows = _xgboost_rows(learnt)
-            if isinstance(rows, xgboost.DMatrix):
-                return len(self.booster.predict(rows))
-            return len(self.booster.inplace_predict(rows))
+            self.prediction = _Prediction(lambda booster: _probe(booster, learnt))
 
         def after_iteration(self, model, epoch, evals_log):
-            self.booster = model
-            return _past_deadline("XGBoost", epoch + 1, self.prediction)
+            return _past_deadline("XGBoost", epoch + 1, self.prediction, model)
+
+    def _probe(booster, learnt):
+        # new rows each time: xgboost keeps the predictions of a matrix it has seen, and adds trees
+        rows = _xgboost_rows(learnt)
+        if isinstance(rows, xgboost.DMatrix):
+            return len(booster.predict(rows))
+        return len(booster.inplace_predict(rows))
 
     class StopAt(xgboost.callback.TrainingCallback):
         def __init__(self, rounds):
