@@ -189,6 +189,9 @@ def test_the_real_local_model_runs_to_a_clean_end(tmp_path):
     assert "Traceback" not in proc.stderr + proc.stdout
     run_dir = next((tmp_path / "runs" / "analyze" / "GODREJIND").iterdir())
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert summary["exit_code"] == proc.returncode and summary["calls"] >= 2
+    assert summary["exit_code"] == proc.returncode
+    # every finished call is in the ledger; an end other than the budget's came after a plan and a cell
+    assert summary["calls"] == len((run_dir / "ledger.jsonl").read_text().splitlines()) >= 1
+    assert summary["calls"] >= 2 or summary["outcome"] == "budget"
     assert nbformat.read(run_dir / NOTEBOOK, as_version=4).cells  # at least the data's description
     assert proc.stdout.strip().splitlines()[-1] == f"run:      {run_dir}"
