@@ -77,6 +77,10 @@ def test_develop_follows_algorithm_1_and_selects_by_the_selection_score_only(tas
     assert "v2" in (tmp_path / "best_solution.py").read_text()
     assert not any(str(score) in prompt for score in (*SECRET_TESTS, STARTER.test) for prompt in model.prompts)
     assert load_record(tmp_path) == record
+    # DS-Agent's loop has no tuner beside it: its plans keep the paper's rules
+    second = model.prompts[model.roles.index("plan", 1 + model.roles.index("plan"))]  # an edit's plan
+    plan = " ".join(second.split())
+    assert "tune at most two hyper-parameters" in plan and "tuner" not in plan
 
 
 def test_prompts_hold_the_output_tail_the_budget_and_each_case_once(task, tmp_path):

@@ -68,6 +68,10 @@ def test_the_model_plans_debugs_and_improves_nodes_beside_the_plain_moves(task, 
     assert by[9].parent == 5 and parent in improve_plan and "printed by the trees" in improve_plan  # its own
     assert parent in improve_program and "change nothing else" in improve_program
     assert "Node 4 (debug of node 3)" in improve_plan and "selection rmse 3.5" in improve_plan
+    # the tuner beside it: the model is asked for what it cannot reach, and for the largest expected gain
+    rules = " ".join(improve_plan.split())
+    assert "where a tuner cannot reach" in rules and "tune at most two" not in rules
+    assert "the candidate with the largest expected gain" in rules
     first_plan = model.prompts[model.roles.index("plan")]  # a draft: the starter is a frame, not the current script
     assert "new solution written from scratch" in first_plan and "Current script" not in first_plan
     secret = {str(g.test) for g in runs.grades.values() if g.test is not None} - {"16.0"}

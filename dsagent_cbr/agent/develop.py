@@ -244,11 +244,12 @@ def plan_and_program(
     *,
     draft: bool = False,
     named: Callable[[str], str] | None = None,
+    searching: bool = False,
 ) -> tuple[str, str] | None:
     """One step planned from the case for `script` and programmed: (the plan's text, the new script).
     `draft`: a new solution in the frame of `script`, the starter. `named`: the scripts a plan's decision
-    names, for the coder (the search's nodes). None when the model gave no usable plan or script (the row
-    says which)."""
+    names, for the coder (the search's nodes). `searching`: a node of the search, planned beside its
+    plain moves (roles.plan). None when the model gave no usable plan or script (the row says which)."""
     run, model, ctx, cfg = asking.run, asking.model, asking.ctx, asking.cfg
     t = row.iteration
     plan = run.ask(
@@ -265,6 +266,7 @@ def plan_and_program(
             cfg.temperature,
             timings_text(run),
             draft=draft,
+            searching=searching,
         ),
     )
     if plan is None:

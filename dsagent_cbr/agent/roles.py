@@ -96,8 +96,11 @@ def plan(
     timings: str = "",
     *,
     draft: bool = False,
+    searching: bool = False,
 ) -> dict[str, str]:
-    """The next step; `draft`: a new solution in the frame of `script` (the starter), not an edit of it."""
+    """The next step; `draft`: a new solution in the frame of `script` (the starter), not an edit of it.
+    `searching`: a node of the search, whose plain moves draft and tune beside the model: the step is
+    asked of what they cannot reach, with its expected gain (DS-Agent's loop keeps the paper's rules)."""
     case_text = case.text[:CASE_CHARS] if case else "(no case: plan from your own knowledge)"
     reply = _ask(
         model,
@@ -115,6 +118,7 @@ def plan(
         budget=ctx.budget,
         timings=timings or "none yet",
         draft=draft,
+        searching=searching,
     )
     return {"decision": reply.parsed["decision"], "raw": reply.text}
 

@@ -168,7 +168,9 @@ class ModelMoves:
         case = best_case(asking, row.iteration, self.query, log)
         row.case = case_name(case)
         named = lambda decision: self.named_scripts(decision, row.parent)  # noqa: E731
-        planned = plan_and_program(asking, row, log, script, case, draft=draft, named=named)
+        planned = plan_and_program(
+            asking, row, log, script, case, draft=draft, named=named, searching=True
+        )
         if planned is None:
             return
         self.run_node(row, self.wrapped(planned[1], edit))
