@@ -6,7 +6,6 @@ to a fresh folder that then replaces the old one, so a crash leaves either the o
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -20,7 +19,7 @@ import numpy as np
 from dsagent_cbr.bank.integrity import damaged
 from dsagent_cbr.bank.store import Match, Record, matches, parse_where
 from dsagent_cbr.errors import CbrError
-from dsagent_cbr.files import write_bytes_atomic
+from dsagent_cbr.files import exclusive, write_bytes_atomic
 
 
 def _why(exc: BaseException) -> str:
@@ -124,13 +123,9 @@ class FaissStore:
     def _writing(self, collection: str) -> Iterator[_Collection]:
         """Writers take a file lock and start from what is on disk, so two processes adding cases (two
         develop runs retaining solutions) do not overwrite each other's additions."""
-        with (self.root / ".lock").open("a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                self._cols[collection] = self._load(collection)
-                yield self._cols[collection]
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with exclusive(self.root / ".lock"):
+            self._cols[collection] = self._load(collection)
+            yield self._cols[collection]
 
     def add(self, collection: str, records: list[Record], vectors: np.ndarray) -> None:
         if not records:
