@@ -104,7 +104,7 @@ def test_develop_predict_deploy_and_runs_on_a_dataframe(here, capsys):
         train, target="target", budget="25s", runs_dir=here / "runs", store="faiss", name="cancer"
     )
     said = capsys.readouterr()
-    assert "developing cancer-" in said.err and "iteration 1 (execute): ok, auroc" in said.err
+    assert "developing cancer-" in said.err and "iteration 1 (draft): ok, auroc" in said.err
     assert f"run:             {run.folder}" in said.out and run.folder.is_dir()
     assert (
         run.record.outcome == "ok" and run.record.best_test is not None

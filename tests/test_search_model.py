@@ -125,6 +125,17 @@ def test_no_node_starts_with_less_than_a_node_needs_and_a_model_node_is_charged_
                                                                                             "improve", "ensemble")
 
 
+class Said:
+    """A progress that keeps each update's fields as the line would read them."""
+
+    def __init__(self) -> None:
+        self.fields, self.lines = {}, []
+
+    def update(self, **fields) -> None:
+        self.fields.update({k: v for k, v in fields.items() if v is not None})
+        self.lines.append(dict(self.fields, status=fields.get("status")))
+
+
 def test_a_model_node_is_written_beside_the_plain_ones_whose_scripts_keep_their_turns(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
 
@@ -137,8 +148,12 @@ def test_a_model_node_is_written_beside_the_plain_ones_whose_scripts_keep_their_
                   "program": [fenced("trees")] * 9})
     bank = FakeBank(insights=[insight(1)], solutions=[solution("first"), solution("good")])
     runs = Overlapping(task, 0.05, **{"# trees": Graded(selection=3.0, test=3.5)})
-    record = develop_search(task, DevelopConfig(iterations=10), tmp_path, bank, runs, model=model)
+    said = Said()
+    record = develop_search(task, DevelopConfig(iterations=10), tmp_path, bank, runs, model=model, progress=said)
     plan = next(r for r in record.rows if r.operator == "plan")
+    # each node's last line names its own operator, though the model's roles were said in between
+    ended = {f["iteration"]: f["role"] for f in said.lines if f.get("status")}
+    assert ended == {r.iteration: r.operator for r in record.rows}
     ran = [next(m for m in ("# trees", "# first", "# good", "# general") if m in code) for code, _ in runs.runs
            if "def train_model" not in code]
     after = [r for r in record.rows if r.iteration > plan.iteration and r.operator in ("transplant", "tune")]

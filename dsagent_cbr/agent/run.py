@@ -391,9 +391,11 @@ class Run(RunRefit):
                 clear_folder(step_dir(self.run_dir, row.iteration))
 
     def end(self, row: Row) -> RunRecord:
-        """An iteration is over: one progress line, and the record saved."""
+        """An iteration is over: one progress line, and the record saved. A search node's line names its
+        operator: with nodes in flight side by side, the role said last may be another node's."""
         self.progress.update(
             iteration=row.iteration,
+            role=row.operator or None,
             status=row.status,
             score=row.score,
             best=self.best.score if self.best else None,
