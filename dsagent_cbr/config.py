@@ -54,6 +54,8 @@ class Settings:
     store: str = "chroma"  # one of stores.STORES (checked when the bank opens)
     chroma_url: str | None = None
     embedding_model: str = "all-MiniLM-L6-v2"
+    # None: <bank>/embeddings.sqlite. One file may serve several banks: vectors are keyed by model and text
+    embedding_cache: Path | None = None
     model: str = "none"
     base_url: str | None = None
     # what the server calls the model (an Ollama tag); None: the alias's name
@@ -67,7 +69,7 @@ class Settings:
     reply_tokens: int | None = None
     use_cache: bool = True
 
-    @field_validator("home", "runs_dir", "casebank_dir", "tasks_dir", "bank_dir")
+    @field_validator("home", "runs_dir", "casebank_dir", "tasks_dir", "bank_dir", "embedding_cache")
     @classmethod
     def _expand_user(cls, path: Path | None) -> Path | None:
         return None if path is None else path.expanduser()

@@ -370,7 +370,7 @@ def _bank(
         raise CbrError(f"Unknown store {settings.store!r}; use one of {', '.join(STORES)}.")
     bank_dir = Path(settings.bank_path)
     bank_dir.mkdir(parents=True, exist_ok=True)
-    cache = EmbeddingCache(cache_path or bank_dir / "embeddings.sqlite")
+    cache = EmbeddingCache(cache_path or settings.embedding_cache or bank_dir / "embeddings.sqlite")
     embedder = Embedder(
         settings.embedding_model,
         cache=cache,
