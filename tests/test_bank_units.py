@@ -87,3 +87,18 @@ def test_faiss_store_two_writers_and_atomic_swap(tmp_path) -> None:
     hits = FaissStore(tmp_path).query("insight", vecs[1], k=5, where={"modality": "tabular"})
     assert [h.id for h in hits] == ["y"] and hits[0].score == pytest.approx(1.0, abs=1e-5)
     assert not list(tmp_path.glob(".insight-*"))  # no temporary folder left behind
+
+
+def test_banks_share_the_embedding_cache_the_settings_name(tmp_path) -> None:
+    from dsagent_cbr.bank.facade import open_bank
+    from dsagent_cbr.config import load_settings
+
+    shared = tmp_path / "shared" / "embeddings.sqlite"
+    for name in ("one", "two"):
+        settings = load_settings({"CBR_EMBEDDING_CACHE": str(shared)}, home=tmp_path / name, store="faiss")
+        bank = open_bank(settings, seed=False)
+        assert bank.embedder.cache.path == shared
+        bank.close()
+    own = open_bank(load_settings({}, home=tmp_path / "three", store="faiss"), seed=False)
+    assert own.embedder.cache.path == tmp_path / "three" / "bank" / "embeddings.sqlite"
+    own.close()
