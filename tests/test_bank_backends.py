@@ -119,12 +119,14 @@ def test_import_twice_adds_186_then_0(tmp_path: Path, embed_cache: Path, faiss_r
     shutil.copy(embed_cache, bank_dir / "embeddings.sqlite")
     args = ["bank", "import", str(REFERENCE), "--store", "faiss", "--bank-dir", str(bank_dir),
             "--casebank-dir", str(tmp_path / "no-seed")]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    env.pop("CBR_EMBEDDING_CACHE", None)  # the bank's own cache, the copy
     out = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", *args], capture_output=True, text=True,
-                         cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600)
+                         cwd=REPO, env=env, timeout=600)
     assert out.returncode == 0, out.stderr
     assert "186 added, 0 already present" in out.stdout
     again = subprocess.run([sys.executable, "-m", "dsagent_cbr.cli", *args], capture_output=True, text=True,
-                           cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=600)
+                           cwd=REPO, env=env, timeout=600)
     assert again.returncode == 0, again.stderr
     assert "0 added, 186 already present" in again.stdout
     stats = _bank(bank_dir, "faiss", embed_cache).stats()

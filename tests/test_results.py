@@ -181,7 +181,8 @@ def test_a_parallel_search_runs_two_nodes_at_once_on_ray_each_on_its_share_of_th
     assert summary["sandbox"]["parallel"] == 2 and summary["sandbox"]["cores"] == max(1, (os.cpu_count() or 2) // 2)
     nodes = [r for r in summary["rows"] if r["operator"] != "ensemble" and r["wall_time"] is not None]
     spans = [(r["started"], r["started"] + r["wall_time"]) for r in nodes]
-    assert any(a[0] < b[0] < a[1] for a in spans for b in spans if a is not b)  # one began while another ran
+    # one began while another ran (two drafts often begin together: the start times are rounded to 0.1 s)
+    assert any(a[0] <= b[0] < a[1] for a in spans for b in spans if a is not b), spans
     assert [r["iteration"] for r in summary["rows"]] == list(range(1, len(summary["rows"]) + 1))
     assert summary["outcome"] == "ok" and summary["best_selection"] < summary["baselines"]["starter"]
 
