@@ -110,7 +110,7 @@ def test_commands_use_the_public_cli_with_the_trial_s_own_folders(tmp_path):
     for flag, value in (("--seed", "1"), ("--strategy", "one-shot-random"), ("--model", "none"),
                         ("--bank-dir", f"{deploy.folder}/bank"), ("--runs-dir", f"{deploy.folder}/runs")):
         assert deploy.command[deploy.command.index(flag) + 1] == value
-    assert "--no-cache" in deploy.command and "--json" in deploy.command
+    assert "--no-cache" in deploy.command and "--json" in deploy.command and "--disk" not in deploy.command
     develop = by_id["smoke-ban/develop-no-rerank@local/trial-0"]
     assert "--no-rerank" in develop.command and develop.command[develop.command.index("-T") + 1] == "2"
     search = by_id["smoke-ban/develop-search@none/trial-0"]

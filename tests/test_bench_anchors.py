@@ -205,6 +205,8 @@ def test_autogluon_trials_run_cbr_under_autogluon_s_python(tmp_path, monkeypatch
     assert job.command[:4] == ["/venv/bin/python", "-m", "dsagent_cbr.cli", "run"] and job.kind == "autogluon"
     assert "AUTOGLUON_BUDGET = 60.0" in job.script and float(job.command[job.command.index("--timeout") + 1]) >= 420
     assert by_id["smoke-ban/flaml-60/trial-0"].command[0] == sys.executable
+    for anchor in (job, by_id["smoke-ban/flaml-60/trial-0"]):  # their models may pass the default disk
+        assert float(anchor.command[anchor.command.index("--disk") + 1]) == grid.ANCHOR_DISK_MB > 1024
     assert {"task": "call-volume", "agent": "autogluon:60", "reason": autogluon_script.unsupported(
         load_task(REPO / "tasks" / "call-volume"))} in plan.unsupported
     # not installed: every pair is reported with how to install it, and the rest of the grid runs

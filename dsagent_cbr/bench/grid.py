@@ -146,6 +146,20 @@ def wall_limit(spec: GridSpec, trial: Trial) -> float:
     return script_timeout(spec, trial) + 300
 
 
+# An AutoML anchor keeps its models in its workspace. At five minutes AutoGluon's passed the sandbox's 1 GB
+# default on a 26k-row six-class table and a 327k-row one, and the trial failed on a limit of ours, not the
+# learner's. A search keeps its models in memory, so its nodes keep the default.
+ANCHOR_DISK_MB = 8192.0
+
+
+def limits(spec: GridSpec, trial: Trial) -> list[str]:
+    """The sandbox's limits for the trial's scripts, as the commands' options."""
+    given = ["--timeout", f"{script_timeout(spec, trial):g}", "--memory", f"{spec.memory_mb:g}"]
+    if trial.agent.kind in AUTOML_KINDS:
+        given += ["--disk", f"{ANCHOR_DISK_MB:g}"]
+    return given
+
+
 def script_timeout(spec: GridSpec, trial: Trial) -> float:
     # the budget, the learner's own overrun, and room to load and predict
     if trial.agent.kind in AUTOML_KINDS:
@@ -162,7 +176,6 @@ class Plan:
 
 def _command(spec: GridSpec, trial: Trial, task: Task, folder: Path) -> list[str]:
     agent = trial.agent
-    limits = ["--timeout", f"{script_timeout(spec, trial):g}", "--memory", f"{spec.memory_mb:g}"]
     if agent.kind in ("deploy", "develop"):
         common = [
             "--model",
@@ -175,7 +188,7 @@ def _command(spec: GridSpec, trial: Trial, task: Task, folder: Path) -> list[str
             str(folder / "bank"),
             "--runs-dir",
             str(folder / "runs"),
-            *limits,
+            *limits(spec, trial),
         ]
         if spec.max_cost is not None:
             common += ["--max-cost", f"{spec.max_cost:g}"]
@@ -218,7 +231,7 @@ def _command(spec: GridSpec, trial: Trial, task: Task, folder: Path) -> list[str
         "--json",
         "--out",
         str(folder / "run"),
-        *limits,
+        *limits(spec, trial),
     ]
 
 
