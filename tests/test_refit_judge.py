@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from dsagent_cbr.agent.refit import judge
+from dsagent_cbr.agent.refit import cut_short, judge, stopping_note
 from dsagent_cbr.agent.run_refit import RunRefit
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.tasks.metrics import get_metric
@@ -70,3 +70,20 @@ def test_a_refit_starts_only_with_its_first_fit_s_time_before_its_training_deadl
     assert late is not None and late.status == "skipped" and "the first fit took 14 s" in late.why
     assert RunRefit.too_late_to_refit(run, 11.0, "the first fit", keep=5.0) is None
     assert RunRefit.too_late_to_refit(run, 14.4, "the first fit") is None  # 27 s: 17 to train
+
+
+def test_a_refit_cut_short_is_submitted_only_when_its_boosters_kept_half_their_rounds():
+    """At its deadline LightGBM stops where it is: 2,080 of 3,738 rounds still beat the first fit on
+    flights-late, where 2 of 423 lost by far on crash-severity."""
+    assert cut_short(50.0, 60.0, 0.7, None) is None  # it ended before its deadline
+    assert cut_short(60.0, 60.0, 0.786, [[3738, 2080]]) is None  # judged like any refit
+    cut = cut_short(60.0, 60.0, 1.49, [[423, 2]])
+    assert cut is not None and cut.status == "cut" and cut.rounds == [[423, 2]] and "half" in cut.why
+    assert cut_short(60.0, 60.0, 0.7, [[100, 100], [300, 120]]) is not None  # every booster counts
+    assert cut_short(60.0, 60.0, 0.7, None) is not None  # no count of its rounds: not trusted
+
+
+def test_the_refit_s_note_says_how_many_rounds_each_model_kept():
+    note = stopping_note([[3738, 2080], [296, 296], [10, 12]])
+    assert "2080 of 3738 rounds (cut short at its deadline)" in note
+    assert "296 rounds," in note and "10 rounds (it built 12)" in note

@@ -10,6 +10,7 @@ step at a run's end, with its own rules. How its predictions are judged is agent
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -72,12 +73,12 @@ class RunRefit:
                 status=result.status, error=result.error, test_after_refit=result.test_metric
             )
             return
-        if limit is not None and refit.cut_short(result.wall_time, limit - predict_room(limit)):
-            self.record.refit = Refit(
-                status="cut", why=refit.CUT_NOTE, test_after_refit=result.test_metric
-            )
-            return
         rounds = read_refit_rounds(Path(result.workspace))
+        deadline = limit - predict_room(limit) if limit is not None else math.inf
+        cut = refit.cut_short(result.wall_time, deadline, result.test_metric, rounds)
+        if cut is not None:
+            self.record.refit = cut
+            return
         first = row_workspace(self.run_dir, self.best.script)
         self.record.refit = self.judged_refit(
             first, Path(result.workspace), result.test_metric, rounds

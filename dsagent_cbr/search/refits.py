@@ -10,14 +10,16 @@ So the nodes that lead are refit while the search goes on, one at a time, in a n
                  the heaviest first (tree.leading)
     when         once the drafts are done (the leaders before them seldom last), or at once when what is
                  left of the budget would not hold the leader's refit much later (LATE)
-    which fit    a refit that reached its deadline (its boosting cut short) or fell too far from its
-                 first fit is not used: the first fit stands in for it
+    which fit    a refit whose boosting its deadline cut to less than half its first fit's rounds
+                 (refit.cut_short), or that fell too far from its first fit, is not used: the first
+                 fit stands in for it
 
 At the end the selected node's submission is its refit; a blend's is the blend of its members' refits
 where they are ready and their first fits where not. Each node is refit once, across resumes."""
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -122,11 +124,11 @@ class Refits:
         if not result.ok:
             return NodeRefit(Refit(status=result.status, error=result.error))
         workspace = Path(result.workspace)
-        if limit is not None and refit.cut_short(result.wall_time, limit - predict_room(limit)):
-            return NodeRefit(
-                Refit(status="cut", why=refit.CUT_NOTE, test_after_refit=result.test_metric)
-            )
         rounds = read_refit_rounds(workspace)
+        deadline = limit - predict_room(limit) if limit is not None else math.inf
+        cut = refit.cut_short(result.wall_time, deadline, result.test_metric, rounds)
+        if cut is not None:
+            return NodeRefit(cut)
         judged = run.judged_refit(self.tree.workspace(node), workspace, result.test_metric, rounds)
         return NodeRefit(judged, workspace)
 
