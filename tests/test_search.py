@@ -27,13 +27,16 @@ from support.workspace_rows import noisy_answers
 from dsagent_cbr import clock as clock_module
 from dsagent_cbr.agent.develop import DevelopConfig
 from dsagent_cbr.agent.journal import RunJournal
+from dsagent_cbr.agent.record import Row
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.errors import BudgetExceeded, Cancelled
 from dsagent_cbr.search import operators as search_module
-from dsagent_cbr.search.loop import Search, develop_search
+from dsagent_cbr.search.drafts import FLOOR_CASE
+from dsagent_cbr.search.loop import Search, develop_search, submitted_choice
 from dsagent_cbr.search.policy import ENDING, REFIT_ROOM
 from dsagent_cbr.search.tree import Tree
+from dsagent_cbr.tasks.metrics import get_metric
 
 
 @pytest.fixture(scope="module")
@@ -278,3 +281,17 @@ def test_a_last_blend_the_budget_has_no_time_for_is_left_out_and_the_record_says
     assert [r.operator for r in record.rows].count("ensemble") == 1  # the one after the five drafts
     assert record.rows[-1].operator != "ensemble"
     assert record.stopped.startswith("the cap of 7 nodes reached after 7 node(s); no last blend: it needs about")
+
+
+def test_the_floor_is_submitted_when_its_own_score_beats_the_fair_score_of_the_blend_or_the_single_node():
+    """The floor was drafted, not chosen by its score: its selection score is as fair as a blend's cross-fitted
+    one, where the best single node's own score (the best of many) is not (military-gender at 5m: the floor
+    0.66996, the blend 0.66936)."""
+    better = get_metric("auroc").better
+    blend = Row(iteration=6, operator="ensemble", score=0.66936)
+    single = Row(iteration=3, operator="draft", case="general", score=0.6705)  # the best of five on these rows
+    floor = Row(iteration=2, operator="draft", case=FLOOR_CASE, score=0.66996)
+    assert submitted_choice(blend, single, 0.6690, floor, better) is floor
+    assert submitted_choice(blend, single, 0.6690, None, better) is blend  # no floor ran: the blend
+    assert submitted_choice(blend, single, 0.6701, floor, better) is single  # the single node did better, fairly
+    assert submitted_choice(blend, single, 0.6690, floor.model_copy(update={"score": 0.6690}), better) is blend

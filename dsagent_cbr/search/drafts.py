@@ -62,8 +62,10 @@ _QUICK = f'''    # a first fit in seconds on a table of many rows: a sample of t
 '''
 # The floor: LightGBM as it comes, every setting its default, no early stopping. It is what a data scientist
 # runs first ("two lines of LightGBM"); as a node its selection score shows where the search stands against
-# it, and selection picks it over anything worse. Its refit is that default fitted on every labelled row.
+# it, and selection picks it over anything worse, a blend too (loop.py's submitted_choice). Its refit is
+# that default fitted on every labelled row.
 FLOOR = "default"
+FLOOR_CASE = f"{GENERAL}-{FLOOR}"  # the case name its node carries
 _DEFAULT = '''    model = lgb.LGBMRegressor(random_state=0, verbose=-1, n_jobs=THREADS)
     model.fit(design(X_train, spec), y_train)
 '''

@@ -306,9 +306,8 @@ class Search:
         return ""
 
     def final_choice(self) -> None:
-        """The run's solution: the last blend, unless taking the best single node did better on the same
-        cross-fitted halves of the selection rows (a single node's own selection score is the best of
-        many on the rows that chose it, so it cannot be set against a blend's: ensemble.py)."""
+        """The run's solution: the last blend, or the best single node, or the floor (drafts.py), by
+        scores that are fair to each (submitted_choice)."""
         blends = [
             r for r in self.run.rows if r.operator == Operator.ENSEMBLE and r.score is not None
         ]
@@ -317,7 +316,8 @@ class Search:
             return
         made = self.run.journal.recorded(blends[-1].iteration, "ensemble")
         alone = made.get("single") if isinstance(made, dict) else None
-        pick = single if self.run.task.metric.better(alone, blends[-1].score) else blends[-1]
+        better = self.run.task.metric.better
+        pick = submitted_choice(blends[-1], single, alone, self.tree.floor(), better)
         if pick is not self.run.best:
             self.run.select(pick, self.tree.script(pick), self.tree.workspace(pick))
 
@@ -353,3 +353,22 @@ class Search:
             left=self.clock.left(tree.reserve(self.clock)),
             room=room,
         )
+
+
+def submitted_choice(
+    blend: Row,
+    single: Row,
+    alone: float | None,
+    floor: Row | None,
+    better: Callable[[float | None, float | None], bool],
+) -> Row:
+    """The last blend, unless taking the best single node did better on the same cross-fitted halves of
+    the selection rows (`alone`: a single node's own selection score is the best of many on the rows that
+    chose it, so it cannot be set against a blend's: ensemble.py). Then the floor, LightGBM's defaults,
+    when its own selection score beats that choice's: it was drafted, not chosen by its score, so that
+    score is as fair as the blend's. On military-gender at five minutes the floor scored 0.66996 on the
+    selection rows and the blend 0.66936; the blend's test AUROC was 0.66200, the floor's refit 0.66212."""
+    pick, fair = (single, alone) if better(alone, blend.score) else (blend, blend.score)
+    if floor is not None and better(floor.score, fair):
+        return floor
+    return pick

@@ -28,7 +28,7 @@ from dsagent_cbr.harness.readers import ArtefactError
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.search import ensemble, tuning
-from dsagent_cbr.search.drafts import FLOOR, GENERAL, general_cases
+from dsagent_cbr.search.drafts import FLOOR_CASE, general_cases
 from dsagent_cbr.search.parallel import Turns
 from dsagent_cbr.search.tree import Tree, tuned_from
 
@@ -100,7 +100,7 @@ class Operators:
         notes = "; ".join(adapted["notes"]) or "same task type"
         row.log = f"Adapted {row.case} ({notes}): {result.feedback().splitlines()[0]}"
         run.consider(row, adapted["code"], result)
-        if row.case == f"{GENERAL}-{FLOOR}" and result.ok:
+        if row.case == FLOOR_CASE and result.ok:
             run.floor = result.score
 
     def tune(self, row: Row) -> None:

@@ -14,6 +14,7 @@ from dsagent_cbr.agent.rundir import row_workspace
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.search import tuning
+from dsagent_cbr.search.drafts import FLOOR_CASE
 from dsagent_cbr.search.policy import MIN_WEIGHT, Arm, Family, blend_seconds, reserve
 
 
@@ -54,6 +55,11 @@ class Tree:
         """The best single-script node: what the bank retains."""
         best = max if self.maximize() else min
         return best(self.singles(), key=lambda r: r.score, default=None)  # singles are graded
+
+    def floor(self) -> Row | None:
+        """The graded draft of LightGBM's defaults (drafts.py's floor), if the search ran it."""
+        drafted = (r for r in self.singles() if r.operator == Operator.DRAFT)  # not a tune grown from it
+        return next((r for r in drafted if r.case == FLOOR_CASE), None)
 
     def graded(self) -> list[int]:
         """The single-script nodes with a score, best first."""
