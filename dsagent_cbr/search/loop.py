@@ -12,7 +12,8 @@ labelled.
         each stamps its own start and end
         meanwhile, the leading nodes are refit on every labelled row (refits.py)
     ensemble once more when the tree grew since the last one (a blend on the host: seconds)
-    select the last blend, or the best single node when taking it did better on the same cross-fitted rows
+    select the last blend, or the best single node when taking it did better on the same cross-fitted rows;
+        the floor (LightGBM's defaults) when its own selection score beats that choice's
     retain (task, best single script) once, when its selection score beats the starter's
 
 The loop is a scheduler: choose, begin, submit, collect. A stop (the budget, --max-cost, an interrupt, a
