@@ -62,15 +62,17 @@ def _kept(first: int, built: int) -> str:
 def cut_short(
     wall_time: float, deadline: float, test: float | None, rounds: list[list[int]] | None
 ) -> Refit | None:
-    """The record of a refit that ran past its deadline (the seconds its run was given to train in) and is
-    not submitted; None when it goes on to be judged. Its LightGBM and XGBoost then stopped where they were (untrusted/bootstrap.py). In the
-    ten-table suite's runs (issue 52) the refits so cut that kept 56% and 57% of their first fit's rounds
-    scored better on the test rows than their first fits (flights-late AUROC 0.7808 -> 0.7862,
-    doctor-visits RMSE 3.634 -> 3.590), as did one that kept 92%; one that kept 2 rounds of 423 scored log
-    loss 1.491 against 1.262, and one round on caravan AUROC 0.644 against 0.727. So a cut refit goes on
-    to be judged like any other when every booster in it built at least KEPT of its first fit's rounds;
-    without a count of rounds (a model that does not write one) it is not submitted. The clock decides
-    that it was cut, not the script's output."""
+    """The record of a refit that ran past its deadline (the seconds its run was given to train in) and
+    is not submitted; None when it goes on to be judged. At the deadline its LightGBM and XGBoost stopped
+    where they were (untrusted/bootstrap.py).
+
+    In the ten-table suite's runs (issue 52), the refits so cut that kept 56% and 57% of their first fit's
+    rounds scored better on the test rows than their first fits (flights-late AUROC 0.7808 -> 0.7862,
+    doctor-visits RMSE 3.634 -> 3.590), as did one that kept 92%. One that kept 2 rounds of 423 scored
+    log loss 1.491 against 1.262, and one round on caravan AUROC 0.644 against 0.727. So a cut refit is
+    judged like any other when every booster in it built at least KEPT of its first fit's rounds. Without
+    a count of its rounds it is not submitted. The clock says that it was cut; the count, which the
+    script's bootstrap writes, only lets it on to the judge of its test predictions."""
     if wall_time < deadline or (rounds and all(built >= KEPT * first for first, built in rounds)):
         return None
     return Refit(status="cut", why=CUT_NOTE, test_after_refit=test, rounds=rounds)
