@@ -26,8 +26,8 @@ REFIT_NOTE = (
     "selection score judged the script before the refit"
 )
 CUT_NOTE = (
-    "the refit reached its deadline, so its boosting was cut short: a model of less than half its "
-    "first fit's rounds is not submitted"
+    "the refit's boosting was cut short by its deadline: a model of less than half its first fit's "
+    "rounds is not submitted"
 )
 FALL = 0.1  # of a score's lead over the prior baseline: how much worse it may come out again
 DISTANCES = ("accuracy", "rmse", "mse", "mae", "rmsle", "mcrmse")
@@ -70,12 +70,18 @@ def cut_short(
     rounds scored better on the test rows than their first fits (flights-late AUROC 0.7808 -> 0.7862,
     doctor-visits RMSE 3.634 -> 3.590), as did one that kept 92%. One that kept 2 rounds of 423 scored
     log loss 1.491 against 1.262, and one round on caravan AUROC 0.644 against 0.727. So a cut refit is
-    judged like any other when every booster in it built at least KEPT of its first fit's rounds. Without
-    a count of its rounds it is not submitted. The clock says that it was cut; the count, which the
-    script's bootstrap writes, only lets it on to the judge of its test predictions."""
-    if wall_time < deadline or (rounds and all(built >= KEPT * first for first, built in rounds)):
-        return None
-    return Refit(status="cut", why=CUT_NOTE, test_after_refit=test, rounds=rounds)
+    judged like any other when every booster in it built at least KEPT of its first fit's rounds; without
+    a count of its rounds, a refit that reached its deadline is not submitted.
+
+    A booster also stops before the deadline when predicting with its trees would not end in time. On a
+    5M-row table a quick draft's refit built 7 rounds where its validation fit had built 61, ended before
+    its deadline, and was submitted: AUROC 0.774 where its first fit scored 0.802. So a count short of
+    KEPT refuses a refit whatever the clock says. The count is the script's bootstrap's, so it can only
+    keep a refit from the judge of its test predictions or let a late one on to it."""
+    short = bool(rounds) and any(built < KEPT * first for first, built in rounds)
+    if short or (wall_time >= deadline and not rounds):
+        return Refit(status="cut", why=CUT_NOTE, test_after_refit=test, rounds=rounds)
+    return None
 
 
 def refitted(test: float | None, rounds: list[list[int]] | None, agreement: str) -> Refit:
