@@ -78,7 +78,12 @@ def test_a_false_validation_line_is_neither_selected_nor_retained(tmp_path):
     assert (tmp_path / "best_solution.py").read_text().strip() == HONEST.strip()
     task = prepared("concrete-strength")  # the submission to upload holds the test rows and nothing else
     assert pd.read_csv(tmp_path / "submission.csv")["id"].tolist() == pd.read_csv(task.public_dir / "test.csv")["id"].tolist()
-    assert overclaims(liar, "minimize") and not overclaims(honest, "minimize")
+    assert overclaims(liar, "minimize")  # a printed line far better than cbr's own grade is flagged
+    # The honest line is its own split's score. Whether it falls within GAP of the selection score depends on
+    # the draw of selection rows, which each cbr home's key makes: on one machine's key the honest script
+    # printed 4.46 and graded 6.37. So only the lie's flag is asserted, and the lie's gap is far the larger.
+    gap = {r.iteration: abs(r.valid - r.selection) / r.selection for r in (honest, liar)}
+    assert gap[liar.iteration] > 2 * gap[honest.iteration]
     assert "⚠" in (tmp_path / "report.md").read_text()
     # the model is told the selection score of its experiment, never the test score
     assert f"selection rmse {liar.selection:.6g}" in model.prompts[-1]
