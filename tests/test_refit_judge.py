@@ -7,7 +7,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
-from dsagent_cbr.agent.refit import cut_short, judge, stopping_note
+from dsagent_cbr.agent.refit import cut, cut_short, judge, stopping_note
 from dsagent_cbr.agent.run_refit import RunRefit
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.tasks.metrics import get_metric
@@ -74,15 +74,18 @@ def test_a_refit_starts_only_with_its_first_fit_s_time_before_its_training_deadl
 
 def test_a_refit_cut_short_is_submitted_only_when_its_boosters_kept_half_their_rounds():
     """At its deadline LightGBM stops where it is: 2,080 of 3,738 rounds still beat the first fit on
-    flights-late, where 2 of 423 lost by far on crash-severity, and 7 of 61 on a 5M-row table."""
-    assert cut_short(50.0, 60.0, 0.7, None) is None  # it ended before its deadline
-    assert cut_short(60.0, 60.0, 0.786, [[3738, 2080]]) is None  # judged like any refit
-    cut = cut_short(60.0, 60.0, 1.49, [[423, 2]])
-    assert cut is not None and cut.status == "cut" and cut.rounds == [[423, 2]] and "half" in cut.why
-    assert cut_short(60.0, 60.0, 0.7, [[100, 100], [300, 120]]) is not None  # every booster counts
-    assert cut_short(60.0, 60.0, 0.7, None) is not None  # no count of its rounds: not trusted
+    flights-late, where 2 of 423 lost by far on crash-severity, and 7 of 61 on a 5M-row table. A limit of
+    60 s keeps 15 s to predict: the deadline is 45 s in."""
+    assert not cut_short(40.0, 60.0, None)  # it ended before its deadline
+    assert not cut_short(45.0, 60.0, [[3738, 2080]])  # judged like any refit
+    assert cut_short(45.0, 60.0, [[423, 2]])
+    record = cut(1.49, [[423, 2]])
+    assert record.status == "cut" and record.rounds == [[423, 2]] and "half" in record.why
+    assert cut_short(45.0, 60.0, [[100, 100], [300, 120]])  # every booster counts
+    assert cut_short(45.0, 60.0, None)  # no count of its rounds: not trusted
     # stopped early so as to predict in time: 7 rounds of 61 on a 5M-row table, before its deadline
-    assert cut_short(21.7, 60.0, 0.774, [[61, 7]]) is not None
+    assert cut_short(21.7, 60.0, [[61, 7]])
+    assert not cut_short(1e6, None, None)  # no limit, no deadline
 
 
 def test_the_refit_s_note_says_how_many_rounds_each_model_kept():

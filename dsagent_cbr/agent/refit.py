@@ -14,11 +14,13 @@ selection rows when the refit was judged there, and was submitted (real AUROC 0.
 
 from __future__ import annotations
 
+import math
 import shlex
 
 import numpy as np
 
 from dsagent_cbr.agent.record import Refit
+from dsagent_cbr.harness.run import predict_room
 from dsagent_cbr.tasks.metrics import Metric
 
 REFIT_NOTE = (
@@ -59,11 +61,10 @@ def _kept(first: int, built: int) -> str:
     return f"{first} rounds"
 
 
-def cut_short(
-    wall_time: float, deadline: float, test: float | None, rounds: list[list[int]] | None
-) -> Refit | None:
-    """The record of a refit that ran past its deadline (the seconds its run was given to train in) and
-    is not submitted; None when it goes on to be judged. At the deadline its LightGBM and XGBoost stopped
+def cut_short(wall_time: float, limit: float | None, rounds: list[list[int]] | None) -> bool:
+    """Whether a refit is not submitted, its boosting cut short: it ran past its deadline (the seconds of
+    its time `limit` it was given to train in, harness/run.py's predict_room kept), or its count of
+    rounds says so. It reads neither fit's score. At the deadline its LightGBM and XGBoost stopped
     where they were (untrusted/bootstrap.py).
 
     In the ten-table suite's runs (issue 52), the refits so cut that kept 56% and 57% of their first fit's
@@ -78,10 +79,14 @@ def cut_short(
     its deadline, and was submitted: AUROC 0.774 where its first fit scored 0.802. So a count short of
     KEPT refuses a refit whatever the clock says. The count is the script's bootstrap's, so it can only
     keep a refit from the judge of its test predictions or let a late one on to it."""
+    deadline = math.inf if limit is None else limit - predict_room(limit)
     short = bool(rounds) and any(built < KEPT * first for first, built in rounds)
-    if short or (wall_time >= deadline and not rounds):
-        return Refit(status="cut", why=CUT_NOTE, test_after_refit=test, rounds=rounds)
-    return None
+    return short or (wall_time >= deadline and not rounds)
+
+
+def cut(test: float | None, rounds: list[list[int]] | None) -> Refit:
+    """The record of a refit cut_short refused: its test score only reported."""
+    return Refit(status="cut", why=CUT_NOTE, test_after_refit=test, rounds=rounds)
 
 
 def refitted(test: float | None, rounds: list[list[int]] | None, agreement: str) -> Refit:

@@ -10,7 +10,6 @@ step at a run's end, with its own rules. How its predictions are judged is agent
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -74,10 +73,8 @@ class RunRefit:
             )
             return
         rounds = read_refit_rounds(Path(result.workspace))
-        deadline = limit - predict_room(limit) if limit is not None else math.inf
-        cut = refit.cut_short(result.wall_time, deadline, result.test_metric, rounds)
-        if cut is not None:
-            self.record.refit = cut
+        if refit.cut_short(result.wall_time, limit, rounds):
+            self.record.refit = refit.cut(result.test_metric, rounds)
             return
         first = row_workspace(self.run_dir, self.best.script)
         self.record.refit = self.judged_refit(

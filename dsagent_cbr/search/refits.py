@@ -19,7 +19,6 @@ where they are ready and their first fits where not. Each node is refit once, ac
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +29,7 @@ from dsagent_cbr.agent.rundir import publish_outputs
 from dsagent_cbr.errors import Cancelled
 from dsagent_cbr.harness.plan import Held, hold_out
 from dsagent_cbr.harness.readers import ArtefactError, read_refit_rounds
-from dsagent_cbr.harness.run import REFIT_VARIABLE, predict_room
+from dsagent_cbr.harness.run import REFIT_VARIABLE
 from dsagent_cbr.search import ensemble
 from dsagent_cbr.search.operators import Operators
 from dsagent_cbr.search.policy import REFIT_ROOM, reserve
@@ -125,10 +124,8 @@ class Refits:
             return NodeRefit(Refit(status=result.status, error=result.error))
         workspace = Path(result.workspace)
         rounds = read_refit_rounds(workspace)
-        deadline = limit - predict_room(limit) if limit is not None else math.inf
-        cut = refit.cut_short(result.wall_time, deadline, result.test_metric, rounds)
-        if cut is not None:
-            return NodeRefit(cut)
+        if refit.cut_short(result.wall_time, limit, rounds):
+            return NodeRefit(refit.cut(result.test_metric, rounds))
         judged = run.judged_refit(self.tree.workspace(node), workspace, result.test_metric, rounds)
         return NodeRefit(judged, workspace)
 
