@@ -25,16 +25,19 @@ from dsagent_cbr.harness.grading import grade, prediction_columns
 from dsagent_cbr.harness.plan import Held, hold_out
 from dsagent_cbr.harness.readers import (
     FEATURE_IMPORTANCE,
+    FIT_ROUNDS,
     REFIT_ROUNDS,
     ArtefactError,
     csv_columns,
     harvest,
     read_csv,
+    read_fit_rounds,
     read_importance,
     read_npy,
     read_refit_rounds,
     read_text,
 )
+from dsagent_cbr.harness.run import FIRST_FIT_VARIABLE, refit_environment
 from dsagent_cbr.search import ensemble
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.untrusted.adapter_shim import CBR_CLASS_SCORES
@@ -221,6 +224,11 @@ def test_json_readers_take_any_bytes(space, raw):
     rounds = read_refit_rounds(space)  # it only informs: an unreadable file is None, never an error
     assert rounds is None or all(len(pair) == 2 and min(pair) > 0 for pair in rounds)
     str(rounds)  # the refit's note prints them: no int too long for str()
+    (space / FIT_ROUNDS).write_bytes(raw)
+    first_fit = read_fit_rounds(space)  # None: the refit learns the rounds from its own validation fit
+    if first_fit is not None:  # passed on to the refit as read
+        assert all(r is None or r > 0 for r in first_fit["calls"] + first_fit["models"])
+        assert json.loads(refit_environment(True, first_fit)[FIRST_FIT_VARIABLE]) == first_fit
 
 
 @FUZZ

@@ -229,6 +229,8 @@ def train_model(X_train, y_train, X_valid, y_valid):
     first.fit(X_train, y_train, eval_set=[(X_valid, y_valid)], callbacks=[lgb.early_stopping(20, verbose=False)])
     second = xgb.XGBRegressor(n_estimators=3000, early_stopping_rounds=20, random_state=0)
     second.fit(X_train, y_train, eval_set=[(X_valid, y_valid)], verbose=False)
+    with open("built.txt", "a") as built:  # the rounds each booster built in this fit
+        built.write(f"{{first.booster_.current_iteration()}} {{second.get_booster().num_boosted_rounds()}}\\n")
     return {{"lgb": first, "xgb": second}}
 
 
@@ -270,6 +272,31 @@ def test_a_refit_keeps_the_first_fits_early_stopping_points(concrete, tmp_path):
     assert fixed.ok, fixed.error
     assert read_refit_rounds(Path(fixed.workspace)) is None  # nothing stopped early there
     a, b = (pd.read_csv(Path(r.workspace) / "submission.csv") for r in (stopped, fixed))
+    assert np.allclose(a["compressive_strength"], b["compressive_strength"], rtol=0, atol=1e-9)
+
+
+@pytest.mark.integration
+def test_a_refit_told_its_first_fits_rounds_does_not_boost_its_validation_fit_again(concrete, tmp_path):
+    """A first fit leaves the rounds its boosters kept; its refit, given them, builds one round per booster
+    in the validation fit it only prints a score from, and stops at the first fit's rounds: it predicts what
+    a fit of that many rounds on every labelled row predicts."""
+    from dsagent_cbr.harness.readers import read_fit_rounds, read_refit_rounds
+
+    script = REFIT_SCRIPT.format(rounds="None")
+    first = run_script(concrete, script, run_dir=tmp_path / "first")
+    assert first.ok, first.error
+    plan = read_fit_rounds(Path(first.workspace))
+    assert plan is not None and plan["calls"] == plan["models"] and len(plan["models"]) == 2
+    assert all(1 < rounds < 3000 for rounds in plan["models"]), plan
+    told = run_script(concrete, script, run_dir=tmp_path / "told", refit=True, first_fit=plan)
+    assert told.ok, told.error
+    built = (Path(told.workspace) / "built.txt").read_text().splitlines()
+    assert built == ["1 1", " ".join(str(r) for r in plan["models"])]
+    assert read_refit_rounds(Path(told.workspace)) == [[r, r] for r in plan["models"]]
+    assert not (Path(told.workspace) / "cbr_fit_rounds.json").exists()  # a refit is no first fit
+    fixed = run_script(concrete, REFIT_SCRIPT.format(rounds=plan["models"]), run_dir=tmp_path / "fixed", refit=True)
+    assert fixed.ok, fixed.error
+    a, b = (pd.read_csv(Path(r.workspace) / "submission.csv") for r in (told, fixed))
     assert np.allclose(a["compressive_strength"], b["compressive_strength"], rtol=0, atol=1e-9)
 
 

@@ -165,7 +165,7 @@ class Stopping(FakeExecutor):
         super().__init__(executor().grades, predictions=noisy_answers(task))
         self.cancelled = threading.Event()
 
-    def run(self, code, folder, refit=False, timeout=None, cancel=None):
+    def run(self, code, folder, refit=False, timeout=None, cancel=None, first_fit=None):
         if "# general-xgboost" in code:
             assert cancel is not None and cancel.wait(30), "the stop never cancelled the script in flight"
             self.cancelled.set()
@@ -249,7 +249,7 @@ def test_a_bug_of_ours_in_a_node_ends_the_run_as_ours_never_as_completed(task, t
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
 
     class Buggy(FakeExecutor):
-        def run(self, code, folder, refit=False, timeout=None, cancel=None):
+        def run(self, code, folder, refit=False, timeout=None, cancel=None, first_fit=None):
             if "# first" in code:
                 raise SystemError("AST constructor recursion depth mismatch")
             return super().run(code, folder, refit, timeout, cancel)

@@ -50,6 +50,7 @@ from dsagent_cbr.errors import (
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.harness.baseline import prior_score
 from dsagent_cbr.harness.plan import hold_out
+from dsagent_cbr.harness.readers import FitRounds
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.harness.upload import write_submission
 from dsagent_cbr.llm.parsing import ParseError
@@ -155,9 +156,11 @@ class Run(RunRefit):
         timeout: float | None = None,
         folder: Path | None = None,
         cancel: threading.Event | None = None,
+        first_fit: FitRounds | None = None,
     ) -> RunResult:
         """Run `code` as step t's attempt (step-NN/, step-NN/debug-K/, or refit/ unless `folder` says
-        where), once across resumes; `cancel` set meanwhile kills it (errors.Cancelled)."""
+        where), once across resumes; `cancel` set meanwhile kills it (errors.Cancelled). A refit is
+        given its `first_fit`'s rounds (seams.Executor)."""
         self.open_for(t)
         self.say(t, "refit" if refit else "execute", attempt)
         folder = folder or (self.run_dir / "refit" if refit else step_dir(self.run_dir, t, attempt))
@@ -168,7 +171,12 @@ class Run(RunRefit):
                 t,
                 role,
                 lambda: self.executor.run(
-                    code, folder / "exec", refit=refit, timeout=timeout, cancel=cancel
+                    code,
+                    folder / "exec",
+                    refit=refit,
+                    timeout=timeout,
+                    cancel=cancel,
+                    first_fit=first_fit,
                 ).to_dict(),
                 attempt=attempt,
             )

@@ -19,7 +19,7 @@ from dsagent_cbr.agent.rundir import publish_outputs, row_workspace
 from dsagent_cbr.agent.seams import Progress
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.harness.plan import Held, hold_out
-from dsagent_cbr.harness.readers import read_refit_rounds
+from dsagent_cbr.harness.readers import read_fit_rounds, read_refit_rounds
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.harness.run import REFIT_VARIABLE, predict_room
 from dsagent_cbr.harness.upload import test_values
@@ -66,7 +66,15 @@ class RunRefit:
             f"(its first fit took {took:.0f} s)"
         )
         limit = self.clock.limit()
-        result = self.execute(self.best.iteration, 0, code, refit=True, timeout=limit)
+        first = row_workspace(self.run_dir, self.best.script)
+        result = self.execute(
+            self.best.iteration,
+            0,
+            code,
+            refit=True,
+            timeout=limit,
+            first_fit=read_fit_rounds(first),
+        )
         if not result.ok:
             self.record.refit = Refit(
                 status=result.status, error=result.error, test_after_refit=result.test_metric
@@ -76,7 +84,6 @@ class RunRefit:
         if refit.cut_short(result.wall_time, limit, rounds):
             self.record.refit = refit.cut(result.test_metric, rounds)
             return
-        first = row_workspace(self.run_dir, self.best.script)
         self.record.refit = self.judged_refit(
             first, Path(result.workspace), result.test_metric, rounds
         )

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
+from dsagent_cbr.harness.readers import FitRounds
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.harness.run import run_script
 from dsagent_cbr.llm.ledger import Usage
@@ -83,7 +84,8 @@ class Bank(Protocol):
 class Executor(Protocol):
     """Runs a script on the task in `folder` and grades it outside the script's reach; `timeout` (seconds)
     shortens the run's own time limit (a search near the end of its budget). When `cancel` is set while
-    the script runs (its run stopped), the script is killed and errors.Cancelled raised."""
+    the script runs (its run stopped), the script is killed and errors.Cancelled raised. A refit is
+    given `first_fit`, the rounds its first fit's boosters kept, where they were read back."""
 
     def run(
         self,
@@ -92,6 +94,7 @@ class Executor(Protocol):
         refit: bool = False,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        first_fit: FitRounds | None = None,
     ) -> RunResult: ...
 
 
@@ -123,6 +126,7 @@ class SandboxExecutor:
         refit: bool = False,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        first_fit: FitRounds | None = None,
     ) -> RunResult:
         clear_folder(folder)  # a run cut off mid-flight is redone from scratch
         limit = self.policy.timeout if timeout is None else min(timeout, self.policy.timeout)
@@ -132,6 +136,7 @@ class SandboxExecutor:
             run_dir=folder,
             policy=self.policy,
             refit=refit,
+            first_fit=first_fit,
             timeout=limit,
             cancel=cancel,
         )

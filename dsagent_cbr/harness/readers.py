@@ -41,6 +41,9 @@ FEATURE_IMPORTANCE = "cbr_feature_importance.json"  # written beside the predict
 MAX_FEATURES = 1000
 # bootstrap.py: [first fit's rounds, refit's own rounds] per model
 REFIT_ROUNDS = "cbr_refit_rounds.json"
+# bootstrap.py: a first fit's rounds, {"calls": per booster trained, "models": per early-stopped model}
+FIT_ROUNDS = "cbr_fit_rounds.json"
+FitRounds = dict[str, list[int | None]]
 
 
 class ArtefactError(Exception):
@@ -360,6 +363,31 @@ def read_refit_rounds(folder: Path) -> list[list[int]] | None:
     try:
         return read_json(
             read_bytes(folder, REFIT_ROUNDS, limit=2**16), REFIT_ROUNDS, _rounds_schema()
+        )
+    except ArtefactError:
+        return None
+
+
+@cache
+def _fit_rounds_schema() -> Any:
+    from typing import Annotated
+
+    from pydantic import Field, TypeAdapter
+    from typing_extensions import TypedDict  # pydantic's choice before Python 3.12
+
+    rounds = Annotated[int, Field(gt=0, le=10**7)]  # passed on in the refit's environment
+    calls = Annotated[list[rounds | None], Field(max_length=100)]
+    models = Annotated[list[rounds], Field(max_length=100)]
+    return TypeAdapter(TypedDict("FitRounds", {"calls": calls, "models": models}))
+
+
+def read_fit_rounds(folder: Path) -> FitRounds | None:
+    """The rounds a first fit's boosters kept, for its refit to stop at: {"calls": per booster in the
+    order trained (None: not stopped early), "models": per early-stopped model}; None when the run left no
+    such file or an unreadable one (the refit then learns them from its own validation fit)."""
+    try:
+        return read_json(
+            read_bytes(folder, FIT_ROUNDS, limit=2**16), FIT_ROUNDS, _fit_rounds_schema()
         )
     except ArtefactError:
         return None

@@ -8,6 +8,7 @@ made, carried out of its scratch folder as regular files) and `result.json`."""
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 import threading
@@ -22,7 +23,13 @@ from dsagent_cbr.harness import workspace
 from dsagent_cbr.harness.dsagent_grader import grade_dsagent
 from dsagent_cbr.harness.grading import Grades, grade
 from dsagent_cbr.harness.plan import Held, hold_out
-from dsagent_cbr.harness.readers import ArtefactError, harvest, read_importance, read_text
+from dsagent_cbr.harness.readers import (
+    ArtefactError,
+    FitRounds,
+    harvest,
+    read_importance,
+    read_text,
+)
 from dsagent_cbr.harness.result import RunResult, head_tail, parse_validation_metric
 from dsagent_cbr.sandbox import (
     ProcessOutcome,
@@ -45,6 +52,8 @@ DEADLINE_VARIABLE = "CBR_DEADLINE"
 # trained: the bootstrap stops a booster sooner when predicting that many rows with the trees it has would
 # not end by then (a five-class LightGBM on diamonds-cut trained 14 s, then took 15 s to predict 26k rows)
 END_VARIABLE, PREDICT_ROWS_VARIABLE = "CBR_END", "CBR_PREDICT_ROWS"
+# the rounds the first fit's boosters kept (harness/readers.py's read_fit_rounds), given to its refit
+FIRST_FIT_VARIABLE = "CBR_FIRST_FIT"
 
 
 def predict_room(limit: float) -> float:
@@ -73,6 +82,7 @@ def run_script(
     memory_mb: float | None = None,
     policy: SandboxPolicy | None = None,
     refit: bool = False,
+    first_fit: FitRounds | None = None,
     cancel: threading.Event | None = None,
 ) -> RunResult:
     """Execute `script` (a path or the code itself) on `task` and grade it. Never raises for the
@@ -80,7 +90,8 @@ def run_script(
     an error line. Raises SandboxUnavailable when the sandbox could not start it (ours, not the
     script's), and Cancelled when `cancel` was set while it ran. With `refit` the script is given every
     labelled row and told (CBR_REFIT=1) to learn from its validation rows too; it predicts the test rows
-    alone (it learned the selection rows: agent/refit.py judges it otherwise)."""
+    alone (it learned the selection rows: agent/refit.py judges it otherwise). `first_fit`: the rounds
+    its first fit's boosters kept, for the refit to stop at (untrusted/bootstrap.py)."""
     policy = replace(
         policy or SandboxPolicy(),
         **{k: v for k, v in (("timeout", timeout), ("memory_mb", memory_mb)) if v is not None},
@@ -92,7 +103,8 @@ def run_script(
     (run_dir / "script.py").write_text(code, encoding="utf-8")
     held = hold_out(task)
     held = held.for_refit() if refit and held is not None else held
-    ran = _sandboxed(task, held, code, run_dir, policy, refit, cancel)
+    told = refit_environment(refit, first_fit)
+    ran = _sandboxed(task, held, code, run_dir, policy, told, cancel)
     status, error = _status(ran, policy)
     valid = parse_validation_metric(ran.stdout, task.metric_name)
     grades, status, error = _graded(task, held, run_dir, policy, valid, status, error)
@@ -138,14 +150,14 @@ def _sandboxed(
     code: str,
     run_dir: Path,
     policy: SandboxPolicy,
-    refit: bool,
+    told: dict[str, str] | None,
     cancel: threading.Event | None,
 ) -> Ran:
     """Build the workspace in a scratch folder of its own, run the script there, and harvest what it made
-    into run_dir/workspace once it is dead."""
+    into run_dir/workspace once it is dead; `told`: a refit's variables (None: not a refit)."""
     room = size_mb([task.public_dir / n for n in task.public_files])
     with scratch(run_dir, room, policy.disk_mb) as space:
-        ours = workspace.build(task, held, space.path, code, refit=refit)
+        ours = workspace.build(task, held, space.path, code, refit=told is not None)
         space.settle()
         environment = _deadlines(policy.timeout, held)
         outcome = run_sandboxed(
@@ -156,7 +168,7 @@ def _sandboxed(
             policy=policy,
             hidden=tuple(hidden_paths(task)),
             cancel=cancel,
-            environment={**environment, REFIT_VARIABLE: "1"} if refit else environment,
+            environment={**environment, **(told or {})},
         )
         left = harvest(
             space.path, run_dir / "workspace", unchanged=ours, max_bytes=int(policy.disk_mb * 2**20)
@@ -169,6 +181,17 @@ def _sandboxed(
         read_text(run_dir / name, OUTPUT_CHARS) for name in ("stdout.txt", "stderr.txt")
     )
     return Ran(outcome, stdout, stderr)
+
+
+def refit_environment(refit: bool, first_fit: FitRounds | None) -> dict[str, str] | None:
+    """What the environment tells a refit; None when the run is not one."""
+    if not refit:
+        return None
+    told = {REFIT_VARIABLE: "1"}
+    # re-written from what was read back, never passed on as the script wrote it
+    if first_fit is not None:
+        told[FIRST_FIT_VARIABLE] = json.dumps({k: first_fit[k] for k in ("calls", "models")})
+    return told
 
 
 def _deadlines(timeout: float, held: Held | None) -> dict[str, str]:

@@ -26,6 +26,7 @@ from typing import Any, Protocol, TypeVar
 from dsagent_cbr.agent.seams import Executor, SandboxExecutor
 from dsagent_cbr.cores import ENV as CORES_ENV
 from dsagent_cbr.errors import Cancelled
+from dsagent_cbr.harness.readers import FitRounds
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.tasks.model import Task
@@ -110,11 +111,17 @@ def node_pool(parallel: int, beside: int = 0) -> Iterator[Pool]:
 
 
 def _run_node(
-    inner: Executor, code: str, folder: str, refit: bool, timeout: float | None, cores: int
+    inner: Executor,
+    code: str,
+    folder: str,
+    refit: bool,
+    timeout: float | None,
+    cores: int,
+    first_fit: FitRounds | None,
 ) -> RunResult:
     # the sandbox's thread pools and OpenMP's wait policy (cores.shared)
     os.environ[CORES_ENV] = str(cores)
-    return inner.run(code, Path(folder), refit, timeout)
+    return inner.run(code, Path(folder), refit, timeout, first_fit=first_fit)
 
 
 @dataclass
@@ -135,10 +142,13 @@ class RayExecutor:
         refit: bool = False,
         timeout: float | None = None,
         cancel: threading.Event | None = None,
+        first_fit: FitRounds | None = None,
     ) -> RunResult:
         """The script as a Ray task; when `cancel` is set meanwhile, the task's worker is killed (its sandbox
         dies with it) and Cancelled raised."""
-        ref = self._remote.remote(self.inner, code, str(folder), refit, timeout, self.cores)
+        ref = self._remote.remote(
+            self.inner, code, str(folder), refit, timeout, self.cores, first_fit
+        )
         while not self.ray.wait([ref], timeout=CANCEL_POLL)[0]:
             if cancel is not None and cancel.is_set():
                 self.ray.cancel(ref, force=True)

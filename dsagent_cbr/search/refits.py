@@ -28,7 +28,7 @@ from dsagent_cbr.agent.record import Operator, Refit, Row
 from dsagent_cbr.agent.rundir import publish_outputs
 from dsagent_cbr.errors import Cancelled
 from dsagent_cbr.harness.plan import Held, hold_out
-from dsagent_cbr.harness.readers import ArtefactError, read_refit_rounds
+from dsagent_cbr.harness.readers import ArtefactError, read_fit_rounds, read_refit_rounds
 from dsagent_cbr.harness.run import REFIT_VARIABLE
 from dsagent_cbr.search import ensemble
 from dsagent_cbr.search.operators import Operators
@@ -117,8 +117,16 @@ class Refits:
         with self.operators.cores.turn():  # scripts that take turns take this one's too
             run.open_for(t, halted=True)
             limit = self.clock.limit(self.end(searching))
+            first_fit = read_fit_rounds(self.tree.workspace(node))
             result = run.execute(
-                t, 0, code, refit=True, folder=folder, timeout=limit, cancel=run.halt
+                t,
+                0,
+                code,
+                refit=True,
+                folder=folder,
+                timeout=limit,
+                cancel=run.halt,
+                first_fit=first_fit,
             )
         if not result.ok:
             return NodeRefit(Refit(status=result.status, error=result.error))

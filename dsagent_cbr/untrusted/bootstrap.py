@@ -3,7 +3,11 @@ train_model wrapped so that the model it returns leaves its feature importances 
 predictions, and so that a refit (CBR_REFIT: train_model called again on every row, validation rows
 included) builds the rounds the first fit's early stopping kept, and stops there, instead of running to
 its cap on rows it learned (a refit of hotel-rates' LightGBM ran 3000 rounds, to keep 1113). While the
-refit's train_model runs, CBR_FIT=refit says so (a first fit on a sample of rows then learns them all). The
+refit's train_model runs, CBR_FIT=refit says so (a first fit on a sample of rows then learns them all). A first
+fit writes the rounds its boosters kept (cbr_fit_rounds.json); given them back in the refit
+(CBR_FIRST_FIT), the refit's own validation fit, which only prints a score nobody reads, builds one round
+per booster instead of the first fit's again (at 1M rows a refit redid the first fit's 1,587 rounds, then
+was cut at its deadline 298 rounds into the refit), and the refit stops where the first fit stopped. The
 wrapper is placed by an AST edit that keeps every line number of train.py, so tracebacks read as if
 train.py ran alone; if anything here fails, train.py runs untouched.
 LightGBM and XGBoost training, however the script calls it, stops at CBR_DEADLINE (the time the harness
@@ -25,6 +29,7 @@ import types
 SCRIPT = sys.argv[1] if len(sys.argv) > 1 else "train.py"  # a blend's member is named (untrusted/blend.py)
 IMPORTANCE = "cbr_feature_importance.json"
 STOPPING = "cbr_refit_rounds.json"
+FIT_ROUNDS = "cbr_fit_rounds.json"
 TOP = 50
 DEADLINE = float(os.environ.get("CBR_DEADLINE") or 0) or None  # seconds since the epoch
 END = float(os.environ.get("CBR_END") or 0) or None
@@ -38,8 +43,21 @@ PREDICT_SAFETY, END_MARGIN = 2.0, 3.0
 REFIT = bool(os.environ.get("CBR_REFIT"))
 # the rounds each booster trained in the current call of train_model kept, in the order they were trained
 # (None: it did not stop early); in the refit, PLANNED holds the first fit's, for the boosters trained in
-# the same order to stop at
+# the same order to stop at (every one at a round in the refit's stand-in validation fit)
 TRAINED, PLANNED = [], []
+STAND_IN = object()
+
+
+def _first_fit():
+    """The rounds the first fit's boosters kept, as cbr read them back from its FIT_ROUNDS: "calls" in the
+    order they were trained, "models" in the order _early_stopped finds them; None when not given."""
+    with contextlib.suppress(Exception):
+        given = json.loads(os.environ["CBR_FIRST_FIT"])
+        return {"calls": list(given["calls"]), "models": list(given["models"])}
+    return None
+
+
+FIRST_FIT = _first_fit() if REFIT else None
 
 
 def _names(X, n):
@@ -146,11 +164,11 @@ def _early_stopped(model):
 
 
 def _reuse_stopping(first, refit):
-    """The refit's early-stopped models, paired in order with the first fit's, keep the first fit's
-    stopping points; written down so the run record can say so."""
+    """The refit's early-stopped models, paired in order with the first fit's (`first`: the rounds each
+    kept), keep the first fit's stopping points; written down so the run record can say so."""
     kept = []
-    for before, obj in zip(_early_stopped(first), _early_stopped(refit), strict=False):
-        rounds, built = _rounds(before), _built(obj) or _rounds(obj)
+    for rounds, obj in zip(first, _early_stopped(refit), strict=False):
+        built = _built(obj) or _rounds(obj)
         # the booster may have built more (trained out of train_model's order, or a library not stopped),
         # and its own early stopping, watching learned rows, may have picked fewer
         if built >= rounds != _rounds(obj):
@@ -195,23 +213,49 @@ def _wrap(train_model):
     @functools.wraps(train_model)
     def wrapped(*args, **kwargs):
         refit = bool(fits) and REFIT  # the refit; early stopping there would watch learned rows
-        PLANNED[:] = TRAINED if refit else []
-        TRAINED.clear()
+        _plan(refit, stand_in=REFIT and not fits and FIRST_FIT is not None)
         if refit:
             os.environ["CBR_FIT"] = "refit"
         try:
             model = train_model(*args, **kwargs)
         finally:
             os.environ.pop("CBR_FIT", None)
-        if refit:
-            with contextlib.suppress(Exception):  # nothing written: the record does not claim the reuse
-                _reuse_stopping(fits[0], model)
+        with contextlib.suppress(Exception):  # nothing written: the record does not claim the reuse
+            if refit:
+                _reuse_stopping(_first_models(fits[0]), model)
+            elif not (fits or REFIT):
+                _write_fit_rounds(model)
         fits.append(model)
         with contextlib.suppress(Exception):  # importances are a courtesy; the script's work must not suffer
             _record(model, args[0] if args else kwargs.get("X_train"))
         return model
 
     return wrapped
+
+
+def _plan(refit, stand_in):
+    """Where this call of train_model's boosters stop: in the refit at the first fit's rounds, in its
+    stand-in validation fit at one round each, otherwise where the script says."""
+    if refit:
+        PLANNED[:] = FIRST_FIT["calls"] if FIRST_FIT else TRAINED
+    else:
+        PLANNED[:] = [STAND_IN] if stand_in else []
+    TRAINED.clear()
+
+
+def _first_models(model):
+    """The rounds each early-stopped model of the first fit kept: as given, or the refit's own
+    validation fit's (`model`)."""
+    if FIRST_FIT:
+        return FIRST_FIT["models"]
+    return [_rounds(obj) for obj in _early_stopped(model)]
+
+
+def _write_fit_rounds(model):
+    calls, models = TRAINED, [_rounds(obj) for obj in _early_stopped(model)]
+    if any(calls) or models:
+        with open(FIT_ROUNDS, "w", encoding="utf-8") as fh:
+            json.dump({"calls": calls, "models": models}, fh)
 
 
 def _past_deadline(library, rounds, prediction, booster):
@@ -263,7 +307,7 @@ def _with_callbacks(train, deadline, stop_at):
 
     @functools.wraps(train)
     def wrapped(*args, **kwargs):
-        planned = PLANNED[len(TRAINED)] if len(TRAINED) < len(PLANNED) else None
+        planned = _planned_rounds()
         # both libraries take (params, training set, ...): the set's rows time the predictions
         learnt = args[1] if len(args) > 1 else kwargs.get("train_set", kwargs.get("dtrain"))
         ours = [deadline(learnt)] if DEADLINE else []
@@ -275,6 +319,13 @@ def _with_callbacks(train, deadline, stop_at):
         return booster
 
     return wrapped
+
+
+def _planned_rounds():
+    """The rounds the booster about to train stops at; None: where the script says."""
+    if PLANNED[:1] == [STAND_IN]:
+        return 1
+    return PLANNED[len(TRAINED)] if len(TRAINED) < len(PLANNED) else None
 
 
 def _guard_lightgbm():

@@ -72,7 +72,7 @@ class FakeExecutor:
     predictions: Callable[[str, Path], None] | None = None  # writes a graded script's predictions file
 
     def run(self, code: str, folder: Path, refit: bool = False, timeout: float | None = None,
-            cancel: threading.Event | None = None) -> RunResult:
+            cancel: threading.Event | None = None, first_fit: dict | None = None) -> RunResult:
         self.runs.append((code, refit))
         self.timeouts.append(timeout)
         grade = next((g for marker, g in self.grades.items() if marker in code), Graded("error", error="NameError: x"))
