@@ -102,10 +102,11 @@ def test_a_large_table_gets_the_quick_booster_then_the_floor_before_the_full_boo
                      "general-catboost"]
     monkeypatch.setattr(drafts, "CATBOOST_ROWS", 100)  # too many rows for CatBoost
     assert "general-catboost" not in [c.task_name for c in general_cases(prepared("hotel-rates"))]
-    monkeypatch.setattr(drafts, "DEEP_ROWS", 100)  # and enough for LightGBM of many leaves, after the floor
+    monkeypatch.setattr(drafts, "DEEP_ROWS", 100)  # and enough for LightGBM of many leaves, after XGBoost
     cases = general_cases(prepared("hotel-rates"))
-    assert [c.task_name for c in cases][:4] == ["general-quick", "general-default", "general-deep", "general"]
-    assert "num_leaves=255," in cases[2].script and "num_leaves=31," in cases[3].script
+    assert [c.task_name for c in cases] == ["general-quick", "general-default", "general", "general-xgboost",
+                                            "general-deep", "general-forest"]
+    assert "num_leaves=255," in cases[4].script and "num_leaves=31," in cases[2].script
 
 
 def _adapted_catboost(task) -> dict:
