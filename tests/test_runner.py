@@ -223,12 +223,13 @@ def train_model(X_train, y_train, X_valid, y_valid):
     with open("fits.txt", "a") as fits:  # which fit the bootstrap says this is
         fits.write(os.environ.get("CBR_FIT", "first") + "\\n")
     if ROUNDS:  # fixed rounds, no early stopping
-        return {{"lgb": lgb.LGBMRegressor(n_estimators=ROUNDS[0], verbose=-1, random_state=0).fit(X_train, y_train),
-                "xgb": xgb.XGBRegressor(n_estimators=ROUNDS[1], random_state=0).fit(X_train, y_train)}}
-    first = lgb.LGBMRegressor(n_estimators=3000, verbose=-1, random_state=0)
-    first.fit(X_train, y_train, eval_set=[(X_valid, y_valid)], callbacks=[lgb.early_stopping(20, verbose=False)])
-    second = xgb.XGBRegressor(n_estimators=3000, early_stopping_rounds=20, random_state=0)
-    second.fit(X_train, y_train, eval_set=[(X_valid, y_valid)], verbose=False)
+        first = lgb.LGBMRegressor(n_estimators=ROUNDS[0], verbose=-1, random_state=0).fit(X_train, y_train)
+        second = xgb.XGBRegressor(n_estimators=ROUNDS[1], random_state=0).fit(X_train, y_train)
+    else:
+        first = lgb.LGBMRegressor(n_estimators=3000, verbose=-1, random_state=0)
+        first.fit(X_train, y_train, eval_set=[(X_valid, y_valid)], callbacks=[lgb.early_stopping(20, verbose=False)])
+        second = xgb.XGBRegressor(n_estimators=3000, early_stopping_rounds=20, random_state=0)
+        second.fit(X_train, y_train, eval_set=[(X_valid, y_valid)], verbose=False)
     with open("built.txt", "a") as built:  # the rounds each booster built in this fit
         built.write(f"{{first.booster_.current_iteration()}} {{second.get_booster().num_boosted_rounds()}}\\n")
     return {{"lgb": first, "xgb": second}}
@@ -301,6 +302,20 @@ def test_a_refit_told_its_first_fits_rounds_does_not_boost_its_validation_fit_ag
 
 
 @pytest.mark.integration
+def test_a_refit_told_its_boosters_stop_nowhere_builds_them_whole_after_a_one_round_validation_fit(
+        concrete, tmp_path):
+    from dsagent_cbr.harness.readers import read_fit_rounds
+
+    script = REFIT_SCRIPT.format(rounds=[40, 30])  # the floor's kind: fixed rounds, no early stopping
+    first = run_script(concrete, script, run_dir=tmp_path / "first")
+    plan = read_fit_rounds(Path(first.workspace))
+    assert first.ok and plan == {"calls": [None, None], "models": []}
+    told = run_script(concrete, script, run_dir=tmp_path / "told", refit=True, first_fit=plan)
+    assert told.ok, told.error
+    assert (Path(told.workspace) / "built.txt").read_text().splitlines() == ["1 1", "40 30"]
+
+
+@pytest.mark.integration
 def test_a_blend_re_run_refits_its_members_as_the_search_did(concrete, tmp_path):
     """best_solution.py of a blend (what `cbr predict` re-runs) runs each member under cbr's bootstrap: its
     refit keeps the member's stopping points, so it makes the predictions the member's own refit made."""
@@ -313,6 +328,28 @@ def test_a_blend_re_run_refits_its_members_as_the_search_did(concrete, tmp_path)
                          refit=True)
     assert alone.ok and blended.ok, blended.stderr[-2000:]
     a, b = (pd.read_csv(Path(r.workspace) / "submission.csv") for r in (alone, blended))
+    assert np.allclose(a["compressive_strength"], b["compressive_strength"], rtol=0, atol=1e-9)
+
+
+@pytest.mark.integration
+def test_a_blend_re_run_tells_each_members_refit_the_rounds_its_first_fit_kept(concrete, tmp_path):
+    """As the search's refit of a member is told its node's rounds, so is the member in a re-run blend."""
+    from dataclasses import replace
+
+    from dsagent_cbr.harness.readers import read_fit_rounds
+    from dsagent_cbr.search import ensemble
+
+    code = REFIT_SCRIPT.format(rounds="None")
+    plan = read_fit_rounds(Path(run_script(concrete, code, run_dir=tmp_path / "first").workspace))
+    assert plan is not None
+    told = run_script(concrete, code, run_dir=tmp_path / "told", refit=True, first_fit=plan)
+    member = replace(ensemble.Member(1, code, np.zeros(1)), first_fit=plan)
+    blended = run_script(concrete, ensemble.script(concrete, [member], {1: 1.0}), run_dir=tmp_path / "blend",
+                         refit=True)
+    assert told.ok and blended.ok, blended.stderr[-2000:]
+    built = (Path(blended.workspace) / "built.txt").read_text().splitlines()
+    assert built == ["1 1", " ".join(str(r) for r in plan["models"])]
+    a, b = (pd.read_csv(Path(r.workspace) / "submission.csv") for r in (told, blended))
     assert np.allclose(a["compressive_strength"], b["compressive_strength"], rtol=0, atol=1e-9)
 
 

@@ -21,7 +21,13 @@ from dsagent_cbr.config import load_settings
 from dsagent_cbr.errors import CbrError
 from dsagent_cbr.files import fresh_folder, write_text_atomic
 from dsagent_cbr.harness.grading import EXTRA_COLUMNS
-from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_csv
+from dsagent_cbr.harness.readers import (
+    ArtefactError,
+    FitRounds,
+    read_bytes,
+    read_csv,
+    read_fit_rounds,
+)
 from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy
 from dsagent_cbr.saying import doing
 
@@ -46,6 +52,20 @@ def was_refit(run_dir: Path) -> bool:
         return False
     refit = summary.get("refit") if isinstance(summary, dict) else None
     return isinstance(refit, dict) and refit.get("status") == "ok"
+
+
+def first_fit(run_dir: Path) -> FitRounds | None:
+    """The rounds the selected script's boosters kept in its first fit, which the run's refit stopped at
+    (untrusted/bootstrap.py); None for a blend (its script tells each member's) or where unknown."""
+    from dsagent_cbr.agent.record import load_record
+    from dsagent_cbr.agent.rundir import row_workspace
+
+    try:
+        record = load_record(run_dir)
+    except CbrError:
+        return None
+    best = next((r for r in record.rows if r.iteration == record.best_iteration), None)
+    return None if best is None else read_fit_rounds(row_workspace(run_dir, best.script))
 
 
 def run_task_dir(run_dir: Path, tasks_dir: Path, given: str | None) -> Path:
@@ -179,7 +199,10 @@ def predict_rows(
         learns = "learning from every labelled row, then " if refit else ""
         what = f"running {script.name} in the sandbox: {learns}predicting {len(new):,} rows"
         with doing(f"{what} of {new_csv.name}"):
-            result = run_script(copy, script, run_dir=folder, policy=policy, refit=refit)
+            told = first_fit(run_dir) if refit else None
+            result = run_script(
+                copy, script, run_dir=folder, policy=policy, refit=refit, first_fit=told
+            )
         held = hold_out(copy)  # where the run hid its held rows, and the ids it gave the new rows
     if not result.ok:
         raise CbrError(f"The solution failed on {new_csv.name} ({result.status}): {result.error}")

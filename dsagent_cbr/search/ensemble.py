@@ -21,7 +21,7 @@ the other half) and graded beside the blend: `Blend.single`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 
@@ -37,7 +37,15 @@ from dsagent_cbr.harness.grading import (
     score_selection,
 )
 from dsagent_cbr.harness.plan import Held, keys_of
-from dsagent_cbr.harness.readers import ArtefactError, csv_columns, read_bytes, read_csv, read_npy
+from dsagent_cbr.harness.readers import (
+    ArtefactError,
+    FitRounds,
+    csv_columns,
+    read_bytes,
+    read_csv,
+    read_fit_rounds,
+    read_npy,
+)
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.untrusted.blend import blend
 
@@ -57,6 +65,8 @@ class Member:
     # accuracy: class probabilities in the same rows, when the node wrote them
     scores: np.ndarray | None = None
     classes: tuple[str, ...] = ()  # the scores' columns
+    # the rounds its boosters kept, for a re-run of the blend to refit it as the search did
+    first_fit: FitRounds | None = None
 
 
 def possible(task: Task, held: Held | None) -> bool:
@@ -83,6 +93,13 @@ def load(
     """A graded node's predictions as an array in the source order (`ids`, from row_ids; by position for
     npy predictions, as many as `held` lays out); None when they cannot be read back as they were graded (a node that wrote
     them oddly is left out, not guessed at)."""
+    member = _predictions(task, held, ids, iteration, workspace, code)
+    return None if member is None else replace(member, first_fit=read_fit_rounds(workspace))
+
+
+def _predictions(
+    task: Task, held: Held, ids: list[str], iteration: int, workspace: Path, code: str
+) -> Member | None:
     assert task.predictions
     try:
         raw = read_bytes(workspace, task.predictions)
@@ -353,6 +370,7 @@ def script(task: Task, members: list[Member], weights: dict[int, float]) -> str:
         "vote": vote,
         "weights": [weights[m.iteration] for m in used],
         "classes": list(used[0].classes) if soft(used, vote) else None,
+        "first_fits": [m.first_fit for m in used],
     }
     untrusted = resources.files("dsagent_cbr.untrusted")
     text = untrusted.joinpath("blend.py").read_text(encoding="utf-8")

@@ -5,10 +5,12 @@ labels, the class with the highest weighted mean probability when every member w
 probabilities, else a weighted vote) is written where the task expects its predictions.
 
 cbr fills PLAN, MEMBERS and BOOTSTRAP. Each member runs as the harness runs a script, under cbr's
-bootstrap: a refit keeps each member's early-stopping points and its boosters stop at the deadline, as
-when the search refit it; run by hand (BOOTSTRAP empty), a member runs bare. During the search the host
+bootstrap: a refit keeps each member's early-stopping points (PLAN's first_fits: the rounds its first fit
+kept, as the search's refit of it was told) and its boosters stop at the deadline, as when the search
+refit it; run by hand (BOOTSTRAP empty), a member runs bare. During the search the host
 blends the members' graded predictions with this same `blend`, so the script re-makes what was graded."""
 
+import json
 import os
 import subprocess
 import sys
@@ -61,6 +63,13 @@ def _scores(order, ids):
     return scores.loc[ids].to_numpy()
 
 
+def _environment(k):
+    """Member k's environment: in a refit, the rounds its first fit's boosters kept, where cbr knew them."""
+    first_fits = PLAN.get("first_fits") or []
+    told = os.environ.get("CBR_REFIT") and k < len(first_fits) and first_fits[k] is not None
+    return {**os.environ, "CBR_FIRST_FIT": json.dumps(first_fits[k])} if told else dict(os.environ)
+
+
 def main():
     kept, scores, ids = [], [], None
     for k, code in enumerate(MEMBERS):
@@ -68,7 +77,7 @@ def main():
         with open(name, "w", encoding="utf-8") as fh:
             fh.write(code)
         bootstrapped = [sys.executable, "-c", BOOTSTRAP, name]
-        subprocess.run(bootstrapped if BOOTSTRAP else [sys.executable, name], check=True)
+        subprocess.run(bootstrapped if BOOTSTRAP else [sys.executable, name], check=True, env=_environment(k))
         values, order = _read(PLAN["predictions"])
         ids = order if ids is None else ids
         kept.append(values if order is None else values.loc[ids].to_numpy())

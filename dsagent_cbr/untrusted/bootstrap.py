@@ -252,8 +252,10 @@ def _first_models(model):
 
 
 def _write_fit_rounds(model):
+    """The rounds for the refit; written when a booster trained, even one that stopped nowhere (the
+    floor's), so that the refit's validation fit need not build its rounds again."""
     calls, models = TRAINED, [_rounds(obj) for obj in _early_stopped(model)]
-    if any(calls) or models:
+    if calls or models:
         with open(FIT_ROUNDS, "w", encoding="utf-8") as fh:
             json.dump({"calls": calls, "models": models}, fh)
 
