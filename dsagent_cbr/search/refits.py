@@ -117,7 +117,7 @@ class Refits:
         with self.operators.cores.turn():  # scripts that take turns take this one's too
             run.open_for(t, halted=True)
             limit = self.clock.limit(self.end(searching))
-            first_fit = read_fit_rounds(self.tree.workspace(node))
+            first = self.tree.workspace(node)
             result = run.execute(
                 t,
                 0,
@@ -126,7 +126,7 @@ class Refits:
                 folder=folder,
                 timeout=limit,
                 cancel=run.halt,
-                first_fit=first_fit,
+                first_fit=read_fit_rounds(first),
             )
         if not result.ok:
             return NodeRefit(Refit(status=result.status, error=result.error))
@@ -134,7 +134,7 @@ class Refits:
         rounds = read_refit_rounds(workspace)
         if refit.cut_short(result.wall_time, limit, rounds):
             return NodeRefit(refit.cut(result.test_metric, rounds))
-        judged = run.judged_refit(self.tree.workspace(node), workspace, result.test_metric, rounds)
+        judged = run.judged_refit(first, workspace, result.test_metric, rounds)
         return NodeRefit(judged, workspace)
 
     # -- at the end ----------------------------------------------------------------------------------
