@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 
 from dsagent_cbr.clock import Clock, parse_duration
+from dsagent_cbr.harness.run import limit_to_train, predict_room
 from dsagent_cbr.search.policy import (
     ENDING,
     FIRST_GRADE_SECONDS,
@@ -28,6 +29,7 @@ from dsagent_cbr.search.policy import (
     choose,
     needs,
     out_of_time,
+    refit_room,
     reserve,
 )
 
@@ -211,6 +213,17 @@ def test_a_refit_that_no_longer_fits_leaves_its_room_to_nodes():
     assert reserve(44.0, left=120.0) == pytest.approx(ENDING + REFIT_ROOM * 44.0)
     assert reserve(44.0, left=53.0) == ENDING
     assert reserve(None, left=53.0) == ENDING
+
+
+def test_the_room_kept_for_a_refit_lets_the_refit_at_the_end_train_as_long_as_its_first_fit():
+    """The end's refit must have its first fit's time before its deadline for training (the limit less
+    predict_room): a short fit needs more than REFIT_ROOM times it, a long one no more."""
+    for first_fit in (0.5, 3.0, 6.26, 20.0, 56.0, 300.0):
+        room = refit_room(first_fit)
+        assert room >= REFIT_ROOM * first_fit and room - predict_room(room) >= first_fit - 1e-6
+    assert refit_room(6.26) > REFIT_ROOM * 6.26 + 3.0  # 9.4 s would leave the refit 4.4 s to train
+    assert refit_room(56.0) == REFIT_ROOM * 56.0
+    assert limit_to_train(6.26) - 0.01 - predict_room(limit_to_train(6.26) - 0.01) < 6.26  # the shortest
 
 
 def test_the_last_blend_s_time_is_kept_at_the_end_and_grows_with_the_rows():

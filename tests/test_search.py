@@ -226,6 +226,32 @@ def test_the_leading_node_is_refit_while_the_search_goes_on_so_a_full_budget_sti
     assert record.stopped.startswith("the budget of 2m spent")
 
 
+def test_the_late_refit_of_a_single_node_keeps_no_time_for_a_blend_of_refits(task, tmp_path, monkeypatch):
+    """The selected node's own refit is the submission: no blend of refits follows it (a one-minute run on
+    1.4 million rows skipped the refit of a 6-second fit with 19 s left, 4 of them kept for that blend)."""
+    def reading_refit(case: Case, task: object) -> dict:
+        adapted = fake_adapter(case, task)
+        return {**adapted, "code": adapted["code"] + "# CBR_REFIT\n"} if "code" in adapted else adapted
+
+    monkeypatch.setattr(search_module, "adapt_case", reading_refit)
+    monkeypatch.setattr(search_module.ensemble, "possible", lambda task, held: False)  # single nodes
+    ended = threading.Event()
+    nodes = Search.nodes
+
+    def then_slow_blends(self, *args):
+        try:
+            return nodes(self, *args)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(Search, "nodes", then_slow_blends)
+    monkeypatch.setattr(Tree, "blend_seconds", lambda self: 1e6 if ended.is_set() else 0.0)
+    runs = executor(noisy_answers(task))
+    record = develop_search(task, DevelopConfig(iterations=1, budget=600.0), tmp_path, FakeBank(), runs)
+    assert record.refit is not None and record.refit.status == "ok", record.refit
+    assert [refit for _, refit in runs.runs] == [False, False, True]  # the starter, the node, its late refit
+
+
 def test_when_no_node_grades_the_starters_predictions_are_the_submission_and_say_so(task, tmp_path, monkeypatch):
     """A run ends with the best submission it found: the starter's, when it alone graded; the outcome
     stays the agent's failure, and the record says whose the submission is."""

@@ -64,6 +64,16 @@ def predict_room(limit: float) -> float:
     return min(60.0, max(5.0, 0.25 * limit, min(0.5 * limit, 10.0)))
 
 
+def limit_to_train(seconds: float) -> float:
+    """The shortest time limit whose deadline for training (the limit less its predict_room) leaves
+    `seconds` to train. A limit less its predict_room grows with the limit, so halving finds it."""
+    low, high = seconds, seconds + 60.0  # predict_room keeps at most 60 s
+    for _ in range(40):
+        middle = (low + high) / 2
+        low, high = (middle, high) if middle - predict_room(middle) < seconds else (low, middle)
+    return high
+
+
 @dataclass(frozen=True)
 class Ran:
     """What the sandbox gave back: how the process ended, and what it printed (head and tail)."""

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 
 from dsagent_cbr.agent.record import Operator
 from dsagent_cbr.clock import MIN_NODE_SECONDS
+from dsagent_cbr.harness.run import limit_to_train
 
 ENSEMBLE_EVERY = 4
 # otherwise one of the next two, so that one lucky family or node does not take all
@@ -150,14 +151,22 @@ def needs(arm: Arm, by_model: bool = False) -> float:
 
 
 def reserve(refit_seconds: float | None, left: float = math.inf, blend: float = 0.0) -> float:
-    """Seconds of the budget kept for the run's end: the refit of the selected node (REFIT_ROOM times its
-    first fit's time; none without a refit), the last blend's `blend` seconds and the ending. Nodes start
-    and run within the rest. A refit that no longer fits in the `left` seconds will be skipped, so its
-    room goes to nodes (a 2-minute run on diamonds-cut kept 67 s for a refit it then skipped, and
-    stopped with 53 s left)."""
+    """Seconds of the budget kept for the run's end: the refit of the selected node (refit_room; none
+    without a refit), the last blend's `blend` seconds and the ending. Nodes start and run within the
+    rest. A refit that no longer fits in the `left` seconds will be skipped, so its room goes to nodes
+    (a 2-minute run on diamonds-cut kept 67 s for a refit it then skipped, and stopped with 53 s left)."""
     end = ENDING + blend
-    refit = REFIT_ROOM * (refit_seconds or 0.0)
+    refit = 0.0 if refit_seconds is None else refit_room(refit_seconds)
     return end + (refit if end + refit <= left else 0.0)
+
+
+def refit_room(first_fit: float) -> float:
+    """The time kept for the refit of a node whose first fit took `first_fit` seconds: REFIT_ROOM times
+    it, and no less than the limit the refit at the run's end asks for, whose deadline for training must
+    leave it the first fit's time (agent/run_refit.py). Below that the room was kept and the refit then
+    refused: a one-minute run on 1.4 million rows kept 9 s for the 6-second refit of LightGBM's defaults,
+    whose deadline would have left it 5 s, and ended with 19 s unused and the first fit submitted."""
+    return max(REFIT_ROOM * first_fit, limit_to_train(first_fit))
 
 
 def blend_seconds(rows: int, members: int, taken: float = 0.0) -> float:

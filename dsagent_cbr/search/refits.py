@@ -79,24 +79,27 @@ class Refits:
                     return node
         return None
 
-    def _fits(self, node: Row, need: float, searching: bool = True) -> bool:
+    def _fits(self, node: Row, need: float, searching: bool = True, blended: bool = True) -> bool:
         """The node's script reads the refit's variable, and `need` seconds of training fit before the
         refit's deadline (at 5M rows one started with 55 s for a first fit of 33 s, and its deadline
-        cut it short). `searching`: the search's last blend is still to come."""
-        keep = self.end(searching)
+        cut it short). `searching`: the search's last blend is still to come; `blended`: the blend of
+        the refits may be."""
+        keep = self.end(searching, blended)
         late = self.run.too_late_to_refit(need, f"node {node.iteration}'s first fit", keep)
         return late is None and REFIT_VARIABLE in self.tree.script(node)
 
-    def end(self, searching: bool) -> float:
+    def end(self, searching: bool, blended: bool = True) -> float:
         """What a refit leaves of the budget: the ending and the blends still to come, the search's last
-        one while `searching` (a refit that ran to the budget's end took the run past it)."""
-        return reserve(None, blend=self.tree.blends_to_come(searching))
+        one while `searching` (a refit that ran to the budget's end took the run past it), and the blend
+        of the refits unless the submission is known to be one node's (not `blended`)."""
+        return reserve(None, blend=self.tree.blends_to_come(searching, blended))
 
-    def refit(self, node: Row, searching: bool = True) -> None:
-        """Refit `node` (in the node pool while `searching`, or late, after the last blend) and keep how it
-        went; a refit the run's stop cancelled leaves nothing."""
+    def refit(self, node: Row, searching: bool = True, blended: bool = True) -> None:
+        """Refit `node` (in the node pool while `searching`, or late, after the last blend, before the
+        blend of the refits if `blended`) and keep how it went; a refit the run's stop cancelled leaves
+        nothing."""
         try:
-            made = self._refit(node, searching)
+            made = self._refit(node, searching, blended)
         except Cancelled:
             return
         finally:
@@ -106,7 +109,7 @@ class Refits:
             self.done[node.iteration] = made
             self.tree.refitted.add(node.iteration)
 
-    def _refit(self, node: Row, searching: bool) -> NodeRefit:
+    def _refit(self, node: Row, searching: bool, blended: bool) -> NodeRefit:
         run, t = self.run, node.iteration
         code = self.tree.script(node)
         folder = run.run_dir / "refit" / f"node-{t:02d}"
@@ -116,7 +119,7 @@ class Refits:
         )
         with self.operators.cores.turn():  # scripts that take turns take this one's too
             run.open_for(t, halted=True)
-            limit = self.clock.limit(self.end(searching))
+            limit = self.clock.limit(self.end(searching, blended))
             first = self.tree.workspace(node)
             result = run.execute(
                 t,
@@ -141,18 +144,19 @@ class Refits:
     def submit(self, row: Row) -> Refit:
         """The selected row's submission from what was refit (its own refit, or its blend's members'),
         after refitting late what still fits the budget; published when any refit is used."""
+        blended = row.operator == Operator.ENSEMBLE  # else no blend of refits is to come
         for node in self.tree.leading(row):
-            if self._late_refit_fits(node):
-                self.refit(node, searching=False)
+            if self._late_refit_fits(node, blended):
+                self.refit(node, searching=False, blended=blended)
         if row.operator != Operator.ENSEMBLE:
             return self._single(row)
         return self._blend(row)
 
-    def _late_refit_fits(self, node: Row) -> bool:
+    def _late_refit_fits(self, node: Row, blended: bool) -> bool:
         return (
             self.held is not None
             and node.iteration not in self.done
-            and self._fits(node, node.wall_time or 0.0, searching=False)
+            and self._fits(node, node.wall_time or 0.0, searching=False, blended=blended)
         )
 
     def _single(self, row: Row) -> Refit:

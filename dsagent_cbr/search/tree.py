@@ -139,11 +139,13 @@ class Tree:
         seconds = waiting[0].wall_time if self.run.wants_refit and waiting else None
         return reserve(seconds, clock.left(), self.blends_to_come(searching=True))
 
-    def blends_to_come(self, searching: bool) -> float:
+    def blends_to_come(self, searching: bool, blended: bool = True) -> float:
         """The seconds of the blends at the run's end: the last blend while the search goes on, and
         with a refit the blend of its members' refits, which reads as many predictions again (on five
-        million rows that blend and the ending took 17 s)."""
-        return self.blend_seconds() * (int(searching) + int(self.run.wants_refit))
+        million rows that blend and the ending took 17 s), unless the submission is one node's (not
+        `blended`)."""
+        refit_blend = self.run.wants_refit and blended
+        return self.blend_seconds() * (int(searching) + int(refit_blend))
 
     def blend_seconds(self) -> float:
         """What the search's last blend will take (policy.blend_seconds), with one node more than have
