@@ -109,6 +109,20 @@ def test_a_large_table_gets_the_quick_booster_then_the_floor_before_the_full_boo
     assert "num_leaves=255," in cases[4].script and "num_leaves=31," in cases[2].script
 
 
+def test_the_deep_draft_comes_next_when_the_31_leaf_booster_kept_thousands_of_rounds(monkeypatch):
+    assert drafts.deep_next(general_cases(prepared("hotel-rates")), 1, [None]) is None  # no deep draft
+    monkeypatch.setattr(drafts, "QUICK_ROWS", 100)
+    monkeypatch.setattr(drafts, "DEEP_ROWS", 100)
+    monkeypatch.setattr(drafts, "CATBOOST_ROWS", 100)
+    cases = general_cases(prepared("hotel-rates"))
+    moved = drafts.deep_next(cases, 3, [drafts.DEEP_SIGNAL])
+    assert moved is not None and [c.task_name for c in moved] == [
+        "general-quick", "general-default", "general", "general-deep", "general-xgboost", "general-forest"]
+    assert [c.task_name for c in drafts.deep_next(cases, 3, [None])][3] == "general-deep"  # ran every round
+    assert drafts.deep_next(cases, 3, [drafts.DEEP_SIGNAL - 1]) is None
+    assert drafts.deep_next(cases, 5, [drafts.DEEP_SIGNAL]) is None  # the deep draft was taken already
+
+
 def _adapted_catboost(task) -> dict:
     """The CatBoost draft adapted to `task`, run in this process (our own draft, not generated code)."""
     case = next(c for c in general_cases(task) if c.task_name == "general-catboost")

@@ -5,6 +5,8 @@ in test_results.py and, with a scripted model, in test_develop.py and test_searc
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import threading
 import time
 from pathlib import Path
@@ -250,6 +252,38 @@ def test_the_late_refit_of_a_single_node_keeps_no_time_for_a_blend_of_refits(tas
     record = develop_search(task, DevelopConfig(iterations=1, budget=600.0), tmp_path, FakeBank(), runs)
     assert record.refit is not None and record.refit.status == "ok", record.refit
     assert [refit for _, refit in runs.runs] == [False, False, True]  # the starter, the node, its late refit
+
+
+class Rounds(FakeExecutor):
+    """The 31-leaf draft's run writes down the rounds its booster kept, as the bootstrap does."""
+
+    def __init__(self, task, rounds: int) -> None:
+        super().__init__(executor().grades, predictions=noisy_answers(task))
+        self.rounds = rounds
+
+    def run(self, code, folder, refit=False, timeout=None, cancel=None, first_fit=None):
+        result = super().run(code, folder, refit, timeout, cancel)
+        if "# general\n" in code and not refit:
+            kept = {"calls": [self.rounds], "models": [self.rounds]}
+            (folder / "workspace" / "cbr_fit_rounds.json").write_text(json.dumps(kept))
+        return result
+
+
+@pytest.mark.parametrize(("rounds", "order"), [(3000, ["general", "general-deep", "general-xgboost"]),
+                                               (1000, ["general", "general-xgboost", "general-deep"])])
+def test_a_31_leaf_draft_that_kept_thousands_of_rounds_has_the_deep_draft_next(task, tmp_path, monkeypatch,
+                                                                               rounds, order):
+    """Still learning after thousands of rounds, the booster wants larger trees (drafts.DEEP_SIGNAL); a
+    resume drafts in the order the run did, without running anything again."""
+    first, xgboost = boosters(task)
+    deep = dataclasses.replace(first, task_name="general-deep")
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    monkeypatch.setattr(search_module, "general_cases", lambda task: [first, xgboost, deep])
+    record = develop_search(task, DevelopConfig(iterations=3), tmp_path, FakeBank(), Rounds(task, rounds))
+    assert [r.case for r in record.rows if r.operator == "draft"] == order
+    again = Rounds(task, 0)
+    resumed = develop_search(task, DevelopConfig(iterations=3), tmp_path, FakeBank(), again)
+    assert [r.case for r in resumed.rows if r.operator == "draft"] == order and not again.runs
 
 
 def test_when_no_node_grades_the_starters_predictions_are_the_submission_and_say_so(task, tmp_path, monkeypatch):

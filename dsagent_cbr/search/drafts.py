@@ -71,6 +71,10 @@ _QUICK = f'''    # a first fit in seconds on a table of many rows: a sample of t
 DEEP_ROWS = 100_000
 DEEP = "deep"
 _DEEP = _LIGHTGBM.replace("num_leaves=31,", "num_leaves=255,")
+# ... unless the 31-leaf LightGBM kept this many of its 5,000 rounds: still learning after so many, it
+# wants larger trees, and the deep draft goes next. On flights it kept 3,414 rounds in 75 s, where 255 leaves
+# scored better in 22 s; on the synthetic table it kept 1,587 (docs/decisions/large-tables.md)
+DEEP_SIGNAL = 2500
 # The floor: LightGBM as it comes, every setting its default, no early stopping. It is what a data scientist
 # runs first ("two lines of LightGBM"); as a node its selection score shows where the search stands against
 # it, and selection picks it over anything worse, a blend too (loop.py's submitted_choice). Its refit is
@@ -352,6 +356,17 @@ def text_table_drafts(task: Task) -> list[Case]:
     """cbr's linear draft for a table with free text, none for another: deploy's adapter tries it
     before past solutions, which a table's text reaches as integer codes of its categories."""
     return [case for case in general_cases(task) if case.task_name == f"{GENERAL}-linear"]
+
+
+def deep_next(cases: list[Case], picked: int, rounds: list[int | None]) -> list[Case] | None:
+    """The drafts with the deep one next, after the first `picked`, when the 31-leaf draft's boosters kept
+    DEEP_SIGNAL rounds or more (`rounds`, as its run wrote them down: None for one that ran all its
+    rounds); None when the order stays."""
+    deep = next((k for k, c in enumerate(cases) if c.task_name == f"{GENERAL}-{DEEP}"), None)
+    many = any(r is None or r >= DEEP_SIGNAL for r in rounds)
+    if deep is None or deep <= picked or not many:
+        return None
+    return [*cases[:picked], cases[deep], *(c for k, c in enumerate(cases[picked:], picked) if k != deep)]
 
 
 def _learners(task: Task) -> list[str]:

@@ -24,11 +24,11 @@ from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.files import write_text_atomic
 from dsagent_cbr.harness.plan import hold_out
-from dsagent_cbr.harness.readers import ArtefactError
+from dsagent_cbr.harness.readers import ArtefactError, read_fit_rounds
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.search import ensemble, tuning
-from dsagent_cbr.search.drafts import FLOOR_CASE, general_cases
+from dsagent_cbr.search.drafts import FLOOR_CASE, GENERAL, deep_next, general_cases
 from dsagent_cbr.search.parallel import Turns
 from dsagent_cbr.search.tree import Tree, tuned_from
 
@@ -50,7 +50,9 @@ class Operators:
         self._retrieve = cases
         self._cases: list[Case] | None = None
         self._retrieving = threading.Lock()
-        self.general = general_cases(self.run.task)  # drafted first, in this order
+        self.general = general_cases(self.run.task)  # drafted first, in this order (or deep_next's)
+        self._drafting = threading.Lock()
+        self._picked = 0  # the drafts made so far took the first this many of self.general
         held = hold_out(self.run.task)
         self.held = held if ensemble.possible(self.run.task, held) else None
         # the model's nodes written beside the plain ones (--parallel 1) run their scripts in turn with theirs
@@ -82,9 +84,33 @@ class Operators:
             self.tune(row)
         elif row.operator == Operator.ENSEMBLE:
             self.ensemble(row)
+        elif row.operator == Operator.DRAFT:
+            self.transplant(row, self._draft(row))
         else:
-            cases = self.general if row.operator == Operator.DRAFT else self.cases
-            self.transplant(row, cases[self.tree.taken(row.operator, row.iteration) - 1])
+            self.transplant(row, self.cases[self.tree.taken(row.operator, row.iteration) - 1])
+
+    def _draft(self, row: Row) -> Case:
+        """The general solution node `row` drafts: the nth draft takes the nth."""
+        index = self.tree.taken(Operator.DRAFT, row.iteration) - 1
+        with self._drafting:
+            self._picked = max(self._picked, index + 1)
+            return self.general[index]
+
+    def _deepen(self, t: int, workspace: str | None) -> None:
+        """The deep draft next, among those not yet taken, when the rounds the 31-leaf draft (node t)
+        kept ask for larger trees (drafts.deep_next); on a resume, as the journal recorded it. The
+        rounds are the script's own account: they may set the drafts' order, never a score."""
+        with self._drafting:
+
+            def order() -> list[str] | None:
+                rounds = read_fit_rounds(Path(workspace)) if workspace else None
+                moved = deep_next(self.general, self._picked, rounds["calls"] if rounds else [])
+                return None if moved is None else [c.task_name for c in moved]
+
+            names = self.run.journal.step(t, "drafts", order)
+            if names:
+                by_name = {c.task_name: c for c in self.general}
+                self.general = [by_name[name] for name in names]
 
     def transplant(self, row: Row, case: Case) -> None:
         """Draft or transplant: a case fitted to the task by the structural adapter, then run."""
@@ -102,6 +128,8 @@ class Operators:
         run.consider(row, adapted["code"], result)
         if row.case == FLOOR_CASE and result.ok:
             run.floor = result.score
+        if row.operator == Operator.DRAFT and row.case == GENERAL and result.ok:
+            self._deepen(t, result.workspace)
 
     def tune(self, row: Row) -> None:
         """The family root's script with Optuna's next values for its model literals."""
