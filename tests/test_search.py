@@ -46,6 +46,27 @@ def task():
     return prepared("concrete-strength")
 
 
+def reading_refit(case: Case, task: object) -> dict:
+    """The fake adapter's script, reading the refit's variable as the drafts do."""
+    adapted = fake_adapter(case, task)
+    return {**adapted, "code": adapted["code"] + "# CBR_REFIT\n"} if "code" in adapted else adapted
+
+
+def slow_blends_once_the_nodes_end(monkeypatch) -> None:
+    """Blends take no time while nodes run, and more than any budget once the search's nodes are done."""
+    ended = threading.Event()
+    nodes = Search.nodes
+
+    def then_slow_blends(self, *args):
+        try:
+            return nodes(self, *args)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(Search, "nodes", then_slow_blends)
+    monkeypatch.setattr(Tree, "blend_seconds", lambda self: 1e6 if ended.is_set() else 0.0)
+
+
 def test_the_search_drafts_transplants_tunes_ensembles_and_retains_its_best_single_once(task, tmp_path, monkeypatch):
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
     monkeypatch.setattr(search_module, "general_cases", boosters)  # the flow: two drafts
@@ -80,10 +101,6 @@ def test_the_search_drafts_transplants_tunes_ensembles_and_retains_its_best_sing
 
 
 def test_a_refit_blend_refits_each_member_and_blends_their_test_predictions(task, tmp_path, monkeypatch):
-    def reading_refit(case: Case, task: object) -> dict:
-        adapted = fake_adapter(case, task)
-        return {**adapted, "code": adapted["code"] + "# CBR_REFIT\n"} if "code" in adapted else adapted
-
     monkeypatch.setattr(search_module, "adapt_case", reading_refit)
     runs = executor(noisy_answers(task))
     record = develop_search(task, DevelopConfig(iterations=4, refit=True), tmp_path,
@@ -206,10 +223,6 @@ def test_a_search_of_twenty_fake_nodes_takes_under_a_second(task, tmp_path, monk
 
 def test_the_leading_node_is_refit_while_the_search_goes_on_so_a_full_budget_still_submits_a_refit(
         task, tmp_path, monkeypatch):
-    def reading_refit(case: Case, task: object) -> dict:
-        adapted = fake_adapter(case, task)
-        return {**adapted, "code": adapted["code"] + "# CBR_REFIT\n"} if "code" in adapted else adapted
-
     monkeypatch.setattr(search_module, "adapt_case", reading_refit)
     monkeypatch.setattr(search_module.ensemble, "possible", lambda task, held: False)  # single nodes
     taking = Taking(monkeypatch, call=0.0, script=10.0)
@@ -231,23 +244,9 @@ def test_the_leading_node_is_refit_while_the_search_goes_on_so_a_full_budget_sti
 def test_the_late_refit_of_a_single_node_keeps_no_time_for_a_blend_of_refits(task, tmp_path, monkeypatch):
     """The selected node's own refit is the submission: no blend of refits follows it (a one-minute run on
     1.4 million rows skipped the refit of a 6-second fit with 19 s left, 4 of them kept for that blend)."""
-    def reading_refit(case: Case, task: object) -> dict:
-        adapted = fake_adapter(case, task)
-        return {**adapted, "code": adapted["code"] + "# CBR_REFIT\n"} if "code" in adapted else adapted
-
     monkeypatch.setattr(search_module, "adapt_case", reading_refit)
     monkeypatch.setattr(search_module.ensemble, "possible", lambda task, held: False)  # single nodes
-    ended = threading.Event()
-    nodes = Search.nodes
-
-    def then_slow_blends(self, *args):
-        try:
-            return nodes(self, *args)
-        finally:
-            ended.set()
-
-    monkeypatch.setattr(Search, "nodes", then_slow_blends)
-    monkeypatch.setattr(Tree, "blend_seconds", lambda self: 1e6 if ended.is_set() else 0.0)
+    slow_blends_once_the_nodes_end(monkeypatch)
     runs = executor(noisy_answers(task))
     record = develop_search(task, DevelopConfig(iterations=1, budget=600.0), tmp_path, FakeBank(), runs)
     assert record.refit is not None and record.refit.status == "ok", record.refit
@@ -325,17 +324,7 @@ def test_a_bug_of_ours_in_a_node_ends_the_run_as_ours_never_as_completed(task, t
 def test_a_last_blend_the_budget_has_no_time_for_is_left_out_and_the_record_says_so(task, tmp_path, monkeypatch):
     """On a table of millions of rows the last blend takes seconds: it starts only if they are left."""
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
-    ended = threading.Event()
-    nodes = Search.nodes
-
-    def then_no_time(self, *args):
-        try:
-            return nodes(self, *args)
-        finally:
-            ended.set()
-
-    monkeypatch.setattr(Search, "nodes", then_no_time)
-    monkeypatch.setattr(Tree, "blend_seconds", lambda self: 1e6 if ended.is_set() else 0.0)
+    slow_blends_once_the_nodes_end(monkeypatch)
     record = develop_search(task, DevelopConfig(iterations=7, budget=600.0), tmp_path,
                             FakeBank(solutions=[solution("first"), solution("good")]), executor(noisy_answers(task)))
     assert [r.operator for r in record.rows].count("ensemble") == 1  # the one after the five drafts
