@@ -109,6 +109,27 @@ def test_a_large_table_gets_the_quick_booster_then_the_floor_before_the_full_boo
     assert "num_leaves=255," in cases[4].script and "num_leaves=31," in cases[2].script
 
 
+def test_the_deep_draft_learns_every_category_as_codes_where_the_first_draft_keeps_few_levels_as_categories(
+    monkeypatch,
+):
+    monkeypatch.setattr(drafts, "QUICK_ROWS", 100)  # hotel-rates as a large table, with a deep draft
+    monkeypatch.setattr(drafts, "DEEP_ROWS", 100)
+    task = prepared("hotel-rates")
+    data = pd.read_csv(task.public_dir / "train.csv").head(600)
+    X, y = data.drop(columns=["id", *task.target]), data[task.target[0]]
+
+    def table(case_name: str) -> pd.DataFrame:
+        case = next(c for c in general_cases(task) if c.task_name == case_name)
+        scope: dict = {"__name__": "adapted"}
+        exec(compile(adapt_case(case, task)["code"], "adapted.py", "exec"), scope)  # our own draft
+        model = scope["train_model"](X[:500], y[:500], X[500:], y[500:])
+        return scope["design"](X[500:], model.jobs[0]["inner"]["spec"])
+
+    assert isinstance(table("general")["meal"].dtype, pd.CategoricalDtype)
+    deep = table("general-deep")
+    assert deep["meal"].dtype == float and deep.dtypes.map(pd.api.types.is_numeric_dtype).all()
+
+
 def test_the_deep_draft_comes_next_when_the_31_leaf_booster_kept_thousands_of_rounds(monkeypatch):
     assert drafts.deep_next(general_cases(prepared("hotel-rates")), 1, [None]) is None  # no deep draft
     monkeypatch.setattr(drafts, "QUICK_ROWS", 100)
