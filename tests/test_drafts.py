@@ -109,7 +109,7 @@ def test_a_large_table_gets_the_quick_booster_then_the_floor_before_the_full_boo
     assert "num_leaves=255," in cases[4].script and "num_leaves=31," in cases[2].script
 
 
-def test_the_deep_draft_learns_every_category_as_codes_where_the_first_draft_keeps_few_levels_as_categories(
+def test_the_quick_and_deep_drafts_learn_every_category_as_codes_where_the_first_draft_and_floor_keep_them(
     monkeypatch,
 ):
     monkeypatch.setattr(drafts, "QUICK_ROWS", 100)  # hotel-rates as a large table, with a deep draft
@@ -125,9 +125,11 @@ def test_the_deep_draft_learns_every_category_as_codes_where_the_first_draft_kee
         model = scope["train_model"](X[:500], y[:500], X[500:], y[500:])
         return scope["design"](X[500:], model.jobs[0]["inner"]["spec"])
 
-    assert isinstance(table("general")["meal"].dtype, pd.CategoricalDtype)
-    deep = table("general-deep")
-    assert deep["meal"].dtype == float and deep.dtypes.map(pd.api.types.is_numeric_dtype).all()
+    for keeps in ("general", "general-default"):
+        assert isinstance(table(keeps)["meal"].dtype, pd.CategoricalDtype)
+    for codes in ("general-quick", "general-deep"):
+        drafted = table(codes)
+        assert drafted["meal"].dtype == float and drafted.dtypes.map(pd.api.types.is_numeric_dtype).all()
 
 
 def test_the_deep_draft_comes_next_when_the_31_leaf_booster_kept_thousands_of_rounds(monkeypatch):
