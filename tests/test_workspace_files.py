@@ -9,7 +9,7 @@ import pandas as pd
 from support.layouts import kaggle_sample_task
 
 from dsagent_cbr.harness import workspace
-from dsagent_cbr.harness.plan import hold_out, id_key, id_keys
+from dsagent_cbr.harness.plan import Held, hold_out, id_key, id_keys
 from dsagent_cbr.tasks.loader import load_task
 
 
@@ -67,3 +67,13 @@ def test_a_column_of_ids_is_keyed_as_each_id_alone_is():
     assert id_keys(column).tolist() == [id_key(v) for v in column]
     numbers = pd.Series(range(-5, 500))
     assert id_keys(numbers).tolist() == [id_key(v) for v in numbers]
+
+
+def test_a_workspace_id_is_found_at_its_test_row_whichever_way_it_is_typed():
+    held = Held(rows=0, labelled=0, how="", test_rows=4, source="train.csv", positions=(),
+                test_ids=("a", "b", "c", "d"), test_shown=("7", "8.0", "x", "7"))
+    # as the grader and the upload look them up: a repeated id is the last row's, an unknown one none
+    assert held.test_places(pd.Series(["8", "7", "x", "nope"])).tolist() == [1, 3, 2, -1]
+    assert held.test_id_keys.tolist() == ["a", "b", "c", "d"]
+    assert Held(rows=0, labelled=0, how="", test_rows=0, source="train.csv",
+                positions=()).test_places(["7"]).tolist() == [-1]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from dsagent_cbr.harness.plan import Held, id_keys, keys_of
+from dsagent_cbr.harness.plan import Held, found_at, id_keys
 from dsagent_cbr.harness.readers import ArtefactError, read_bytes, read_csv, read_npy
 from dsagent_cbr.tasks.model import Task
 
@@ -129,12 +129,10 @@ def _grade_csv(task: Task, raw: bytes, held: Held | None) -> Grades:
         raise GradingError(f"{task.predictions} repeats ids")
     chosen = sub[KEY].isin(set(held.ids)) if held else pd.Series(False, index=sub.index)
     tested = sub[~chosen]
-    if held:  # the test rows by their own ids
-        own = held.own_test_ids()
-        own_keys = dict(zip(own, keys_of(list(own.values())), strict=True))
-        # an id the test file does not give matches no answer
-        mapped = tested[KEY].map(own_keys)
-        tested = tested.assign(**{KEY: mapped.where(mapped.notna(), "\0" + tested[KEY])})
+    if held:  # the test rows by their own ids; an id the test file does not give matches no answer
+        unknown = ("\0" + tested[KEY]).to_numpy(dtype=object)
+        own = found_at(held.test_id_keys, held.test_places(tested[KEY]), unknown)
+        tested = tested.assign(**{KEY: own})
     test = _score_csv(task, truth, tested, "test" if task.answers else None)
     selection = None
     if held and held.rows:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from dsagent_cbr.harness.grading import EXTRA_COLUMNS, prediction_columns, predictions_by_id
-from dsagent_cbr.harness.plan import Held, id_key, id_keys, keys_of
+from dsagent_cbr.harness.plan import Held, found_at, id_key, id_keys
 from dsagent_cbr.harness.readers import ArtefactError, csv_columns, read_npy
 from dsagent_cbr.tasks.model import Task
 
@@ -60,17 +60,16 @@ def test_rows_only(task: Task, held: Held, raw: bytes) -> bytes:
 
 
 def _own_ids(frame: pd.DataFrame, idc: str, held: Held) -> pd.DataFrame:
-    """The test rows of a workspace's predictions `frame`, by their own ids, in the test file's order."""
+    """The test rows of a workspace's predictions `frame`, by their own ids, in the test file's order (a
+    row whose id no test row has keeps it, and goes last)."""
     keys = id_keys(frame[idc])
     frame = frame[~keys.isin(set(held.ids))]
-    own = held.own_test_ids()
-    if not own:
+    if not held.test_shown:
         return frame
-    frame = frame.assign(**{idc: keys[frame.index].map(own).fillna(frame[idc])})
-    place = {key: k for k, key in enumerate(keys_of(held.test_ids))}
-    return frame.iloc[
-        np.argsort(id_keys(frame[idc]).map(place).fillna(len(place)).to_numpy(), kind="stable")
-    ]
+    at = held.test_places(keys[frame.index])
+    own = np.asarray(held.test_ids, dtype=object)
+    frame = frame.assign(**{idc: found_at(own, at, frame[idc].to_numpy(dtype=object))})
+    return frame.iloc[np.argsort(np.where(at >= 0, at, len(own)), kind="stable")]
 
 
 def write_submission(task: Task, held: Held | None, workspace: Path, folder: Path) -> Path | None:
