@@ -26,6 +26,7 @@ from dsagent_cbr.search.policy import (
     Move,
     View,
     blend_seconds,
+    blends_give_way,
     choose,
     needs,
     out_of_time,
@@ -235,3 +236,19 @@ def test_the_last_blend_s_time_is_kept_at_the_end_and_grows_with_the_rows():
     assert reserve(None, left=100.0, blend=12.0) == ENDING + 12.0
     assert reserve(20.0, left=100.0, blend=12.0) == pytest.approx(ENDING + 12.0 + REFIT_ROOM * 20.0)
     assert reserve(20.0, left=40.0, blend=12.0) == ENDING + 12.0
+
+
+def test_a_leading_node_s_refit_that_fits_only_without_the_blends_goes_first():
+    """military-gender at one minute: the floor (an 8.4 s first fit) led with 25 s left, its refit needs
+    16.8 s and the two blends to come 8.8 s. The refit keeps its room and no node nor blend starts; where
+    a blend leads, or both fit, or the refit fits in no case, the rule is as it was."""
+    room = refit_room(8.4)
+    assert ENDING + room <= 25.0 < ENDING + 8.8 + room
+    assert blends_give_way(8.4, left=25.0, blend=8.8)
+    assert reserve(8.4, left=25.0, blend=8.8, refit_first=True) == pytest.approx(ENDING + room)
+    assert reserve(8.4, left=25.0, blend=8.8) == ENDING + 8.8  # a blend leads: its members' refits wait
+    assert not blends_give_way(8.4, left=40.0, blend=8.8)  # both fit
+    assert reserve(8.4, left=40.0, blend=8.8, refit_first=True) == pytest.approx(ENDING + 8.8 + room)
+    assert not blends_give_way(8.4, left=ENDING + room - 1.0, blend=8.8)  # the refit does not fit at all
+    assert reserve(8.4, left=ENDING + room - 1.0, blend=8.8, refit_first=True) == ENDING + 8.8
+    assert not blends_give_way(None, left=25.0, blend=8.8)

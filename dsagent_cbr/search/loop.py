@@ -300,6 +300,8 @@ class Search:
         replayed = self.run.journal.recorded(t, "choose") is not None
         if needs > left and not replayed:
             return f"; no last blend: it needs about {needs:.0f} s and {max(left, 0):.0f} s were left"
+        if self.tree.blends_give_way(self.clock) and not replayed:
+            return f"; no last blend: the leading node's refit needs the {max(left, 0):.0f} s left"
         move = self.run.journal.step(t, "choose", lambda: asdict(Move(Operator.ENSEMBLE)))
         row = self.run.begin(t, **move)
         self.node(row)

@@ -15,7 +15,14 @@ from dsagent_cbr.clock import Clock
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.search import tuning
 from dsagent_cbr.search.drafts import FLOOR_CASE
-from dsagent_cbr.search.policy import MIN_WEIGHT, Arm, Family, blend_seconds, reserve
+from dsagent_cbr.search.policy import (
+    MIN_WEIGHT,
+    Arm,
+    Family,
+    blend_seconds,
+    blends_give_way,
+    reserve,
+)
 
 
 class Tree:
@@ -134,10 +141,25 @@ class Tree:
 
     def reserve(self, clock: Clock) -> float:
         """Seconds of what the `clock` has left kept for the run's end (policy.reserve): the refit of the
-        heaviest leading node not refit yet, when the run refits and it fits."""
+        heaviest leading node not refit yet, when the run refits and it fits; before the blends to come
+        when one node leads."""
+        seconds, blend = self._refit_waiting(), self.blends_to_come(searching=True)
+        return reserve(seconds, clock.left(), blend, refit_first=self._one_node_leads())
+
+    def blends_give_way(self, clock: Clock) -> bool:
+        """One node leads, and its refit fits in what the `clock` has left only if the blends to come do
+        not run (policy.blends_give_way)."""
+        seconds, blend = self._refit_waiting(), self.blends_to_come(searching=True)
+        return self._one_node_leads() and blends_give_way(seconds, clock.left(), blend)
+
+    def _refit_waiting(self) -> float | None:
+        """The first fit's seconds of the heaviest leading node not refit yet; None without one, or
+        when the run does not refit."""
         waiting = [r for r in self.leading() if r.iteration not in self.refitted]
-        seconds = waiting[0].wall_time if self.run.wants_refit and waiting else None
-        return reserve(seconds, clock.left(), self.blends_to_come(searching=True))
+        return waiting[0].wall_time if self.run.wants_refit and waiting else None
+
+    def _one_node_leads(self) -> bool:
+        return self.run.best is not None and self.run.best.operator != Operator.ENSEMBLE
 
     def blends_to_come(self, searching: bool, blended: bool = True) -> float:
         """The seconds of the blends at the run's end: the last blend while the search goes on, and
