@@ -253,6 +253,24 @@ def test_the_late_refit_of_a_single_node_keeps_no_time_for_a_blend_of_refits(tas
     assert [refit for _, refit in runs.runs] == [False, False, True]  # the starter, the node, its late refit
 
 
+def test_a_leading_node_s_refit_that_fits_only_without_the_blends_is_made_instead_of_another_draft(
+        task, tmp_path, monkeypatch):
+    """The first draft leads with 30 s left: its refit needs 20 s and the ending 5, the two blends to come
+    4 s each. The refit goes first: no second draft starts and the refit is submitted (the blends' room
+    went to a second draft before, and the refit was then skipped)."""
+    monkeypatch.setattr(search_module, "adapt_case", reading_refit)
+    monkeypatch.setattr(search_module, "general_cases", boosters)  # two drafts; the first leads (rmse)
+    monkeypatch.setattr(Tree, "blend_seconds", lambda self: 4.0 if self.singles() else 0.0)
+    taking = Taking(monkeypatch, call=0.0, script=10.0)
+    taking.now = 1000.0
+    runs = taking.executor(executor(noisy_answers(task)))
+    record = develop_search(task, DevelopConfig(iterations=50, budget=50.0), tmp_path, FakeBank(), runs,
+                            clock=Clock(50.0, start=1000.0))
+    assert [r.operator for r in record.rows] == ["draft"]
+    assert record.refit is not None and record.refit.status == "ok", record.refit
+    assert [refit for _, refit in runs.runs] == [False, False, True]  # the starter, the draft, its refit
+
+
 class Rounds(FakeExecutor):
     """The 31-leaf draft's run writes down the rounds its booster kept, as the bootstrap does."""
 
