@@ -309,7 +309,7 @@ def _fresh_ids(selected: pd.Series, taken: set[str]) -> list[str]:
     """Selection ids that no test row has and none repeats: their own where they are free, numbers past
     every id if not."""
     keys = [id_key(i) for i in selected]
-    if not {id_key(i) for i in taken} & set(keys) and len(set(keys)) == len(keys):
+    if not set(keys_of(list(taken))) & set(keys) and len(set(keys)) == len(keys):
         return list(selected)
     numeric = [int(i) for i in (*taken, *selected) if i.lstrip("-").isdigit()]
     start = max(numeric, default=0) + 1
@@ -329,8 +329,9 @@ def _csv(task: Task) -> Held | None:
     positions, how = chosen
     rng, timed = _rng(task, mixing.MIX_STREAM), in_time(task)
     order = mixing.draw_order(len(test), len(positions), timed, rng)
-    own = _fresh_ids(train[idc].iloc[positions], set(test[idc]))
-    test_shown, shown = mixing.pooled_ids(list(test[idc]), own, timed, rng)
+    test_ids = test[idc].tolist()  # at once: a million ids one by one took a second
+    own = _fresh_ids(train[idc].iloc[positions], set(test_ids))
+    test_shown, shown = mixing.pooled_ids(test_ids, own, timed, rng)
     answers = train[labels].iloc[positions].reset_index(drop=True)
     answers.insert(0, idc, shown)
     return Held(
@@ -343,7 +344,7 @@ def _csv(task: Task) -> Held | None:
         shown_ids=tuple(shown),
         ids=tuple(map(id_key, shown)),
         order=order,
-        test_ids=tuple(test[idc]),
+        test_ids=tuple(test_ids),
         test_shown=tuple(test_shown),
         answers=answers,
     )

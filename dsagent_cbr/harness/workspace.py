@@ -292,7 +292,7 @@ def _header(path: Path) -> list[str]:
 
 def _lists(ids: pd.Series, test_ids: pd.Series) -> bool:
     """Whether a file's ids are exactly the test rows' (one each)."""
-    return len(ids) == len(test_ids) and set(id_keys(ids)) == set(id_keys(test_ids))
+    return len(ids) == len(test_ids) and set(id_keys(ids).tolist()) == set(id_keys(test_ids).tolist())
 
 
 def _arrays(task: Task, held: Held, refit: bool) -> dict[str, np.ndarray]:
