@@ -163,9 +163,11 @@ def reserve(
     With `refit_first` (one node leads), a refit that fits only without the blends keeps its room, and
     the blends give way (blends_give_way)."""
     end = ENDING + blend
+    if refit_seconds is None:
+        return end
+    refit = refit_room(refit_seconds)
     if refit_first and blends_give_way(refit_seconds, left, blend):
-        return ENDING + refit_room(refit_seconds or 0.0)
-    refit = 0.0 if refit_seconds is None else refit_room(refit_seconds)
+        return ENDING + refit
     return end + (refit if end + refit <= left else 0.0)
 
 
