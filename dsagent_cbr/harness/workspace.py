@@ -41,7 +41,6 @@ from dsagent_cbr.harness.plan import (
     files_stamp,
     id_key,
     id_keys,
-    keys_of,
     read_text_csv,
 )
 from dsagent_cbr.harness.selection_key import task_seed
@@ -237,7 +236,7 @@ def _csv_files(task: Task, held: Held, refit: bool) -> dict[str, pd.DataFrame | 
 def _renaming(held: Held, own_held_ids: pd.Series) -> dict[str, str]:
     """Each test row's and held row's own id (as id_key gives it) to the id it carries in the workspace.
     A held row whose own id a test row has keeps none of it (it carries a fresh one)."""
-    test = dict(zip(keys_of(held.test_ids), held.test_shown, strict=True))
+    test = dict(zip(held.test_id_keys, held.test_shown, strict=True))
     ours = dict(zip(map(id_key, own_held_ids), held.shown_ids, strict=True))
     return {**ours, **test}
 
