@@ -4,6 +4,7 @@ the sandbox runs it (`python -c <its text>` beside train.py), with the times and
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -66,3 +67,58 @@ def test_what_any_prediction_costs_once_is_not_counted_for_every_row(tmp_path):
     trees, said = trained(tmp_path, "lightgbm-categories", 2_000_000, rows=20_000, deadline=10.0)
     # here 100 on an idle machine and 31 to 75 on a busy one, where 1,000-row probes stopped it before 8
     assert trees > 16, said
+
+
+UNWATCHED = """import os
+import lightgbm as lgb
+import numpy as np
+X = np.random.default_rng(0).normal(size=(2000, 8))
+y = X[:, 0] + np.sin(X[:, 1])
+
+
+def train_model(X, y):
+    return lgb.LGBMRegressor(n_estimators=200, verbose=-1).fit(X, y)  # no validation rows: no early stop
+
+
+if __name__ == "__main__":
+    model = train_model(X[:1600], y[:1600])
+    if os.environ.get("CBR_REFIT"):
+        model = train_model(X, y)
+    booster = model.booster_
+    print("predicts with", booster.best_iteration or booster.current_iteration())
+"""
+
+
+def fitted(folder: Path, deadline: float, first_fit: str | None = None) -> int:
+    """The rounds UNWATCHED's model predicts with, its deadline `deadline` seconds away (a first fit,
+    or a refit told the first fit's rounds)."""
+    (folder / "train.py").write_text(UNWATCHED)
+    env = {"CBR_DEADLINE": f"{time.time() + deadline:.1f}", "PATH": "/usr/bin:/bin"}
+    env |= {"CBR_REFIT": "1", "CBR_FIRST_FIT": first_fit} if first_fit is not None else {}
+    bootstrap = resources.files("dsagent_cbr.untrusted").joinpath("bootstrap.py").read_text(encoding="utf-8")
+    done = subprocess.run([sys.executable, "-c", bootstrap], cwd=folder, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return int(done.stdout.split("predicts with")[-1])
+
+
+@pytest.mark.integration
+def test_a_refit_runs_a_booster_that_watched_no_rows_to_the_scripts_count_past_its_first_fits_deadline(tmp_path):
+    """A booster given no validation rows cannot stop early: where its first fit stopped, the deadline
+    stopped it, and its refit learns the rounds the script asked for (LightGBM's defaults on 1.4 million
+    rows, cut at 52 of 100 rounds, were refit to 52 rounds). Cut short of the first fit's rounds in the
+    refit, it says so, and cbr holds it to them (agent/refit.py's cut_short)."""
+    from dsagent_cbr.agent.refit import cut_short
+    from dsagent_cbr.harness.readers import read_fit_rounds, read_refit_rounds
+
+    first, refit = tmp_path / "first", tmp_path / "refit"
+    first.mkdir(), refit.mkdir()
+    assert fitted(first, deadline=-1) == 1  # the deadline has passed: one round
+    plan = read_fit_rounds(first)
+    assert plan == {"calls": [None], "models": [], "unwatched": [1]}
+    assert fitted(refit, deadline=60, first_fit=json.dumps(plan)) == 200
+    assert read_refit_rounds(refit) == []  # counted, and none cut short
+    # a first fit of all 200 rounds, and a refit its deadline cuts after one
+    assert fitted(first, deadline=60) == 200
+    assert fitted(refit, deadline=-1, first_fit=(first / "cbr_fit_rounds.json").read_text()) == 1
+    assert read_refit_rounds(refit) == [[200, 1]] and cut_short(1.0, 60.0, read_refit_rounds(refit))

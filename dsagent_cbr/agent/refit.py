@@ -72,7 +72,8 @@ def cut_short(wall_time: float, limit: float | None, rounds: list[list[int]] | N
     doctor-visits RMSE 3.634 -> 3.590), as did one that kept 92%. One that kept 2 rounds of 423 scored
     log loss 1.491 against 1.262, and one round on caravan AUROC 0.644 against 0.727. So a cut refit is
     judged like any other when every booster in it built at least KEPT of its first fit's rounds; without
-    a count of its rounds, a refit that reached its deadline is not submitted.
+    a count of its rounds (`rounds` None: no booster, or one the deadline cut with no first fit's count to
+    hold it to), a refit that reached its deadline is not submitted.
 
     A booster also stops before the deadline when predicting with its trees would not end in time. On a
     5M-row table a quick draft's refit built 7 rounds where its validation fit had built 61, ended before
@@ -81,7 +82,7 @@ def cut_short(wall_time: float, limit: float | None, rounds: list[list[int]] | N
     keep a refit from the judge of its test predictions or let a late one on to it."""
     deadline = math.inf if limit is None else limit - predict_room(limit)
     short = bool(rounds) and any(built < KEPT * first for first, built in rounds)
-    return short or (wall_time >= deadline and not rounds)
+    return short or (wall_time >= deadline and rounds is None)
 
 
 def cut(test: float | None, rounds: list[list[int]] | None) -> Refit:

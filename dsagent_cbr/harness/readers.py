@@ -39,9 +39,10 @@ _COPY = 2**20
 
 FEATURE_IMPORTANCE = "cbr_feature_importance.json"  # written beside the predictions by bootstrap.py
 MAX_FEATURES = 1000
-# bootstrap.py: [first fit's rounds, refit's own rounds] per model
+# bootstrap.py: [first fit's rounds, refit's own rounds] per model early-stopped or cut short
 REFIT_ROUNDS = "cbr_refit_rounds.json"
-# bootstrap.py: a first fit's rounds, {"calls": per booster trained, "models": per early-stopped model}
+# bootstrap.py: a first fit's rounds, {"calls": per booster trained, "models": per early-stopped model,
+# "unwatched": per booster trained, the rounds one that watched no validation rows built}
 FIT_ROUNDS = "cbr_fit_rounds.json"
 FitRounds = dict[str, list[int | None]]
 
@@ -358,8 +359,9 @@ def _rounds_schema() -> Any:
 
 
 def read_refit_rounds(folder: Path) -> list[list[int]] | None:
-    """What a refit's early-stopped models kept: [the first fit's rounds, the rounds the refit itself
-    stopped at] per model; None when the refit left no such file or an unreadable one (it only informs)."""
+    """What a refit's early-stopped models kept, and where its deadline cut one that watched no rows
+    short of its first fit's rounds: [the first fit's rounds, the refit's own] per model (empty: none was
+    cut short); None when the refit left no such file or an unreadable one."""
     try:
         return read_json(
             read_bytes(folder, REFIT_ROUNDS, limit=2**16), REFIT_ROUNDS, _rounds_schema()
@@ -370,7 +372,7 @@ def read_refit_rounds(folder: Path) -> list[list[int]] | None:
 
 @cache
 def _fit_rounds_schema() -> Any:
-    from typing import Annotated
+    from typing import Annotated, NotRequired
 
     from pydantic import Field, TypeAdapter
     from typing_extensions import TypedDict  # pydantic's choice before Python 3.12
@@ -378,7 +380,9 @@ def _fit_rounds_schema() -> Any:
     rounds = Annotated[int, Field(gt=0, le=10**7)]  # passed on in the refit's environment
     calls = Annotated[list[rounds | None], Field(max_length=100)]
     models = Annotated[list[rounds], Field(max_length=100)]
-    return TypeAdapter(TypedDict("FitRounds", {"calls": calls, "models": models}))
+    unwatched = NotRequired[calls]
+    fields = {"calls": calls, "models": models, "unwatched": unwatched}
+    return TypeAdapter(TypedDict("FitRounds", fields))
 
 
 def read_fit_rounds(folder: Path) -> FitRounds | None:

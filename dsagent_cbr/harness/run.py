@@ -54,6 +54,7 @@ DEADLINE_VARIABLE = "CBR_DEADLINE"
 END_VARIABLE, PREDICT_ROWS_VARIABLE = "CBR_END", "CBR_PREDICT_ROWS"
 # the rounds the first fit's boosters kept (harness/readers.py's read_fit_rounds), given to its refit
 FIRST_FIT_VARIABLE = "CBR_FIRST_FIT"
+FIT_KEYS = ("calls", "models", "unwatched")
 
 
 def predict_room(limit: float) -> float:
@@ -200,7 +201,7 @@ def refit_environment(refit: bool, first_fit: FitRounds | None) -> dict[str, str
     told = {REFIT_VARIABLE: "1"}
     # re-written from what was read back, never passed on as the script wrote it
     if first_fit is not None:
-        told[FIRST_FIT_VARIABLE] = json.dumps({k: first_fit[k] for k in ("calls", "models")})
+        told[FIRST_FIT_VARIABLE] = json.dumps({k: v for k, v in first_fit.items() if k in FIT_KEYS})
     return told
 
 
