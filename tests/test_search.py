@@ -296,6 +296,26 @@ def test_the_run_s_estimate_does_not_take_the_room_kept_for_the_refit(task, tmp_
     assert order == ["estimate"] and runs.runs[-1][1]  # the refit ran, then the estimate
 
 
+def test_a_leading_node_is_refit_in_the_room_the_policy_keeps_for_it_and_the_search_goes_on(
+        task, tmp_path, monkeypatch):
+    """The first draft took 20 s and leads with 47 s left; the policy keeps room for its refit (a deadline
+    that leaves it 20 s to train, as at the run's end). Asked for 1.5 times that during the search, the
+    refit waited for the end and the search stopped with 47 s left after one node (as a five-minute run on
+    flights-late stopped with 38 s left and its blend's main member not refit). It is refit at once, and
+    the second draft and a blend follow."""
+    monkeypatch.setattr(search_module, "adapt_case", reading_refit)
+    monkeypatch.setattr(search_module, "general_cases", boosters)
+    monkeypatch.setattr(Tree, "blend_seconds", lambda self: 4.0 if self.singles() else 0.0)
+    taking = Taking(monkeypatch, call=0.0, script=5.0, by_marker={"# general\n": 20.0})
+    taking.now = 1000.0
+    runs = taking.executor(executor(noisy_answers(task)))
+    record = develop_search(task, DevelopConfig(iterations=3, budget=72.0), tmp_path, FakeBank(), runs,
+                            clock=Clock(72.0, start=1000.0))
+    assert [r.operator for r in record.rows] == ["draft", "draft", "ensemble"]
+    assert [refit for _, refit in runs.runs[:3]] == [False, False, True]  # the starter, the draft, its refit
+    assert record.refit is not None and record.refit.status == "ok", record.refit
+
+
 class Rounds(FakeExecutor):
     """The 31-leaf draft's run writes down the rounds its booster kept, as the bootstrap does."""
 

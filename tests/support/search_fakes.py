@@ -59,10 +59,11 @@ def insight(n: int) -> Case:
 class Taking:
     """A fake clock for the search: the model's calls and the scripts take the seconds they are given."""
 
-    def __init__(self, monkeypatch, call: float, script: float) -> None:
+    def __init__(self, monkeypatch, call: float, script: float, by_marker: dict[str, float] | None = None) -> None:
         from types import SimpleNamespace
 
         self.now, self.call, self.script = 0.0, call, script
+        self.by_marker = by_marker or {}  # a script holding one of these markers takes its seconds instead
         monkeypatch.setattr(clock_module, "time", SimpleNamespace(monotonic=lambda: self.now))
 
     def model(self, replies: dict) -> FakeModel:
@@ -78,9 +79,10 @@ class Taking:
     def executor(self, inner: FakeExecutor) -> FakeExecutor:
         clock, run = self, inner.run
 
-        def timed(*args, **kwargs):
-            clock.now += clock.script
-            return dataclasses.replace(run(*args, **kwargs), wall_time=clock.script)
+        def timed(code, *args, **kwargs):
+            took = next((t for marker, t in clock.by_marker.items() if marker in code), clock.script)
+            clock.now += took
+            return dataclasses.replace(run(code, *args, **kwargs), wall_time=took)
 
         inner.run = timed
         return inner
