@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 from conftest import prepared
-from support.fakes import FakeBank, FakeExecutor
+from support.fakes import FakeBank, FakeExecutor, Graded
 from support.search_fakes import (
     STARTER,
     Overlapping,
@@ -314,6 +314,22 @@ def test_a_leading_node_is_refit_in_the_room_the_policy_keeps_for_it_and_the_sea
     assert [r.operator for r in record.rows] == ["draft", "draft", "ensemble"]
     assert [refit for _, refit in runs.runs[:3]] == [False, False, True]  # the starter, the draft, its refit
     assert record.refit is not None and record.refit.status == "ok", record.refit
+
+
+def test_the_floor_is_refit_during_the_search_once_the_drafts_and_the_leader_are(task, tmp_path, monkeypatch):
+    """The final choice may take the floor over the last blend (submitted_choice), which is known only once
+    the last blend is made; its refit, LightGBM's defaults on every labelled row, is made during the search,
+    after the leader's, so that it is ready then."""
+    general = boosters(task)[0]
+    floor = next(c for c in search_module.general_cases(task) if c.task_name == FLOOR_CASE)
+    monkeypatch.setattr(search_module, "adapt_case", reading_refit)
+    monkeypatch.setattr(search_module, "general_cases", lambda task: [general, floor])
+    monkeypatch.setattr(Search, "last_ensemble", lambda self, t: "")  # a blend would have its members refit late
+    runs = executor(noisy_answers(task))
+    runs.grades = {f"# {FLOOR_CASE}": Graded(selection=6.0, test=6.5), **runs.grades}  # behind the draft (5.0)
+    develop_search(task, DevelopConfig(iterations=2), tmp_path, FakeBank(), runs)
+    refit = [code.split("\n")[0] for code, refit in runs.runs if refit]
+    assert refit == ["import os  # general", f"import os  # {FLOOR_CASE}"]  # the leader's, then the floor's
 
 
 class Rounds(FakeExecutor):
