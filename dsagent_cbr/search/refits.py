@@ -83,14 +83,21 @@ class Refits:
         return None
 
     def _candidates(self, drafted: bool) -> list[Row]:
-        """The leading nodes, then, once the drafts are done, the floor (LightGBM's defaults): the final
-        choice takes it over the last blend when its own selection score is better (submitted_choice),
-        which only the last blend can tell. In both five-minute runs of military-gender it was so taken,
-        with 11 and 17 s left for its 10-s refit, and its first fit, learnt from 80% of the rows, was
-        submitted in place of LightGBM's defaults on all of them."""
+        """The leading nodes, then, once the drafts are done, the floor (LightGBM's defaults) while no
+        blend has scored better: the final choice takes it over the last blend when its own selection
+        score is better (submitted_choice), which only the last blend can tell. In both five-minute runs
+        of military-gender it was so taken, with 11 and 17 s left for its 10-s refit, and its first fit,
+        learnt from 80% of the rows, was submitted in place of LightGBM's defaults on all of them."""
         floor = self.tree.floor() if drafted else None
         leading = self.tree.leading()
-        return leading if floor is None or floor in leading else [*leading, floor]
+        if floor is None or floor in leading or self._blend_beats(floor):
+            return leading
+        return [*leading, floor]
+
+    def _blend_beats(self, node: Row) -> bool:
+        better = self.run.task.metric.better
+        blends = (r for r in self.tree.rows if r.operator == Operator.ENSEMBLE)
+        return any(better(r.score, node.score) for r in blends if r.score is not None)
 
     def _fits(self, node: Row, need: float, searching: bool = True, blended: bool = True) -> bool:
         """The node's script reads the refit's variable, and `need` seconds of training fit before the
