@@ -106,8 +106,9 @@ def fitted(folder: Path, deadline: float, first_fit: str | None = None) -> int:
 def test_a_refit_runs_a_booster_that_watched_no_rows_to_the_scripts_count_past_its_first_fits_deadline(tmp_path):
     """A booster given no validation rows cannot stop early: where its first fit stopped, the deadline
     stopped it, and its refit learns the rounds the script asked for (LightGBM's defaults on 1.4 million
-    rows, cut at 52 of 100 rounds, were refit to 52 rounds). Cut short of the first fit's rounds in the
-    refit, it says so, and cbr holds it to them (agent/refit.py's cut_short)."""
+    rows, cut at 52 of 100 rounds, were refit to 52 rounds), up to twice the first fit's rounds. Cut short
+    of the first fit's rounds in the refit, it says so, and cbr holds it to them (agent/refit.py's
+    cut_short)."""
     from dsagent_cbr.agent.refit import cut_short
     from dsagent_cbr.harness.readers import read_fit_rounds, read_refit_rounds
 
@@ -115,9 +116,11 @@ def test_a_refit_runs_a_booster_that_watched_no_rows_to_the_scripts_count_past_i
     first.mkdir(), refit.mkdir()
     assert fitted(first, deadline=-1) == 1  # the deadline has passed: one round
     plan = read_fit_rounds(first)
-    assert plan == {"calls": [None], "models": [], "unwatched": [1]}
-    assert fitted(refit, deadline=60, first_fit=json.dumps(plan)) == 200
+    assert plan == {"calls": [None], "models": [], "unwatched": [1]}  # it did not stop early
+    # refit to the script's 200 rounds, or at most twice the first fit's (bootstrap.RUN_ON)
+    assert fitted(refit, deadline=60, first_fit=json.dumps(plan | {"unwatched": [150]})) == 200
     assert read_refit_rounds(refit) == []  # counted, and none cut short
+    assert fitted(refit, deadline=60, first_fit=json.dumps(plan | {"unwatched": [60]})) == 120
     # a first fit of all 200 rounds, and a refit its deadline cuts after one
     assert fitted(first, deadline=60) == 200
     assert fitted(refit, deadline=-1, first_fit=(first / "cbr_fit_rounds.json").read_text()) == 1

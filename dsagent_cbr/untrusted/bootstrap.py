@@ -56,6 +56,10 @@ TRAINED, PLANNED = [], []
 BUILT, PLANNED_BUILT, SHORT = [], [], []
 # the refit's boosters that its deadline cut with no count of the first fit's to hold them to
 UNCOUNTED = []
+# the refit of a booster that watched no rows stops at this many times its first fit's rounds, if the
+# script's count is more: a script that asked for millions of rounds would otherwise train until the
+# refit's deadline, however short its first fit (the floor's 52 rounds become its 100)
+RUN_ON = 2
 CUT = []  # the rounds at which the deadline stopped the booster training now
 REFITTING = []  # not empty while the refit's own fit trains (not its validation fit)
 STAND_IN = object()
@@ -332,16 +336,18 @@ def _with_callbacks(train, deadline, stop_at):
 
     @functools.wraps(train)
     def wrapped(*args, **kwargs):
+        watched = bool(_validation(args, kwargs))
         planned = _planned_rounds()
         # both libraries take (params, training set, ...): the set's rows time the predictions
         learnt = args[1] if len(args) > 1 else kwargs.get("train_set", kwargs.get("dtrain"))
         ours = [deadline(learnt)] if DEADLINE else []
-        ours += [stop_at(planned)] if planned else []
+        stop = planned or _run_on(watched)
+        ours += [stop_at(stop)] if stop else []
         kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), *ours]
         CUT.clear()
         booster = train(*args, **kwargs)
         with contextlib.suppress(Exception):
-            _count(booster, watched=bool(_validation(args, kwargs)), planned=planned)
+            _count(booster, watched=watched, planned=planned)
         return booster
 
     return wrapped
@@ -371,6 +377,13 @@ def _count(booster, watched, planned):
 
 def _at(values, k):
     return values[k] if k < len(values) else None
+
+
+def _run_on(watched):
+    """Where the refit's booster about to train stops, when it watches no rows: RUN_ON times its first
+    fit's rounds (None: where the script says)."""
+    first = None if watched or not REFITTING else _at(PLANNED_BUILT, len(BUILT))
+    return RUN_ON * first if first else None
 
 
 def _planned_rounds():
