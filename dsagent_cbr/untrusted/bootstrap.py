@@ -338,16 +338,18 @@ def _with_callbacks(train, deadline, stop_at):
     def wrapped(*args, **kwargs):
         watched = bool(_validation(args, kwargs))
         planned = _planned_rounds()
+        # in the refit, the first fit's rounds: its stopping point, or what one that watched no rows built
+        first = planned if watched else _at(PLANNED_BUILT, len(BUILT))
         # both libraries take (params, training set, ...): the set's rows time the predictions
         learnt = args[1] if len(args) > 1 else kwargs.get("train_set", kwargs.get("dtrain"))
         ours = [deadline(learnt)] if DEADLINE else []
-        stop = planned or _run_on(watched)
+        stop = planned or (RUN_ON * first if first else None)
         ours += [stop_at(stop)] if stop else []
         kwargs["callbacks"] = [*(kwargs.get("callbacks") or []), *ours]
         CUT.clear()
         booster = train(*args, **kwargs)
         with contextlib.suppress(Exception):
-            _count(booster, watched=watched, planned=planned)
+            _count(booster, watched, first)
         return booster
 
     return wrapped
@@ -358,15 +360,14 @@ def _validation(args, kwargs):
     return args[3] if len(args) > 3 else kwargs.get("valid_sets", kwargs.get("evals"))
 
 
-def _count(booster, watched, planned):
+def _count(booster, watched, first):
     """Write down the rounds `booster` kept (TRAINED) and, when it watched no validation rows, built
-    (BUILT); in the refit, whether the deadline cut it short of its first fit's rounds."""
+    (BUILT); in the refit, whether the deadline cut it short of its first fit's rounds (`first`)."""
     built = None if watched else _built(booster)
     if built and _library(booster) == "lightgbm":
         booster.best_iteration = 0  # LightGBM took the deadline's stop for an early one: all its trees predict
     if REFITTING:
-        # a watched booster's count is the first fit's stopping point: _reuse_stopping pairs them
-        first = planned if watched else _at(PLANNED_BUILT, len(BUILT))
+        # a watched booster's pair (its first fit's stopping point) is _reuse_stopping's
         if CUT and not first:
             UNCOUNTED.append(CUT[-1])
         elif built and built < first:
@@ -379,18 +380,11 @@ def _at(values, k):
     return values[k] if k < len(values) else None
 
 
-def _run_on(watched):
-    """Where the refit's booster about to train stops, when it watches no rows: RUN_ON times its first
-    fit's rounds (None: where the script says)."""
-    first = None if watched or not REFITTING else _at(PLANNED_BUILT, len(BUILT))
-    return RUN_ON * first if first else None
-
-
 def _planned_rounds():
     """The rounds the booster about to train stops at; None: where the script says."""
     if PLANNED[:1] == [STAND_IN]:
         return 1
-    return PLANNED[len(TRAINED)] if len(TRAINED) < len(PLANNED) else None
+    return _at(PLANNED, len(TRAINED))
 
 
 def _guard_lightgbm():
