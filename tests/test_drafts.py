@@ -120,7 +120,8 @@ def test_the_quick_and_deep_drafts_learn_every_category_as_codes_where_the_first
     X, y = data.drop(columns=["id", *task.target]), data[task.target[0]]
 
     def table(case_name: str) -> pd.DataFrame:
-        case = next(c for c in general_cases(task) if c.task_name == case_name)
+        drafted = general_cases(task)  # and XGBoost as deep_next grows it
+        case = next(c for c in [*drafted, *map(drafts.deepened, drafted)] if c.task_name == case_name)
         scope: dict = {"__name__": "adapted"}
         exec(compile(adapt_case(case, task)["code"], "adapted.py", "exec"), scope)  # our own draft
         model = scope["train_model"](X[:500], y[:500], X[500:], y[500:])
@@ -128,7 +129,7 @@ def test_the_quick_and_deep_drafts_learn_every_category_as_codes_where_the_first
 
     for keeps in ("general", "general-default"):
         assert isinstance(table(keeps)["meal"].dtype, pd.CategoricalDtype)
-    for codes in ("general-quick", "general-deep"):
+    for codes in ("general-quick", "general-deep", "general-deep-xgboost"):
         drafted = table(codes)
         assert drafted["meal"].dtype == float and drafted.dtypes.map(pd.api.types.is_numeric_dtype).all()
 
@@ -140,8 +141,12 @@ def test_the_deep_draft_comes_next_when_the_31_leaf_booster_kept_thousands_of_ro
     monkeypatch.setattr(drafts, "CATBOOST_ROWS", 100)
     cases = general_cases(prepared("hotel-rates"))
     moved = drafts.deep_next(cases, 3, [drafts.DEEP_SIGNAL])
+    # and XGBoost, still to come, grows as many leaves over the same codes
     assert moved is not None and [c.task_name for c in moved] == [
-        "general-quick", "general-default", "general", "general-deep", "general-xgboost"]
+        "general-quick", "general-default", "general", "general-deep", "general-deep-xgboost"]
+    xgboost = moved[4].script
+    assert "max_leaves=255," in xgboost and "CODES_ABOVE = -1" in xgboost and "xgb.XGBRegressor(" in xgboost
+    assert drafts.in_order(cases, [c.task_name for c in moved]) == moved  # as a resume reads the order back
     assert [c.task_name for c in drafts.deep_next(cases, 3, [None])][3] == "general-deep"  # ran every round
     assert drafts.deep_next(cases, 3, [drafts.DEEP_SIGNAL - 1]) is None
     assert drafts.deep_next(cases, 5, [drafts.DEEP_SIGNAL]) is None  # the deep draft was taken already

@@ -347,12 +347,12 @@ class Rounds(FakeExecutor):
         return result
 
 
-@pytest.mark.parametrize(("rounds", "order"), [(3000, ["general", "general-deep", "general-xgboost"]),
+@pytest.mark.parametrize(("rounds", "order"), [(3000, ["general", "general-deep", "general-deep-xgboost"]),
                                                (1000, ["general", "general-xgboost", "general-deep"])])
 def test_a_31_leaf_draft_that_kept_thousands_of_rounds_has_the_deep_draft_next(task, tmp_path, monkeypatch,
                                                                                rounds, order):
-    """Still learning after thousands of rounds, the booster wants larger trees (drafts.DEEP_SIGNAL); a
-    resume drafts in the order the run did, without running anything again."""
+    """Still learning after thousands of rounds, the booster wants larger trees (drafts.DEEP_SIGNAL), and
+    XGBoost grows them too; a resume drafts in the order the run did, without running anything again."""
     first, xgboost = boosters(task)
     deep = dataclasses.replace(first, task_name="general-deep")
     monkeypatch.setattr(search_module, "adapt_case", fake_adapter)

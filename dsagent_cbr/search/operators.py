@@ -28,7 +28,7 @@ from dsagent_cbr.harness.readers import ArtefactError, read_fit_rounds
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.search import ensemble, tuning
-from dsagent_cbr.search.drafts import FLOOR_CASE, GENERAL, deep_next, general_cases
+from dsagent_cbr.search.drafts import FLOOR_CASE, GENERAL, deep_next, general_cases, in_order
 from dsagent_cbr.search.parallel import Turns
 from dsagent_cbr.search.tree import Tree, tuned_from
 
@@ -109,8 +109,7 @@ class Operators:
 
             names = self.run.journal.step(t, "drafts", order)
             if names:
-                by_name = {c.task_name: c for c in self.general}
-                self.general = [by_name[name] for name in names]
+                self.general = in_order(self.general, names)
 
     def transplant(self, row: Row, case: Case) -> None:
         """Draft or transplant: a case fitted to the task by the structural adapter, then run."""
