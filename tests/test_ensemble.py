@@ -1,5 +1,5 @@
-"""The search's ensemble: its blend, its weights chosen on one half of the selection rows and judged on
-the other (real grading on a real task's held-back rows), and its script run in the real sandbox."""
+"""The search's ensemble: its blend, each fold of the selection rows judged with weights chosen on the
+others (real grading on a real task's held-back rows), and its script run in the real sandbox."""
 
 from __future__ import annotations
 
@@ -55,23 +55,27 @@ def test_the_blend_is_graded_on_rows_that_did_not_choose_its_weights(task, tmp_p
     alone = [rmse(y, m.values[held.test_rows:, 0]) for m in found[:2]]
     assert made.grades.selection < min(alone)
     written = pd.read_csv(tmp_path / "a" / task.predictions)["compressive_strength"].to_numpy()[held.test_rows:]
-    first, second = ensemble.split(held.rows, 0)
-    for rows, weights in ((first, made.halves[1]), (second, made.halves[0])):  # each half by the other's weights
+    # few selection rows: more folds, so that each fold's weights are chosen on more of them
+    folds = ensemble.split(held.rows, 0, ensemble.FEW_FOLDS)
+    assert held.rows < ensemble.FEW_ROWS and len(made.folds) == ensemble.FEW_FOLDS
+    for rows, weights in zip(folds, made.folds, strict=True):  # each fold by the weights the others chose
         mixed = sum(w * found[k - 1].values[held.test_rows:, 0][rows] for k, w in weights.items())
         assert np.allclose(written[rows], mixed)
     assert made.grades.selection == pytest.approx(rmse(y, written))
-    # taking the best single node instead, cross-fitted on the same halves: the best on each half predicts the other
+    # taking the best single node instead, cross-fitted on the same folds: the best on the others predicts each
     taken = np.empty(held.rows)
-    for rows, other in ((first, second), (second, first)):
-        best = min(found[:2], key=lambda m: rmse(y[other], m.values[held.test_rows:, 0][other]))
+    for rows in folds:
+        others = np.setdiff1d(np.arange(held.rows), rows)
+        best = min(found[:2], key=lambda m: rmse(y[others], m.values[held.test_rows:, 0][others]))
         taken[rows] = best.values[held.test_rows:, 0][rows]
     assert made.single == pytest.approx(rmse(y, taken)) and made.single > made.grades.selection
-    # the weights one half chose do not move when the other half's labels change
+    # a fold's weights do not move when its own labels change; the other folds' do
     answers = held.answers.copy()
-    answers.loc[second, "compressive_strength"] = "0"
+    answers.loc[folds[1], "compressive_strength"] = "0"
     again = ensemble.make(task, dataclasses.replace(held, answers=answers), ids, found, seed=0,
                           workspace=tmp_path / "b")
-    assert again.halves[0] == made.halves[0] and again.halves[1] != made.halves[1]
+    assert again.folds[1] == made.folds[1] and again.folds[0] != made.folds[0]
+    assert ensemble.fold_count(ensemble.FEW_ROWS) == 2  # many selection rows: two folds, a quarter of the scoring
 
 
 @pytest.mark.integration
@@ -169,7 +173,7 @@ def test_adapted_nodes_write_probabilities_that_the_blend_and_its_script_average
 
 @pytest.mark.parametrize("name", ["concrete-strength", "titanic-survival", "trump-tweets-device", "tweet-sentiment"])
 def test_a_selection_score_without_the_merge_is_the_grader_s(name):
-    """The ensemble scores hundreds of blends on halves of the selection rows: predictions it made in the
+    """The ensemble scores hundreds of blends on parts of the selection rows: predictions it made in the
     answers' order skip the merge by id, and score what the merge would."""
     from dsagent_cbr.harness.grading import KEY, _score_csv, prediction_columns, score_selection
 

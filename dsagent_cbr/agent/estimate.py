@@ -1,7 +1,7 @@
 """How far the run's selection score can be trusted, for the summary and the report: the selected
 script's score with its bootstrap interval over the selection rows, and whether the next best script can
 be told apart from it on them (harness/uncertainty.py). A blend's selection score is cross-fitted (each
-half of the rows graded with the other's weights), not what its predictions file holds: it gets neither."""
+fold of the rows graded with the weights the others chose), not what its predictions file holds: it gets neither."""
 
 from __future__ import annotations
 

@@ -171,7 +171,7 @@ def typed_answers(held: Held, id_column: str) -> tuple[pd.DataFrame, bool]:
 
 def score_selection(task: Task, held: Held, values: np.ndarray, rows: np.ndarray) -> float | None:
     """The score of predictions `values` for some of the selection rows (`rows`: their positions in
-    `held`): what the search's ensemble chooses its weights on, one half of the rows at a time."""
+    `held`): what the search's ensemble chooses its weights on, most of the rows at a time."""
     import pandas as pd
 
     if task.data_format == "npy":

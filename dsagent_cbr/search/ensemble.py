@@ -2,12 +2,13 @@
 wrote, and judged on rows that did not choose it.
 
 Every graded node predicted the selection rows beside the test rows. The selection rows are split in
-two halves (seeded); on each half, greedy forward selection with replacement (Caruana et al., 2004)
-picks members and weights from the nodes best on that half; each half's rows are then predicted with
-the weights the *other* half chose. The ensemble's selection score is graded on these cross-fitted
-predictions, so no row judges weights it chose, and the score is on the same rows as a single node's.
-The test rows take the mean of the two halves' weights. The node's script (untrusted/blend.py) runs
-its members and blends them with those weights: what a user re-runs is what was graded.
+folds (seeded): two, or FEW_FOLDS where the rows are few. For each fold, greedy forward selection with
+replacement (Caruana et al., 2004) picks members and weights on the other folds' rows, from the nodes
+best there; the fold's rows are then predicted with those weights. The ensemble's selection score is
+graded on these cross-fitted predictions, so no row judges weights it chose, and the score is on the
+same rows as a single node's. The test rows take the mean of the folds' weights. The node's script
+(untrusted/blend.py) runs its members and blends them with those weights: what a user re-runs is what
+was graded.
 
 Labels (accuracy) are blended by the members' class probabilities where every member wrote them (an
 adapted case's shim does), so that a sure member outweighs unsure ones; otherwise by a weighted vote.
@@ -16,8 +17,8 @@ only where their best classes are the labels it submitted (else their rows may n
 
 A single node's selection score is the best of many on the rows that chose it, so it overstates how
 the node does on new rows; the blend's does not. To choose between them on equal terms, the procedure
-"take the best single node" is cross-fitted on the same halves (the best node on each half predicts
-the other half) and graded beside the blend: `Blend.single`."""
+"take the best single node" is cross-fitted on the same folds (the best node on the other folds' rows
+predicts each fold) and graded beside the blend: `Blend.single`."""
 
 from __future__ import annotations
 
@@ -50,8 +51,12 @@ from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.untrusted.blend import blend
 
 ROUNDS = 10  # greedy steps: the weights are multiples of 1/ROUNDS
-POOL = 8  # candidates on each half: each family's best node on it, then the next best nodes
-FEWEST_ROWS = 40  # selection rows below which halves are too small to choose weights on
+POOL = 8  # candidates for each fold: each family's best node on the rows that choose, then the next best
+FEWEST_ROWS = 40  # selection rows below which the folds are too small to choose weights on
+# fewer selection rows than FEW_ROWS are cut in FEW_FOLDS folds: replayed on the last blends of eleven such
+# runs, the final choice scored better on test in ten, each fold's weights resting on more rows
+# (docs/decisions/blend-folds.md)
+FEW_ROWS, FEW_FOLDS = 5_000, 5
 MAX_CLASSES = 1000  # class-probability columns read back
 # share of rows whose best-scored class must be the submitted label for scores to be used
 SCORES_AGREE = 0.9
@@ -166,10 +171,10 @@ def class_scores(
 
 @dataclass(frozen=True)
 class Blend:
-    weights: dict[int, float]  # member iteration -> weight, the two halves' mean
-    halves: list[dict[int, float]]  # the weights each half chose
+    weights: dict[int, float]  # member iteration -> weight, the folds' mean
+    folds: list[dict[int, float]]  # each fold's weights, chosen on the other folds' rows
     grades: Grades  # the selection score graded on cross-fitted predictions
-    # the selection score of taking the best single node, cross-fitted on the same halves
+    # the selection score of taking the best single node, cross-fitted on the same folds
     single: float | None
 
 
@@ -182,33 +187,35 @@ def make(
     workspace: Path,
     families: dict[int, int] | None = None,
 ) -> Blend:
-    """Choose weights on each half, write the blended predictions (rows `ids`) into `workspace` and
-    grade them. `families`: each member's family (the node its tunes grew from), by iteration."""
+    """Choose weights for each fold on the other folds' rows, write the blended predictions (rows `ids`)
+    into `workspace` and grade them. `families`: each member's family (the node its tunes grew from), by
+    iteration."""
     vote = task.metric.name == "accuracy"
-    halves = split(held.rows, seed)
+    folds = split(held.rows, seed, fold_count(held.rows))
+    choosers = [np.setdiff1d(np.arange(held.rows), rows) for rows in folds]
     alone = [
         [
             _score(task, held, members, np.eye(len(members))[i], rows, vote)
             for i in range(len(members))
         ]
-        for rows in halves
-    ]  # each member's score on each half
+        for rows in choosers
+    ]  # each member's score on the rows that choose each fold's weights
     kin = [(families or {}).get(m.iteration, m.iteration) for m in members]
     chosen = [
         _greedy(task, held, members, rows, vote, _pool(scores, task.direction, kin))
-        for rows, scores in zip(halves, alone, strict=True)
+        for rows, scores in zip(choosers, alone, strict=True)
     ]
     firsts = [np.eye(len(members))[_order(scores, task.direction)[0]] for scores in alone]
     single = score_selection(
-        task, held, _cross_fitted(members, held, halves, firsts, vote), np.arange(held.rows)
+        task, held, _cross_fitted(members, held, folds, firsts, vote), np.arange(held.rows)
     )
-    mean = (chosen[0] + chosen[1]) / 2
+    mean = sum(chosen) / len(chosen)
     test = combine(members, mean, np.arange(held.test_rows), vote)
     _write(
         task,
         held,
         ids,
-        np.concatenate([test, _cross_fitted(members, held, halves, chosen, vote)]),
+        np.concatenate([test, _cross_fitted(members, held, folds, chosen, vote)]),
         workspace,
     )
     return Blend(
@@ -222,16 +229,16 @@ def make(
 def _cross_fitted(
     members: list[Member],
     held: Held,
-    halves: list[np.ndarray],
+    folds: list[np.ndarray],
     weights: list[np.ndarray],
     vote: bool,
 ) -> np.ndarray:
-    """The selection rows' predictions, each half blended with the weights the other half chose."""
+    """The selection rows' predictions, each fold blended with the weights the other folds chose."""
     judged = [
         combine(members, w, held.test_rows + rows, vote)
-        for rows, w in zip(halves, reversed(weights), strict=True)
+        for rows, w in zip(folds, weights, strict=True)
     ]
-    return np.concatenate(judged)[np.argsort(np.concatenate(halves))]
+    return np.concatenate(judged)[np.argsort(np.concatenate(folds))]
 
 
 def combine(members: list[Member], weights: np.ndarray, rows: np.ndarray, vote: bool) -> np.ndarray:
@@ -256,9 +263,15 @@ def soft(members: list[Member], vote: bool) -> bool:
     )
 
 
-def split(rows: int, seed: int) -> list[np.ndarray]:
-    """The selection rows' two halves, as positions."""
-    return np.array_split(np.random.default_rng(seed).permutation(rows), 2)
+def split(rows: int, seed: int, folds: int = 2) -> list[np.ndarray]:
+    """The selection rows in `folds` parts, as positions."""
+    return np.array_split(np.random.default_rng(seed).permutation(rows), folds)
+
+
+def fold_count(rows: int) -> int:
+    """Folds for `rows` selection rows: more where they are few, so that each fold's weights are chosen
+    on more of them."""
+    return FEW_FOLDS if rows < FEW_ROWS else 2
 
 
 def _named(members: list[Member], weights: np.ndarray) -> dict[int, float]:

@@ -365,7 +365,7 @@ def submitted_choice(
     floor: Row | None,
     better: Callable[[float | None, float | None], bool],
 ) -> Row:
-    """The last blend, unless taking the best single node did better on the same cross-fitted halves of
+    """The last blend, unless taking the best single node did better on the same cross-fitted folds of
     the selection rows (`alone`: a single node's own selection score is the best of many on the rows that
     chose it, so it cannot be set against a blend's: ensemble.py). Then the floor, LightGBM's defaults,
     when its own selection score beats that choice's: it was drafted, not chosen by its score, so that

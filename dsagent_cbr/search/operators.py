@@ -165,15 +165,17 @@ class Operators:
         if "error" in made:
             row.status, row.error = Status.NOT_BLENDED, str(made["error"])
             return
-        mean, one, other = (
-            {int(k): v for k, v in w.items()} for w in (made["weights"], *made["halves"])
+        mean, *folds = (
+            {int(k): v for k, v in w.items()}
+            # "halves": what a run journaled before the folds
+            for w in (made["weights"], *made.get("folds", made.get("halves", [])))
         )
         row.members = mean
         row.step = "ensemble of " + ", ".join(f"node {k} ({w:g})" for k, w in mean.items())
         row.log = (
-            f"Blended {len(mean)} node(s): weights chosen on one half of the selection rows ({one}) and "
-            f"on the other ({other}), each half graded with the other's weights; the best single node "
-            f"of each half, graded on the other, scores {made.get('single')}"
+            f"Blended {len(mean)} node(s): the selection rows in {len(folds)} folds, each graded with "
+            f"weights chosen on the others' rows ({'; '.join(map(str, folds))}); the best single node "
+            f"on the others' rows, graded on each fold, scores {made.get('single')}"
         )
         try:
             result = RunResult.from_dict(made.get("result"))
@@ -230,7 +232,7 @@ class Operators:
         )
         return {
             "weights": made.weights,
-            "halves": made.halves,
+            "folds": made.folds,
             "single": made.single,
             "result": result.to_dict(),
         }
