@@ -36,7 +36,7 @@ from dsagent_cbr.errors import BudgetExceeded, Cancelled
 from dsagent_cbr.search import operators as search_module
 from dsagent_cbr.search.drafts import FLOOR_CASE
 from dsagent_cbr.search.loop import Search, develop_search, submitted_choice
-from dsagent_cbr.search.policy import ENDING, REFIT_ROOM
+from dsagent_cbr.search.policy import ENDING, EXTRA_SHARE, REFIT_ROOM
 from dsagent_cbr.search.tree import Tree
 from dsagent_cbr.tasks.metrics import get_metric
 
@@ -330,6 +330,32 @@ def test_the_floor_is_refit_during_the_search_once_the_drafts_and_the_leader_are
     develop_search(task, DevelopConfig(iterations=2), tmp_path, FakeBank(), runs)
     refit = [code.split("\n")[0] for code, refit in runs.runs if refit]
     assert refit == ["import os  # general", f"import os  # {FLOOR_CASE}"]  # the leader's, then the floor's
+
+
+class Limits(FakeExecutor):
+    """Writes down the time limit each first fit was given, by its script's first line."""
+
+    def __init__(self, task) -> None:
+        super().__init__(executor().grades, predictions=noisy_answers(task))
+        self.limits: dict[str, float | None] = {}
+
+    def run(self, code, folder, refit=False, timeout=None, cancel=None, first_fit=None):
+        if not refit:
+            self.limits[code.split("\n")[0]] = timeout
+        return super().run(code, folder, refit, timeout, cancel)
+
+
+def test_a_draft_there_for_the_blends_variety_runs_for_a_share_of_the_budget_at_most(task, tmp_path, monkeypatch):
+    """CatBoost's draft took 120 s of a five-minute run on diamonds-cut, still learning, and weighed 0.05 in
+    the blend; it now stops at a fifth of the budget and keeps what it learned, where the boosters that
+    lead have what is left."""
+    first = boosters(task)[0]
+    catboost = dataclasses.replace(first, task_name="general-catboost")
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    monkeypatch.setattr(search_module, "general_cases", lambda task: [first, catboost])
+    runs = Limits(task)
+    develop_search(task, DevelopConfig(iterations=2, budget=300.0), tmp_path, FakeBank(), runs)
+    assert runs.limits["import os  # general-catboost"] <= EXTRA_SHARE * 300.0 < runs.limits["import os  # general"]
 
 
 class Rounds(FakeExecutor):

@@ -210,6 +210,7 @@ _FOREST = '''    # trees are added 25 at a time, up to 300, and none once the ha
 # (85 s on one core): 1,000 at most. Its refit (CBR_FIT=refit) trains the first fit's early-stopped trees on
 # every row, as the bootstrap has LightGBM and XGBoost do.
 CATBOOST_ROWS = 50_000
+EXTRAS = ("forest", "catboost")  # drafted for the blend's variety: the boosters lead
 _CATBOOST = '''    table, categories = text_categories(design(X_train, spec))
     refit = os.environ.get("CBR_FIT") == "refit" and FIRST_TREES
     model = CatBoostRegressor(iterations=FIRST_TREES[0] if refit else 1000, learning_rate=0.1, depth=6,
@@ -421,6 +422,11 @@ def _learners(task: Task) -> list[str]:
         # (262,000 and 1.4 million rows) it took 44 to 81 s, and no blend gave it any weight
         return ["quick", FLOOR, "", *linear, "xgboost", *deep, *([] if deep else forest)]
     return ["", FLOOR, *linear, "xgboost", *forest]
+
+
+def is_extra(case: Case) -> bool:
+    """A draft of a learner that is there for the blend's variety, not to lead (policy.EXTRA_SHARE)."""
+    return case.task_name in {f"{GENERAL}-{learner}" for learner in EXTRAS}
 
 
 def _catboost_fits(task: Task) -> bool:

@@ -28,8 +28,16 @@ from dsagent_cbr.harness.readers import ArtefactError, read_fit_rounds
 from dsagent_cbr.harness.result import RunResult
 from dsagent_cbr.sandbox.scratch import clear_folder
 from dsagent_cbr.search import ensemble, tuning
-from dsagent_cbr.search.drafts import FLOOR_CASE, GENERAL, deep_next, general_cases, in_order
+from dsagent_cbr.search.drafts import (
+    FLOOR_CASE,
+    GENERAL,
+    deep_next,
+    general_cases,
+    in_order,
+    is_extra,
+)
 from dsagent_cbr.search.parallel import Turns
+from dsagent_cbr.search.policy import EXTRA_SHARE
 from dsagent_cbr.search.tree import Tree, tuned_from
 
 
@@ -58,12 +66,16 @@ class Operators:
         # the model's nodes written beside the plain ones (--parallel 1) run their scripts in turn with theirs
         self.cores = Turns(scripts_take_turns)
 
-    def execute(self, t: int, code: str, *, first: bool = False) -> RunResult:
-        """Node t's script, run within what is left of the budget; killed if the run stops meanwhile.
-        `first`: a model node's, which goes before the plain scripts waiting for the cores."""
+    def execute(
+        self, t: int, code: str, *, first: bool = False, most: float | None = None
+    ) -> RunResult:
+        """Node t's script, run within what is left of the budget, and within `most` seconds if given;
+        killed if the run stops meanwhile. `first`: a model node's, which goes before the plain scripts
+        waiting for the cores."""
         with self.cores.turn(first):  # the limit is worked out once the script has the cores
             self.run.open_for(t, halted=True)
             limit = self.clock.limit(self.tree.reserve(self.clock))
+            limit = limit if most is None or limit is None else min(limit, most)
             result = self.run.execute(t, 0, code, timeout=limit, cancel=self.run.halt)
             self.tree.results[t] = result
         return result
@@ -85,7 +97,10 @@ class Operators:
         elif row.operator == Operator.ENSEMBLE:
             self.ensemble(row)
         elif row.operator == Operator.DRAFT:
-            self.transplant(row, self._draft(row))
+            case = self._draft(row)
+            budget = self.clock.budget
+            extra = is_extra(case) and budget is not None
+            self.transplant(row, case, most=EXTRA_SHARE * budget if extra else None)
         else:
             self.transplant(row, self.cases[self.tree.taken(row.operator, row.iteration) - 1])
 
@@ -111,8 +126,9 @@ class Operators:
             if names:
                 self.general = in_order(self.general, names)
 
-    def transplant(self, row: Row, case: Case) -> None:
-        """Draft or transplant: a case fitted to the task by the structural adapter, then run."""
+    def transplant(self, row: Row, case: Case, most: float | None = None) -> None:
+        """Draft or transplant: a case fitted to the task by the structural adapter, then run (within
+        `most` seconds, if given)."""
         run, t = self.run, row.iteration
         row.case = case.task_name or case.id
         row.step = f"{row.operator} {row.case}"
@@ -121,7 +137,7 @@ class Operators:
         if "error" in adapted:
             row.status, row.error = Status.NOT_ADAPTABLE, adapted["error"]
             return
-        result = self.execute(t, adapted["code"])
+        result = self.execute(t, adapted["code"], most=most)
         notes = "; ".join(adapted["notes"]) or "same task type"
         row.log = f"Adapted {row.case} ({notes}): {result.feedback().splitlines()[0]}"
         run.consider(row, adapted["code"], result)
