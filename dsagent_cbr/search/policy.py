@@ -20,7 +20,8 @@ Time: the budget is the command's wall clock. Its end is kept for the refit of t
 run's last steps (`reserve`); no node starts with less of the rest left than a node of its arm needs: a
 model's node MIN_MODEL_SECONDS, or the median time the model's nodes took when that is longer (its first
 FIRST_MODEL_NODE); a plain node MIN_PLAIN_SECONDS, or ROOM times the median its kind took (drafts count),
-but a draft MIN_PLAIN_SECONDS, and any only FIRST_GRADE_SECONDS while no node has graded.
+but a draft MIN_PLAIN_SECONDS, and any only FIRST_GRADE_SECONDS while no node has graded. A draft of a
+learner there for the blend's variety runs for EXTRA_SHARE of the budget at most (operators.py).
 Each node is charged its own time, from its start to its end (loop.py stamps both).
 
 Unless --in-turn, the model's nodes are written beside the plain nodes (they wait on the model, not on our
@@ -58,8 +59,8 @@ MIN_PLAIN_SECONDS = 10.0
 # with none)
 FIRST_GRADE_SECONDS = 3.0
 ROOM = 1.5
-# a draft of a learner drafted for the blend's variety (drafts.EXTRAS) runs for at most this share of the
-# budget, and keeps what it learned by then: on diamonds-cut (43,000 rows, five classes) CatBoost's draft
+# the forest's and CatBoost's drafts (drafts.EXTRAS) run for at most this share of the budget, and keep
+# what they learned by then: on diamonds-cut (43,000 rows, five classes) CatBoost's draft
 # took 120 s of a five-minute run, still learning, and weighed 0.05 in the blend; the run tuned nothing
 EXTRA_SHARE = 0.2
 PRIOR_SECONDS = 60.0  # each arm's rate starts as if it had spent this long for one typical gain
