@@ -226,13 +226,14 @@ def test_the_search_with_a_model_plans_debugs_ensembles_and_resumes_after_sigkil
     assert all(r in ("rerank", "plan", "program") for r in replies.roles[asked_before:])  # no step asked twice
     assert replies.roles.count("adapt") == 1
     assert replies.roles.count("debug") == 1 and record["outcome"] == "ok" and record["kind"] == "search"
-    # the solution: the last blend, unless the best single node did better on the same cross-fitted rows; then
-    # the floor, when its own score beats that choice's
+    # the solution: the last blend, unless the best single node did better on the same cross-fitted rows, beyond
+    # their noise; then the floor, when its own score beats that choice's
     last = [r for r in record["rows"] if r["operator"] == "ensemble" and r["score"] is not None][-1]
     single = min((r for r in record["rows"] if r["operator"] != "ensemble" and r["score"] is not None),
                  key=lambda r: r["score"])
-    taken = next(r["output"]["single"] for r in after if r["role"] == "ensemble" and r["iteration"] == last["iteration"])
-    choice, fair = (single, taken) if taken < last["score"] else (last, last["score"])
+    made = next(r["output"] for r in after if r["role"] == "ensemble" and r["iteration"] == last["iteration"])
+    sure = made["single_sure"]
+    choice, fair = (single, made["single"]) if sure else (last, last["score"])
     floor = next(r for r in record["rows"] if r["operator"] == "draft" and r["case"] == "general-default")
     assert record["best_iteration"] == (floor if floor["score"] < fair else choice)["iteration"]
 

@@ -69,6 +69,7 @@ def test_the_blend_is_graded_on_rows_that_did_not_choose_its_weights(task, tmp_p
         best = min(found[:2], key=lambda m: rmse(y[others], m.values[held.test_rows:, 0][others]))
         taken[rows] = best.values[held.test_rows:, 0][rows]
     assert made.single == pytest.approx(rmse(y, taken)) and made.single > made.grades.selection
+    assert not made.single_sure  # the blend scores better: the final choice takes it
     # a fold's weights do not move when its own labels change; the other folds' do
     answers = held.answers.copy()
     answers.loc[folds[1], "compressive_strength"] = "0"
@@ -106,6 +107,18 @@ def test_each_family_s_best_node_is_a_candidate_before_the_next_best_tunes():
     assert pool[3:] == [9, 8, 7, 6, 5]  # then the best of the rest
     assert ensemble._pool(alone, "maximize", list(range(12)))[:3] == [10, 9, 8]  # no families: by score
     assert ensemble._pool([None, 3.0, 2.0], "minimize", [1, 1, 3]) == [2, 1, 0]  # unscored last
+
+
+def test_a_single_node_beats_the_blend_only_beyond_the_selection_rows_noise(task):
+    held = hold_out(task)
+    y = truth(task, held)[held.test_rows:, None]
+    noisy = y + np.random.default_rng(2).normal(0, 4, y.shape)
+    assert ensemble.beyond_noise(task, held, 0, y, noisy)  # exact against noisy: far apart
+    assert not ensemble.beyond_noise(task, held, 0, noisy, y)  # worse
+    alike = y + np.random.default_rng(3).normal(0, 4, y.shape)  # as noisy, by other draws
+    nearer, further = sorted([noisy, alike], key=lambda v: rmse(y[:, 0], v[:, 0]))
+    assert rmse(y[:, 0], nearer[:, 0]) < rmse(y[:, 0], further[:, 0])
+    assert not ensemble.beyond_noise(task, held, 0, nearer, further)  # better, within the noise
 
 
 def test_labels_blend_by_their_mean_probability_when_every_member_wrote_them():

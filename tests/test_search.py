@@ -448,4 +448,5 @@ def test_the_floor_is_submitted_when_its_own_score_beats_the_fair_score_of_the_b
     assert submitted_choice(blend, single, 0.6690, floor, better) is floor
     assert submitted_choice(blend, single, 0.6690, None, better) is blend  # no floor ran: the blend
     assert submitted_choice(blend, single, 0.6701, floor, better) is single  # the single node did better, fairly
+    assert submitted_choice(blend, single, None, None, better) is blend  # not beyond the noise (Blend.single_sure)
     assert submitted_choice(blend, single, 0.6690, floor.model_copy(update={"score": 0.6690}), better) is blend

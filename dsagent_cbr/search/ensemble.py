@@ -18,7 +18,9 @@ only where their best classes are the labels it submitted (else their rows may n
 A single node's selection score is the best of many on the rows that chose it, so it overstates how
 the node does on new rows; the blend's does not. To choose between them on equal terms, the procedure
 "take the best single node" is cross-fitted on the same folds (the best node on the other folds' rows
-predicts each fold) and graded beside the blend: `Blend.single`."""
+predicts each fold) and graded beside the blend: `Blend.single`. A node lucky on all the selection rows
+is the best on every fold too, so the single node is taken only where it beats the blend beyond the
+rows' noise: `Blend.single_sure`."""
 
 from __future__ import annotations
 
@@ -47,6 +49,7 @@ from dsagent_cbr.harness.readers import (
     read_fit_rounds,
     read_npy,
 )
+from dsagent_cbr.harness.uncertainty import Sample
 from dsagent_cbr.tasks.model import Task
 from dsagent_cbr.untrusted.blend import blend
 
@@ -176,6 +179,8 @@ class Blend:
     grades: Grades  # the selection score graded on cross-fitted predictions
     # the selection score of taking the best single node, cross-fitted on the same folds
     single: float | None
+    # that score beats the blend's beyond the selection rows' noise (a paired bootstrap)
+    single_sure: bool
 
 
 def make(
@@ -206,24 +211,29 @@ def make(
         for rows, scores in zip(choosers, alone, strict=True)
     ]
     firsts = [np.eye(len(members))[_order(scores, task.direction)[0]] for scores in alone]
-    single = score_selection(
-        task, held, _cross_fitted(members, held, folds, firsts, vote), np.arange(held.rows)
-    )
+    taken = _cross_fitted(members, held, folds, firsts, vote)
+    blended = _cross_fitted(members, held, folds, chosen, vote)
     mean = sum(chosen) / len(chosen)
     test = combine(members, mean, np.arange(held.test_rows), vote)
-    _write(
-        task,
-        held,
-        ids,
-        np.concatenate([test, _cross_fitted(members, held, folds, chosen, vote)]),
-        workspace,
-    )
+    _write(task, held, ids, np.concatenate([test, blended]), workspace)
     return Blend(
         _named(members, mean),
         [_named(members, w) for w in chosen],
         grade(task, workspace, held),
-        single,
+        score_selection(task, held, taken, np.arange(held.rows)),
+        beyond_noise(task, held, seed, taken, blended),
     )
+
+
+def beyond_noise(task: Task, held: Held, seed: int, single: np.ndarray, blend: np.ndarray) -> bool:
+    """The selection rows' predictions `single` score better than `blend`'s, and the interval of their
+    paired difference over a bootstrap of the rows excludes zero (harness/uncertainty.py). Drawn only
+    where the first holds: hundreds of scorings."""
+    every = np.arange(held.rows)
+    ahead = task.metric.better(
+        score_selection(task, held, single, every), score_selection(task, held, blend, every)
+    )
+    return ahead and Sample.of(task, held, seed).told_apart(single, blend)
 
 
 def _cross_fitted(

@@ -192,6 +192,7 @@ class Operators:
             f"Blended {len(mean)} node(s): the selection rows in {len(folds)} folds, each graded with "
             f"weights chosen on the others' rows ({'; '.join(map(str, folds))}); the best single node "
             f"on the others' rows, graded on each fold, scores {made.get('single')}"
+            + ("; better than the blend beyond the rows' noise" if made.get("single_sure") else "")
         )
         try:
             result = RunResult.from_dict(made.get("result"))
@@ -250,5 +251,6 @@ class Operators:
             "weights": made.weights,
             "folds": made.folds,
             "single": made.single,
+            "single_sure": made.single_sure,
             "result": result.to_dict(),
         }
