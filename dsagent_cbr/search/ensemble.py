@@ -233,7 +233,7 @@ def beyond_noise(task: Task, held: Held, seed: int, single: np.ndarray, blend: n
     ahead = task.metric.better(
         score_selection(task, held, single, every), score_selection(task, held, blend, every)
     )
-    return ahead and Sample.of(task, held, seed).told_apart(single, blend)
+    return bool(ahead) and Sample.of(task, held, seed).told_apart(single, blend)
 
 
 def _cross_fitted(
