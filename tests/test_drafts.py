@@ -150,6 +150,13 @@ def test_the_deep_draft_comes_next_when_the_31_leaf_booster_kept_thousands_of_ro
     assert [c.task_name for c in drafts.deep_next(cases, 3, [None])][3] == "general-deep"  # ran every round
     assert drafts.deep_next(cases, 3, [drafts.DEEP_SIGNAL - 1]) is None
     assert drafts.deep_next(cases, 5, [drafts.DEEP_SIGNAL]) is None  # the deep draft was taken already
+    # the quick draft kept (nearly) all its rounds: the deep draft after the floor, in the 31-leaf one's place
+    early = drafts.deep_next(cases, 1, [drafts.QUICK_SIGNAL], quick=True)
+    assert early is not None and [c.task_name for c in early] == [
+        "general-quick", "general-default", "general-deep", "general-deep-xgboost"]
+    assert drafts.in_order(cases, [c.task_name for c in early]) == early
+    assert drafts.deep_next(cases, 1, [drafts.QUICK_SIGNAL - 1], quick=True) is None
+    assert drafts.deep_next(cases, 1, [drafts.QUICK_SIGNAL]) is None  # the 31-leaf draft's signal is higher
 
 
 def _adapted_catboost(task) -> dict:

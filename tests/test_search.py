@@ -359,15 +359,15 @@ def test_a_draft_there_for_the_blends_variety_runs_for_a_share_of_the_budget_at_
 
 
 class Rounds(FakeExecutor):
-    """The 31-leaf draft's run writes down the rounds its booster kept, as the bootstrap does."""
+    """The 31-leaf (or another) draft's run writes down the rounds its booster kept, as the bootstrap does."""
 
-    def __init__(self, task, rounds: int) -> None:
+    def __init__(self, task, rounds: int, draft: str = "general") -> None:
         super().__init__(executor().grades, predictions=noisy_answers(task))
-        self.rounds = rounds
+        self.rounds, self.draft = rounds, draft
 
     def run(self, code, folder, refit=False, timeout=None, cancel=None, first_fit=None):
         result = super().run(code, folder, refit, timeout, cancel)
-        if "# general\n" in code and not refit:
+        if f"# {self.draft}\n" in code and not refit:
             kept = {"calls": [self.rounds], "models": [self.rounds]}
             (folder / "workspace" / "cbr_fit_rounds.json").write_text(json.dumps(kept))
         return result
@@ -387,6 +387,24 @@ def test_a_31_leaf_draft_that_kept_thousands_of_rounds_has_the_deep_draft_next(t
     assert [r.case for r in record.rows if r.operator == "draft"] == order
     again = Rounds(task, 0)
     resumed = develop_search(task, DevelopConfig(iterations=3), tmp_path, FakeBank(), again)
+    assert [r.case for r in resumed.rows if r.operator == "draft"] == order and not again.runs
+
+
+@pytest.mark.parametrize(("rounds", "order"), [
+    (300, ["general-quick", "general-default", "general-deep", "general-deep-xgboost"]),
+    (100, ["general-quick", "general-default", "general", "general-xgboost"])])
+def test_a_quick_draft_still_learning_at_its_last_round_has_the_deep_draft_in_the_31_leaf_one_s_place(
+        task, tmp_path, monkeypatch, rounds, order):
+    """The quick draft's 300 rounds at a high learning rate, all kept: the deep draft follows the floor
+    (drafts.QUICK_SIGNAL), and the 31-leaf draft is not drafted; a resume keeps that order."""
+    first, xgboost = boosters(task)
+    quick, floor, deep = (dataclasses.replace(first, task_name=f"general-{k}") for k in ("quick", "default", "deep"))
+    monkeypatch.setattr(search_module, "adapt_case", fake_adapter)
+    monkeypatch.setattr(search_module, "general_cases", lambda task: [quick, floor, first, xgboost, deep])
+    record = develop_search(task, DevelopConfig(iterations=4), tmp_path, FakeBank(), Rounds(task, rounds, "general-quick"))
+    assert [r.case for r in record.rows if r.operator == "draft"] == order
+    again = Rounds(task, 0)
+    resumed = develop_search(task, DevelopConfig(iterations=4), tmp_path, FakeBank(), again)
     assert [r.case for r in resumed.rows if r.operator == "draft"] == order and not again.runs
 
 

@@ -31,6 +31,7 @@ from dsagent_cbr.search import ensemble, tuning
 from dsagent_cbr.search.drafts import (
     FLOOR_CASE,
     GENERAL,
+    QUICK_CASE,
     deep_next,
     general_cases,
     in_order,
@@ -111,15 +112,17 @@ class Operators:
             self._picked = max(self._picked, index + 1)
             return self.general[index]
 
-    def _deepen(self, t: int, workspace: str | None) -> None:
-        """The deep draft next, among those not yet taken, when the rounds the 31-leaf draft (node t)
-        kept ask for larger trees (drafts.deep_next); on a resume, as the journal recorded it. The
-        rounds are the script's own account: they may set the drafts' order, never a score."""
+    def _deepen(self, t: int, workspace: str | None, quick: bool) -> None:
+        """The deep draft next, among those not yet taken, when the rounds the 31-leaf or the `quick`
+        draft (node t) kept ask for larger trees (drafts.deep_next); on a resume, as the journal
+        recorded it. The rounds are the script's own account: they may set the drafts' order, never a
+        score."""
         with self._drafting:
 
             def order() -> list[str] | None:
                 rounds = read_fit_rounds(Path(workspace)) if workspace else None
-                moved = deep_next(self.general, self._picked, rounds["calls"] if rounds else [])
+                calls = rounds["calls"] if rounds else []
+                moved = deep_next(self.general, self._picked, calls, quick)
                 return None if moved is None else [c.task_name for c in moved]
 
             names = self.run.journal.step(t, "drafts", order)
@@ -143,8 +146,8 @@ class Operators:
         run.consider(row, adapted["code"], result)
         if row.case == FLOOR_CASE and result.ok:
             run.floor = result.score
-        if row.operator == Operator.DRAFT and row.case == GENERAL and result.ok:
-            self._deepen(t, result.workspace)
+        if row.operator == Operator.DRAFT and row.case in (GENERAL, QUICK_CASE) and result.ok:
+            self._deepen(t, result.workspace, quick=row.case == QUICK_CASE)
 
     def tune(self, row: Row) -> None:
         """The family root's script with Optuna's next values for its model literals."""
