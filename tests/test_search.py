@@ -34,6 +34,7 @@ from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.clock import Clock
 from dsagent_cbr.errors import BudgetExceeded, Cancelled
 from dsagent_cbr.search import operators as search_module
+from dsagent_cbr.search import tree as tree_module
 from dsagent_cbr.search.drafts import FLOOR_CASE
 from dsagent_cbr.search.loop import Search, develop_search, submitted_choice
 from dsagent_cbr.search.policy import ENDING, EXTRA_SHARE, REFIT_ROOM
@@ -113,6 +114,41 @@ def test_a_refit_blend_refits_each_member_and_blends_their_test_predictions(task
     submitted = pd.read_csv(tmp_path / task.predictions)
     assert len(submitted) == len(pd.read_csv(task.private_dir / task.answers))  # the test rows only
     assert "MEMBERS = " in (tmp_path / "best_solution.py").read_text()
+
+
+def test_a_blend_submits_a_member_s_first_fit_where_its_refit_failed_and_names_it(task, tmp_path, monkeypatch):
+    monkeypatch.setattr(search_module, "adapt_case", reading_refit)
+    runs, lost = executor(noisy_answers(task)), []
+    run = runs.run
+
+    def losing_the_second_refit(code, folder, refit=False, *args, **kwargs):
+        result = run(code, folder, refit, *args, **kwargs)
+        if refit and sum(r for _, r in runs.runs) == 2:
+            lost.append(int(next(p for p in Path(folder).parts if p.startswith("node-"))[5:]))
+            return dataclasses.replace(result, status="error", error="lost")
+        return result
+
+    runs.run = losing_the_second_refit
+    record = develop_search(task, DevelopConfig(iterations=4, refit=True), tmp_path,
+                            FakeBank(solutions=[solution("first"), solution("good")]), runs)
+    best = next(r for r in record.rows if r.iteration == record.best_iteration)
+    assert best.operator == "ensemble" and len(best.members) >= 2 and len(lost) == 1
+    assert record.refit.status == "ok" and record.refit.first_fits == lost
+    assert record.refit.share == round(1 - best.members[lost[0]] / sum(best.members.values()), 3)
+    assert f"node {lost[0]} ({best.members[lost[0]]:g}) first fit" in record.refit.agreement
+
+
+def test_the_end_refits_a_blend_s_light_members_too(task, tmp_path, monkeypatch):
+    """The search refits members weighing MIN_WEIGHT or more while it goes on; at the end, with time,
+    the lighter ones too: the submission learns from every labelled row where it can."""
+    monkeypatch.setattr(search_module, "adapt_case", reading_refit)
+    monkeypatch.setattr(tree_module, "MIN_WEIGHT", 2.0)  # no member leads
+    runs = executor(noisy_answers(task))
+    record = develop_search(task, DevelopConfig(iterations=4, refit=True), tmp_path,
+                            FakeBank(solutions=[solution("first"), solution("good")]), runs)
+    best = next(r for r in record.rows if r.iteration == record.best_iteration)
+    assert best.operator == "ensemble" and record.refit.status == "ok" and record.refit.share == 1
+    assert record.refit.first_fits == [] and sum(r for _, r in runs.runs) == len(best.members)
 
 
 def test_an_ensemble_without_predictions_to_blend_is_recorded_and_the_search_goes_on(task, tmp_path, monkeypatch):

@@ -105,6 +105,8 @@ class Refit(BaseModel):
     agreement: str | None = None
     # a blend's: the share of its weight whose members were refit (the others submitted as first fits)
     share: float | None = None
+    # a blend's: the members submitted as their first fits (their refits missing or not used)
+    first_fits: list[int] | None = None
     # per early-stopped model: [first fit's rounds, the refit's own]
     rounds: list[list[int]] | None = None
 

@@ -3,7 +3,8 @@
 The solution (best_solution.py at the run folder's root; solution.py in older deploy runs) runs on a copy of the
 task whose test file is NEW.csv: the same public training files, no answers. The predictions come back
 in the submission format (the id column, then the target or class columns), one row per row of
-NEW.csv, in its order."""
+NEW.csv, in its order. A blend's members run one by one, each as the run's submission took it
+(commands/predict_blend.py)."""
 
 from __future__ import annotations
 
@@ -172,8 +173,8 @@ def predict_rows(
     policy: SandboxPolicy | None = None,
 ) -> tuple[Path, list[str]]:
     """Write the run's predictions for NEW.csv; returns (output path, notes)."""
+    from dsagent_cbr.commands.predict_blend import blend_note, predict_blend, submitted_blend
     from dsagent_cbr.harness.plan import hold_out
-    from dsagent_cbr.harness.run import run_script
     from dsagent_cbr.tasks.loader import load_task
 
     if not run_dir.is_dir():
@@ -190,26 +191,47 @@ def predict_rows(
     folder = fresh_folder(run_dir, "predict-")  # its own, however many predict at once
     with tempfile.TemporaryDirectory(prefix=f"cbr-predict-{task.name}-") as scratch:
         copy = _with_new_rows(task, new, columns, Path(scratch))
-        # the submitted model learned every labelled row: so does this one
-        refit = was_refit(run_dir)
-        if refit:
-            notes.append(
-                "the solution learns from every labelled row, as the run's submission did (its refit)"
-            )
-        learns = "learning from every labelled row, then " if refit else ""
-        what = f"running {script.name} in the sandbox: {learns}predicting {len(new):,} rows"
-        with doing(f"{what} of {new_csv.name}"):
-            told = first_fit(run_dir) if refit else None
-            result = run_script(
-                copy, script, run_dir=folder, policy=policy, refit=refit, first_fit=told
-            )
         held = hold_out(copy)  # where the run hid its held rows, and the ids it gave the new rows
-    if not result.ok:
-        raise CbrError(f"The solution failed on {new_csv.name} ({result.status}): {result.error}")
-    sub = _predictions(copy, held, Path(result.workspace), new, new_csv.name, columns)
+        fits = submitted_blend(run_dir) if held is not None else None
+        if held is not None and fits:
+            notes.append(blend_note(fits))
+            workspace = predict_blend(copy, held, run_dir, fits, folder, policy)
+        else:
+            rows = f"{len(new):,} rows of {new_csv.name}"
+            workspace = _rerun(copy, run_dir, script, folder, policy, notes, rows)
+    sub = _predictions(copy, held, workspace, new, new_csv.name, columns)
     out = out or folder / "submission.csv"
     write_text_atomic(out, sub.to_csv(index=False))
     return out, notes
+
+
+def _rerun(
+    copy: Any,
+    run_dir: Path,
+    script: Path,
+    folder: Path,
+    policy: SandboxPolicy | None,
+    notes: list[str],
+    rows: str,
+) -> Path:
+    """The run's solution once more on `copy`, refit on every labelled row where the run's submission
+    was; returns the workspace it left. `rows`: the new rows, in words."""
+    from dsagent_cbr.harness.run import run_script
+
+    refit = was_refit(run_dir)  # the submitted model learned every labelled row: so does this one
+    if refit:
+        notes.append(
+            "the solution learns from every labelled row, as the run's submission did (its refit)"
+        )
+    learns = "learning from every labelled row, then " if refit else ""
+    with doing(f"running {script.name} in the sandbox: {learns}predicting {rows}"):
+        told = first_fit(run_dir) if refit else None
+        result = run_script(
+            copy, script, run_dir=folder, policy=policy, refit=refit, first_fit=told
+        )
+    if not result.ok:
+        raise CbrError(f"The solution failed on {rows} ({result.status}): {result.error}")
+    return Path(result.workspace)
 
 
 @click.command()

@@ -105,6 +105,19 @@ def load(
     return None if member is None else replace(member, first_fit=read_fit_rounds(workspace))
 
 
+def fitted(
+    task: Task, held: Held, iteration: int, code: str, workspace: Path, refit: bool
+) -> Member | None:
+    """A member's test-row predictions, as a submission takes them: its refit's (given every labelled
+    row, it predicted the test rows alone) or its first fit's test rows (beside the selection rows)."""
+    view = held.for_refit() if refit else held
+    member = load(task, view, row_ids(task, view), iteration, workspace, code)
+    if member is None or refit:
+        return member
+    scores = None if member.scores is None else member.scores[: held.test_rows]
+    return Member(iteration, code, member.values[: held.test_rows], scores, member.classes)
+
+
 def _predictions(
     task: Task, held: Held, ids: list[str], iteration: int, workspace: Path, code: str
 ) -> Member | None:

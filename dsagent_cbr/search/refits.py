@@ -14,8 +14,9 @@ So the nodes that lead are refit while the search goes on, one at a time, in a n
                  (refit.cut_short), or that fell too far from its first fit, is not used: the first
                  fit stands in for it
 
-At the end the selected node's submission is its refit; a blend's is the blend of its members' refits
-where they are ready and their first fits where not. Each node is refit once, across resumes."""
+At the end what time allows is refit late, a blend's lighter members too. The selected node's submission
+is its refit; a blend's is the blend of its members' refits where they are ready and their first fits
+where not, which the record names. Each node is refit once, across resumes."""
 
 from __future__ import annotations
 
@@ -165,7 +166,8 @@ class Refits:
         """The selected row's submission from what was refit (its own refit, or its blend's members'),
         after refitting late what still fits the budget; published when any refit is used."""
         blended = row.operator == Operator.ENSEMBLE  # else no blend of refits is to come
-        for node in self.tree.leading(row):
+        # every member, the light ones too: the submission learns from every labelled row where it can
+        for node, _ in self.tree.made_of(row):
             if self._late_refit_fits(node, blended):
                 self.refit(node, searching=False, blended=blended)
         if row.operator != Operator.ENSEMBLE:
@@ -196,21 +198,22 @@ class Refits:
         return made.record
 
     def _blend(self, row: Row) -> Refit:
-        """The blend's members' refits where used, their first fits where not, blended with its weights."""
+        """The blend's members' refits where used, their first fits where not, blended with its weights.
+        The record names the members submitted as first fits: `cbr predict` runs the blend as it was."""
         assert row.members is not None and self.held is not None
         task, held, view = self.run.task, self.held, self.held.for_refit()
-        ids = ensemble.row_ids(task, view)
-        members, refit_weight, parts = [], 0.0, []
+        members, first_fits, parts = [], [], []
         for node in (self.tree.row(i) for i in row.members):
-            made = self.done.get(node.iteration)
-            used = made is not None and made.used and made.workspace is not None
-            member = self._member(node, made.workspace if used else None, held, view)
+            refitted = self._used_refit(node)
+            code, workspace = self.tree.script(node), refitted or self.tree.workspace(node)
+            member = ensemble.fitted(task, held, node.iteration, code, workspace, bool(refitted))
             if member is None:
                 return Refit(status="failed", error=f"member node {node.iteration}'s predictions")
             members.append(member)
-            weight = row.members[node.iteration]
-            refit_weight += weight if used else 0.0
-            parts.append(f"node {node.iteration} ({weight:g}) {'refit' if used else 'first fit'}")
+            first_fits += [] if refitted else [node.iteration]
+            how = "refit" if refitted else "first fit"
+            parts.append(f"node {node.iteration} ({row.members[node.iteration]:g}) {how}")
+        refit_weight = sum(w for i, w in row.members.items() if i not in first_fits)
         if refit_weight == 0:
             return Refit(
                 status="skipped",
@@ -219,7 +222,9 @@ class Refits:
             )
         workspace = self.run.run_dir / "refit" / "exec" / "workspace"
         try:
-            grades = ensemble.refit(task, view, ids, members, row.members, workspace)
+            grades = ensemble.refit(
+                task, view, ensemble.row_ids(task, view), members, row.members, workspace
+            )
         except ArtefactError as exc:
             return Refit(status="failed", error=f"the refit members' blend: {exc}")
         publish_outputs(self.run.run_dir, task, self.tree.script(row), workspace, view)
@@ -229,28 +234,10 @@ class Refits:
             agreement="; ".join(parts),
             test_after_refit=grades.test,
             share=round(refit_weight / sum(row.members.values()), 3),
+            first_fits=first_fits,
         )
 
-    def _member(
-        self, node: Row, refit_workspace: Path | None, held: Held, view: Held
-    ) -> ensemble.Member | None:
-        """A member's test-row predictions: its refit's, or its first fit's test rows."""
-        task, code = self.run.task, self.tree.script(node)
-        if refit_workspace is not None:
-            return ensemble.load(
-                task, view, ensemble.row_ids(task, view), node.iteration, refit_workspace, code
-            )
-        first = ensemble.load(
-            task,
-            held,
-            ensemble.row_ids(task, held),
-            node.iteration,
-            self.tree.workspace(node),
-            code,
-        )
-        if first is None:
-            return None
-        scores = None if first.scores is None else first.scores[: held.test_rows]
-        return ensemble.Member(
-            node.iteration, code, first.values[: held.test_rows], scores, first.classes
-        )
+    def _used_refit(self, node: Row) -> Path | None:
+        """Where the node's refit left its predictions, when the submission may take them."""
+        made = self.done.get(node.iteration)
+        return made.workspace if made is not None and made.used else None

@@ -129,15 +129,21 @@ class Tree:
         ]
 
     def leading(self, row: Row | None = None) -> list[Row]:
-        """The nodes whose refits the submission of `row` (the run's best, by default) is made from: the
-        row itself, or the members of a blend that weigh MIN_WEIGHT or more, the heaviest first."""
+        """The nodes whose refits the search makes for the submission of `row` (the run's best, by
+        default) while it goes on: the row itself, or the members of a blend that weigh MIN_WEIGHT or
+        more, the heaviest first."""
+        return [node for node, weight in self.made_of(row) if weight >= MIN_WEIGHT]
+
+    def made_of(self, row: Row | None = None) -> list[tuple[Row, float]]:
+        """The nodes the submission of `row` (the run's best, by default) is made from, with their
+        weights, the heaviest first: the row itself, or every member of a blend."""
         row = self.run.best if row is None else row
         if row is None:
             return []
         if row.operator != Operator.ENSEMBLE:
-            return [row] if row.script else []
+            return [(row, 1.0)] if row.script else []
         weights = sorted((row.members or {}).items(), key=lambda kv: -kv[1])
-        return [self.row(i) for i, w in weights if w >= MIN_WEIGHT]
+        return [(self.row(i), w) for i, w in weights]
 
     def reserve(self, clock: Clock) -> float:
         """Seconds of what the `clock` has left kept for the run's end (policy.reserve): the refit of the
