@@ -73,7 +73,7 @@ ENDING = 5.0  # seconds for the bank's retain and the record
 # and 5 s besides for a million predicted rows (a table of five million on this idle two-core machine)
 BLEND_ROW_SECONDS = 5e-6
 BLEND_MEMBER_ROW_SECONDS = 3.3e-6
-# a blend's members weighing less are submitted as their first fits: not worth a refit's time
+# a blend's members weighing less are refit only at the search's end, where time allows (refits.py)
 MIN_WEIGHT = 0.1
 # the seconds a budget spends before its first node: the interpreter, the task and the bank, then
 # the starter's run (a run of credit's 3,340 rows reached its first node 4.2 s in, on this idle
