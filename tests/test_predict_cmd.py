@@ -19,7 +19,7 @@ from dsagent_cbr.agent.develop import DevelopConfig
 from dsagent_cbr.agent.record import Refit, Row, RunRecord
 from dsagent_cbr.agent.seams import SandboxExecutor
 from dsagent_cbr.commands.predict_blend import submitted_blend
-from dsagent_cbr.commands.predict_cmd import predict_rows
+from dsagent_cbr.commands.predict_cmd import cut_rounds, predict_rows
 from dsagent_cbr.files import fresh_folder
 from dsagent_cbr.sandbox.bubblewrap import SandboxPolicy, bwrap_problem
 from dsagent_cbr.search import loop
@@ -58,6 +58,15 @@ def test_predict_runs_each_member_of_a_blend_as_the_submission_took_it(tmp_path,
     blend_record(tmp_path / "run", refit)
     fits = submitted_blend(tmp_path / "run")
     assert {f.node.iteration: f.refit for f in fits} == took and [f.weight for f in fits] == [0.9, 0.1]
+
+
+@pytest.mark.parametrize(("rounds", "said"), [
+    (None, []), ([[87, 87]], []), ([[87, 120]], []),  # kept the first fit's rounds (one built more)
+    ([[87, 61], [40, 40]], ["61 of 87 rounds"]),  # cut at its deadline: predict cannot remake it exactly
+    ([["87", 61], [1]], []),  # what is not a pair of counts says nothing
+])
+def test_predict_says_when_the_run_s_refit_was_cut_at_its_deadline(rounds, said):
+    assert cut_rounds({"status": "ok", "rounds": rounds}) == said
 
 
 @pytest.mark.slow

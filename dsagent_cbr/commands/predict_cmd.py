@@ -45,14 +45,29 @@ def run_solution(run_dir: Path) -> Path:
     )
 
 
-def was_refit(run_dir: Path) -> bool:
-    """The run's submission came from its solution's refit on every labelled row (summary.json says so)."""
+def submitted_refit(run_dir: Path) -> dict | None:
+    """The record of the refit on every labelled row the run's submission came from (summary.json's
+    refit, when its status is ok); None when the submission was a first fit."""
     try:
         summary = read_json(run_dir / "summary.json")
     except Unreadable:
-        return False
+        return None
     refit = summary.get("refit") if isinstance(summary, dict) else None
-    return isinstance(refit, dict) and refit.get("status") == "ok"
+    return refit if isinstance(refit, dict) and refit.get("status") == "ok" else None
+
+
+def cut_rounds(refit: dict) -> list[str]:
+    """The boosters the run's refit stopped at its deadline short of its first fit's rounds, as "61 of
+    87 rounds": such a refit is submitted when each built half or more (agent/refit.py), and a refit
+    given the time builds them all, so it cannot remake the submission to the digit."""
+    rounds = refit.get("rounds")
+    pairs = [r for r in rounds if _counts(r)] if isinstance(rounds, list) else []
+    return [f"{built} of {first} rounds" for first, built in pairs if built < first]
+
+
+def _counts(pair: object) -> bool:
+    """[first fit's rounds, the refit's own], as two whole numbers."""
+    return isinstance(pair, list) and len(pair) == 2 and all(type(n) is int for n in pair)
 
 
 def first_fit(run_dir: Path) -> FitRounds | None:
@@ -218,11 +233,18 @@ def _rerun(
     was; returns the workspace it left. `rows`: the new rows, in words."""
     from dsagent_cbr.harness.run import run_script
 
-    refit = was_refit(run_dir)  # the submitted model learned every labelled row: so does this one
-    if refit:
+    # the submitted model learned every labelled row: so does this one
+    made = submitted_refit(run_dir)
+    refit = made is not None
+    if made is not None:
         notes.append(
             "the solution learns from every labelled row, as the run's submission did (its refit)"
         )
+        if cut := cut_rounds(made):
+            notes.append(
+                f"the run's refit stopped at its deadline after {', '.join(cut)}; this one builds "
+                "them all, so its predictions differ a little from the submission's"
+            )
     learns = "learning from every labelled row, then " if refit else ""
     with doing(f"running {script.name} in the sandbox: {learns}predicting {rows}"):
         told = first_fit(run_dir) if refit else None
