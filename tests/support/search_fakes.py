@@ -1,6 +1,7 @@
-"""The fakes the search's loop tests share (test_search.py, test_search_model.py, test_search_prompts.py):
-the adapter, the executor's grades, the bank's cases, the model's replies, a clock that the model's calls
-and the scripts move, and an executor whose scripts overlap."""
+"""The fakes the search's loop tests share (test_search.py, test_search_refits.py, test_search_model.py,
+test_search_prompts.py): the adapter, the executor's grades, the bank's cases, the model's replies, a clock
+that the model's calls and the scripts move, an executor whose scripts overlap, and blends that turn slow
+once the nodes end."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import time
 from dsagent_cbr import clock as clock_module
 from dsagent_cbr.bank.cases import Case
 from dsagent_cbr.search.drafts import general_cases
+from dsagent_cbr.search.loop import Search
+from dsagent_cbr.search.tree import Tree
 from support.fakes import FakeExecutor, FakeModel, Graded
 from support.workspace_rows import noisy_answers
 
@@ -105,3 +108,18 @@ class Overlapping(FakeExecutor):
         finally:
             with self.lock:
                 self.now -= 1
+
+
+def slow_blends_once_the_nodes_end(monkeypatch) -> None:
+    """Blends take no time while nodes run, and more than any budget once the search's nodes are done."""
+    ended = threading.Event()
+    nodes = Search.nodes
+
+    def then_slow_blends(self, *args):
+        try:
+            return nodes(self, *args)
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(Search, "nodes", then_slow_blends)
+    monkeypatch.setattr(Tree, "blend_seconds", lambda self: 1e6 if ended.is_set() else 0.0)
