@@ -207,7 +207,7 @@ def predict_rows(
     with tempfile.TemporaryDirectory(prefix=f"cbr-predict-{task.name}-") as scratch:
         copy = _with_new_rows(task, new, columns, Path(scratch))
         held = hold_out(copy)  # where the run hid its held rows, and the ids it gave the new rows
-        fits = submitted_blend(run_dir) if held is not None else None
+        fits = submitted_blend(run_dir)
         if held is not None and fits:
             notes.append(blend_note(fits))
             workspace = predict_blend(copy, held, run_dir, fits, folder, policy)
